@@ -1,0 +1,100 @@
+"""Flatten and rebuild the containers that ``elems`` may come in.
+
+A pytree here is a leaf (any array) or a tuple, list, dict or namedtuple of
+pytrees.  Dict keys are visited in sorted order, as in JAX, so that the leaf
+order does not depend on insertion order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class TreeDef:
+    """The shape of a container with its leaves taken out."""
+
+    kind: str  # "leaf", "tuple", "list", "dict" or "namedtuple"
+    children: tuple[TreeDef, ...] = ()
+    keys: tuple[Any, ...] = ()
+    cls: type | None = None
+
+    @property
+    def num_leaves(self) -> int:
+        if self.kind == "leaf":
+            return 1
+        return sum(c.num_leaves for c in self.children)
+
+    def describe(self) -> str:
+        """A short human-readable description, used in error messages."""
+        if self.kind == "leaf":
+            return "array"
+        inner = ", ".join(c.describe() for c in self.children)
+        if self.kind == "dict":
+            inner = ", ".join(f"{k!r}: {c.describe()}" for k, c in zip(self.keys, self.children))
+            return "{" + inner + "}"
+        if self.kind == "list":
+            return "[" + inner + "]"
+        if self.kind == "namedtuple":
+            assert self.cls is not None
+            return f"{self.cls.__name__}({inner})"
+        return "(" + inner + ("," if len(self.children) == 1 else "") + ")"
+
+
+def _is_namedtuple(x: Any) -> bool:
+    return isinstance(x, tuple) and hasattr(type(x), "_fields")
+
+
+def flatten(tree: Any) -> tuple[list[Any], TreeDef]:
+    """Return the leaves of ``tree`` in a fixed order and its structure."""
+    leaves: list[Any] = []
+    return leaves, _flatten(tree, leaves)
+
+
+def _flatten(tree: Any, leaves: list[Any]) -> TreeDef:
+    if _is_namedtuple(tree):
+        kids = tuple(_flatten(c, leaves) for c in tree)
+        return TreeDef("namedtuple", kids, cls=type(tree))
+    if isinstance(tree, tuple):
+        return TreeDef("tuple", tuple(_flatten(c, leaves) for c in tree))
+    if isinstance(tree, list):
+        return TreeDef("list", tuple(_flatten(c, leaves) for c in tree))
+    if isinstance(tree, dict):
+        keys = tuple(sorted(tree))
+        return TreeDef("dict", tuple(_flatten(tree[k], leaves) for k in keys), keys=keys)
+    leaves.append(tree)
+    return TreeDef("leaf")
+
+
+def unflatten(treedef: TreeDef, leaves: Sequence[Any]) -> Any:
+    """Inverse of :func:`flatten`."""
+    it = iter(leaves)
+    out = _unflatten(treedef, it)
+    return out
+
+
+def _unflatten(td: TreeDef, it: Any) -> Any:
+    if td.kind == "leaf":
+        return next(it)
+    kids = [_unflatten(c, it) for c in td.children]
+    if td.kind == "tuple":
+        return tuple(kids)
+    if td.kind == "list":
+        return kids
+    if td.kind == "dict":
+        return dict(zip(td.keys, kids))
+    assert td.cls is not None
+    return td.cls(*kids)
+
+
+def leaf_paths(treedef: TreeDef, prefix: str = "elems") -> list[str]:
+    """Names such as ``elems[0]`` or ``elems['a']`` for each leaf, for messages."""
+    if treedef.kind == "leaf":
+        return [prefix]
+    out: list[str] = []
+    for i, c in enumerate(treedef.children):
+        key = treedef.keys[i] if treedef.kind == "dict" else i
+        out.extend(leaf_paths(c, f"{prefix}[{key!r}]"))
+    return out

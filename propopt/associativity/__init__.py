@@ -1,0 +1,41 @@
+"""Associativity: regroup a fold into independent pieces.
+
+``fn(a, fn(b, c)) == fn(fn(a, b), c)`` licenses the parallel scan (and
+chunked and tree reductions): pieces are reduced independently, their totals
+scanned, and each piece finished from its carry.
+
+Verbs
+-----
+associative_scan
+    All prefix combinations of a sequence, on CPU threads, CUDA or dask.
+Monoid, monoid
+    A numba-compilable combine with its identity; built-ins ``add``, ``mul``,
+    ``maximum``, ``minimum``, ``logaddexp``, ``linear_recurrence``,
+    ``matmul2x2``.
+"""
+
+from .monoid import (
+    Monoid,
+    add,
+    linear_recurrence,
+    logaddexp,
+    matmul2x2,
+    maximum,
+    minimum,
+    monoid,
+    mul,
+)
+from .scan import associative_scan
+
+__all__ = [
+    "Monoid",
+    "add",
+    "associative_scan",
+    "linear_recurrence",
+    "logaddexp",
+    "matmul2x2",
+    "maximum",
+    "minimum",
+    "monoid",
+    "mul",
+]

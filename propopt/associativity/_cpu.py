@@ -1,0 +1,377 @@
+"""Multi-threaded CPU scan kernels for monoids, compiled by numba.
+
+One algorithm at two scales inside a machine.  An array is scanned in three
+phases: reduce each piece to its total, scan the (few) totals sequentially,
+then scan each piece again starting from its carry.  The pieces are
+
+* *lanes* inside one thread: a thread's block is cut into ``L`` contiguous
+  lanes that are reduced and scanned in an interleaved loop, so the CPU has
+  ``L`` independent dependency chains in flight instead of one (a plain
+  ``h = a*h + b`` loop is bound by the 4-cycle latency of one FMA);
+* *threads*: the array is walked in super-blocks of ``T * block`` elements;
+  each thread reduces its block, the ``T`` totals are scanned, and each
+  thread scans its block again while it is still in its L2 cache.  Main
+  memory is read once and written once, as in a copy.
+
+When the scan axis is not the last one (elements are vectors of length
+``Q > 1``), the innermost loop runs over ``Q`` independent scans and
+vectorizes with SIMD; the three phases then run over chunks of the scan axis
+when there are too few independent rows to fill the threads.
+
+The kernel source depends on the monoid's arity, so it is generated from the
+templates below and compiled once per (monoid, dtype); see ``_jit.py``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import inspect
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .. import _jit
+
+if TYPE_CHECKING:
+    from .monoid import Monoid
+
+#: Bytes of input each thread scans per super-block: well inside the 512 KiB
+#: L2 of the development machine, so the second (scan) pass reads from L2.
+#: 128 KiB measured best of {32, 64, 128, 256, 1024} KiB for float32 add and
+#: the linear recurrence at N = 2^24 on 2 cores (see benchmarks/).
+BLOCK_BYTES = 128 * 1024
+
+#: Fewest elements per lane before lanes are used; shorter pieces run as one
+#: sequential chain (interleaving is not worth its set-up there).
+MIN_LANE = 16
+
+#: Column-block width for scans whose elements are vectors (axis not last).
+COL_BLOCK = 256
+
+#: dtypes the CPU kernels are compiled for.
+SUPPORTED = frozenset(
+    np.dtype(t)
+    for t in (
+        np.int8, np.int16, np.int32, np.int64,
+        np.uint8, np.uint16, np.uint32, np.uint64,
+        np.float32, np.float64, np.complex64, np.complex128,
+    )
+)  # fmt: skip
+
+
+def lanes_for(arity: int) -> int:
+    """Interleaved lanes per thread: about 8 dependency chains in flight."""
+    return max(2, 8 // arity)
+
+
+# ------------------------------------------------------------------ codegen
+def _j(names: Sequence[str]) -> str:
+    return ", ".join(names)
+
+
+def _v(prefix: str, k: int) -> list[str]:
+    return [f"{prefix}{i}" for i in range(k)]
+
+
+def _unpack(names: Sequence[str]) -> str:
+    return _j(names) + ","
+
+
+def _source(k: int, dtype: np.dtype, header: str, cache: bool) -> str:
+    """Python source of the CPU kernels for arity ``k`` and ``dtype``."""
+    L = lanes_for(k)
+    X, O, E, C = _v("x", k), _v("o", k), _v("e", k), _v("c", k)
+    lane = [[f"t{j}_{i}" for i in range(k)] for j in range(L)]
+    A = [f"x{i}[u]" for i in range(k)]
+    out: list[str] = [header]
+    w = out.append
+    w("import numpy as np")
+    w("import numba")
+    w("from numba import prange")
+    w(f"DT = np.{dtype.name}")
+    w(f"CACHE = {cache}")
+    w(f"L = {L}")
+    w(f"MIN_LANE = {MIN_LANE}")
+    w("_c = numba.njit(inline='always', cache=CACHE)(_py_combine)")
+    w("")
+    w("@numba.njit(inline='always', cache=CACHE)")
+    w(f"def comb({_j(_v('a', k) + _v('b', k))}):")
+    w(f"    r = _c({_j(_v('a', k) + _v('b', k))})")
+    if k == 1:
+        w("    return (DT(r),)")
+    else:
+        w("    return (" + ", ".join(f"DT(r[{i}])" for i in range(k)) + ",)")
+    w("")
+
+    def lane_totals(indent: str) -> None:
+        # lane j covers logical positions [lo + j*S, lo + (j+1)*S)
+        for j in range(L):
+            w(f"{indent}{_unpack(lane[j])} = {_unpack(E)}")
+            w(f"{indent}p{j} = lo + {j} * S")
+            w(f"{indent}if rev:")
+            w(f"{indent}    p{j} = N - 1 - p{j}")
+        w(f"{indent}for i in range(S):")
+        for j in range(L):
+            w(f"{indent}    u = np.uintp(p{j} + d * i)")
+            w(f"{indent}    {_unpack(lane[j])} = comb({_j(lane[j] + A)})")
+
+    # _reduce: total of logical positions [lo, hi) of 1-D arrays
+    w("@numba.njit(nogil=True, cache=CACHE)")
+    w(f"def _reduce({_j(X)}, lo, hi, N, rev, {_j(E)}):")
+    w("    d = -1 if rev else 1")
+    w("    S = (hi - lo) // L")
+    w(f"    {_unpack(C)} = {_unpack(E)}")
+    w("    start = lo")
+    w("    if S >= MIN_LANE:")
+    lane_totals("        ")
+    for j in range(L):
+        w(f"        {_unpack(C)} = comb({_j(C + lane[j])})")
+    w("        start = lo + L * S")
+    w("    for l in range(start, hi):")
+    w("        u = np.uintp(N - 1 - l if rev else l)")
+    w(f"        {_unpack(C)} = comb({_j(C + A)})")
+    w(f"    return ({_j(C)},)")
+    w("")
+
+    # _scan: scan logical positions [lo, hi) starting from carry c
+    def emit_store(indent: str, st: Sequence[str]) -> None:
+        w(f"{indent}{'; '.join(f'o{i}[u] = {s}' for i, s in enumerate(st))}")
+
+    w("@numba.njit(nogil=True, cache=CACHE)")
+    w(f"def _scan({_j(X)}, {_j(O)}, lo, hi, N, rev, excl, {_j(C)}, {_j(E)}):")
+    w("    d = -1 if rev else 1")
+    w("    S = (hi - lo) // L")
+    w("    start = lo")
+    w("    if S >= MIN_LANE:")
+    lane_totals("        ")
+    # lane carries: lane 0 starts at c, lane j at c . t_0 . ... . t_{j-1}
+    kk = [[f"k{j}_{i}" for i in range(k)] for j in range(L)]
+    w(f"        {_unpack(kk[0])} = {_unpack(C)}")
+    for j in range(1, L):
+        w(f"        {_unpack(kk[j])} = comb({_j(kk[j - 1] + lane[j - 1])})")
+    for flag, body in (("excl", True), ("not excl", False)):
+        w(f"        if {flag}:")
+        w("            for i in range(S):")
+        for j in range(L):
+            w(f"                u = np.uintp(p{j} + d * i)")
+            if body:
+                emit_store("                ", kk[j])
+                w(f"                {_unpack(kk[j])} = comb({_j(kk[j] + A)})")
+            else:
+                w(f"                {_unpack(kk[j])} = comb({_j(kk[j] + A)})")
+                emit_store("                ", kk[j])
+    w(f"        {_unpack(C)} = comb({_j(kk[L - 1] + lane[L - 1])})")
+    w("        start = lo + L * S")
+    w("    for l in range(start, hi):")
+    w("        u = np.uintp(N - 1 - l if rev else l)")
+    w("        if excl:")
+    emit_store("            ", C)
+    w(f"            {_unpack(C)} = comb({_j(C + A)})")
+    w("        else:")
+    w(f"            {_unpack(C)} = comb({_j(C + A)})")
+    emit_store("            ", C)
+    w(f"    return ({_j(C)},)")
+    w("")
+
+    # rows in parallel: each row of a (P, N) array scanned by one thread
+    w("@numba.njit(parallel=True, nogil=True, cache=CACHE)")
+    w(f"def scan_rows({_j(X)}, {_j(O)}, rev, excl, {_j(E)}):")
+    w("    P, N = x0.shape")
+    w("    for p in prange(P):")
+    w(
+        f"        _scan({_j(x + '[p]' for x in X)}, {_j(o + '[p]' for o in O)}, "
+        f"0, N, N, rev, excl, {_j(E)}, {_j(E)})"
+    )
+    w("")
+
+    # one long row, threads cooperating through super-blocks
+    T_ = [f"tot{i}" for i in range(k)]
+    K_ = [f"car{i}" for i in range(k)]
+    w("@numba.njit(parallel=True, nogil=True, cache=CACHE)")
+    w(f"def scan_1d({_j(X)}, {_j(O)}, rev, excl, T, BK, {_j(E)}):")
+    w("    N = x0.shape[0]")
+    for t_, k_ in zip(T_, K_):
+        w(f"    {t_} = np.empty(T, DT); {k_} = np.empty(T, DT)")
+    w(f"    {_unpack(C)} = {_unpack(E)}")
+    w("    nsb = (N + T * BK - 1) // (T * BK)")
+    w("    for b in range(nsb):")
+    w("        s0 = b * T * BK")
+    w("        for t in prange(T):")
+    w("            lo = min(s0 + t * BK, N)")
+    w("            hi = min(lo + BK, N)")
+    w(f"            r = _reduce({_j(X)}, lo, hi, N, rev, {_j(E)})")
+    w("            " + "; ".join(f"{t_}[t] = r[{i}]" for i, t_ in enumerate(T_)))
+    w("        for t in range(T):")
+    w("            " + "; ".join(f"{k_}[t] = {c}" for k_, c in zip(K_, C)))
+    w(f"            {_unpack(C)} = comb({_j(C + [t_ + '[t]' for t_ in T_])})")
+    w("        for t in prange(T):")
+    w("            lo = min(s0 + t * BK, N)")
+    w("            hi = min(lo + BK, N)")
+    w(
+        f"            _scan({_j(X)}, {_j(O)}, lo, hi, N, rev, excl, "
+        f"{_j(k_ + '[t]' for k_ in K_)}, {_j(E)})"
+    )
+    w("")
+
+    # columns: (P, N, Q) arrays, Q independent scans vectorized innermost
+    XN = [f"x{i}[n, q]" for i in range(k)]
+    CQ = [f"c{i}[q]" for i in range(k)]
+    w("@numba.njit(nogil=True, cache=CACHE)")
+    w(f"def _cols({_j(X)}, {_j(O)}, lo, hi, N, q0, q1, rev, excl, write, {_j(C)}):")
+    w("    # x: (N, Q); c: carries (Q,) updated in place; write=False only reduces")
+    w("    for l in range(lo, hi):")
+    w("        n = N - 1 - l if rev else l")
+    w("        if not write:")
+    w("            for q in range(q0, q1):")
+    w(f"                {_j(_v('r', k))}, = comb({_j(CQ + XN)})")
+    w("                " + "; ".join(f"c{i}[q] = r{i}" for i in range(k)))
+    w("        elif excl:")
+    w("            for q in range(q0, q1):")
+    w("                " + "; ".join(f"o{i}[n, q] = c{i}[q]" for i in range(k)))
+    w(f"                {_j(_v('r', k))}, = comb({_j(CQ + XN)})")
+    w("                " + "; ".join(f"c{i}[q] = r{i}" for i in range(k)))
+    w("        else:")
+    w("            for q in range(q0, q1):")
+    w(f"                {_j(_v('r', k))}, = comb({_j(CQ + XN)})")
+    w("                " + "; ".join(f"c{i}[q] = r{i}; o{i}[n, q] = r{i}" for i in range(k)))
+    w("")
+    w("@numba.njit(parallel=True, nogil=True, cache=CACHE)")
+    w(f"def scan_cols({_j(X)}, {_j(O)}, rev, excl, QB, {_j(E)}):")
+    w("    P, N, Q = x0.shape")
+    w("    nqb = (Q + QB - 1) // QB")
+    w("    for task in prange(P * nqb):")
+    w("        p = task // nqb")
+    w("        q0 = (task % nqb) * QB")
+    w("        q1 = min(q0 + QB, Q)")
+    for i in range(k):
+        w(f"        c{i} = np.full(Q, e{i}, DT)")
+    w(
+        f"        _cols({_j(x + '[p]' for x in X)}, {_j(o + '[p]' for o in O)}, "
+        f"0, N, N, q0, q1, rev, excl, True, {_j(C)})"
+    )
+    w("")
+    w("@numba.njit(parallel=True, nogil=True, cache=CACHE)")
+    w(f"def scan_cols_chunked({_j(X)}, {_j(O)}, rev, excl, T, {_j(E)}):")
+    w("    # x: (N, Q); T chunks of the scan axis, three phases")
+    w("    N, Q = x0.shape")
+    w("    CH = (N + T - 1) // T")
+    for i in range(k):
+        w(f"    tot{i} = np.full((T, Q), e{i}, DT)")
+    w("    for t in prange(T):")
+    w("        lo = min(t * CH, N); hi = min(lo + CH, N)")
+    w(
+        f"        _cols({_j(X)}, {_j(O)}, lo, hi, N, 0, Q, rev, excl, False, "
+        f"{_j(f'tot{i}[t]' for i in range(k))})"
+    )
+    for i in range(k):
+        w(f"    car{i} = np.empty((T, Q), DT)")
+    w("    for q in range(Q):")
+    w(f"        {_unpack(C)} = {_unpack(E)}")
+    w("        for t in range(T):")
+    w("            " + "; ".join(f"car{i}[t, q] = c{i}" for i in range(k)))
+    w(f"            {_unpack(C)} = comb({_j(C + [f'tot{i}[t, q]' for i in range(k)])})")
+    w("    for t in prange(T):")
+    w("        lo = min(t * CH, N); hi = min(lo + CH, N)")
+    w(
+        f"        _cols({_j(X)}, {_j(O)}, lo, hi, N, 0, Q, rev, excl, True, "
+        f"{_j(f'car{i}[t]' for i in range(k))})"
+    )
+    w("")
+    # elementwise combine of two batches (the array form of a scalar combine)
+    B = _v("b", k)
+    w("@numba.njit(parallel=True, nogil=True, cache=CACHE)")
+    w(f"def elementwise({_j(X)}, {_j(B)}, {_j(O)}):")
+    w("    for q in prange(x0.shape[0]):")
+    w("        u = np.uintp(q)")
+    w(f"        {_j(_v('r', k))}, = comb({_j(A + [f'b{i}[u]' for i in range(k)])})")
+    w("        " + "; ".join(f"o{i}[u] = r{i}" for i in range(k)))
+    return "\n".join(out) + "\n"
+
+
+def _combine_import(py: Any) -> str | None:
+    """An import line for ``py`` if it can be imported by name, else None."""
+    mod, qual = getattr(py, "__module__", None), getattr(py, "__qualname__", "")
+    if not mod or mod == "__main__" or "<" in qual or "." in qual:
+        return None
+    try:
+        if getattr(importlib.import_module(mod), qual) is not py:
+            return None
+        src = inspect.getsource(py)
+    except (ImportError, AttributeError, OSError, TypeError):
+        return None
+    digest = hashlib.sha256(src.encode()).hexdigest()[:16]
+    return f"# combine source sha256: {digest}\nfrom {mod} import {qual} as _py_combine"
+
+
+def kernels(monoid: Monoid, dtype: np.dtype) -> Any:
+    """The compiled-on-demand kernel module for ``monoid`` and ``dtype``."""
+    dtype = np.dtype(dtype)
+    cache: dict[np.dtype, Any] = monoid.__dict__.setdefault("_cpu_kernels", {})
+    if dtype not in cache:
+        imp = _combine_import(monoid.scalar)
+        tag = f"cpu_{monoid.name}_{dtype.name}".replace("-", "_")
+        if imp is not None:
+            mod = _jit.load_module(_source(monoid.arity, dtype, imp, True), tag)
+        else:
+            src = _source(monoid.arity, dtype, "", False)
+            mod = _jit.load_module(src, tag, {"_py_combine": monoid.scalar})
+        cache[dtype] = mod
+    return cache[dtype]
+
+
+def block_elements(arity: int, itemsize: int) -> int:
+    """Elements per thread per super-block for ``BLOCK_BYTES`` of input."""
+    return max(4 * MIN_LANE * lanes_for(arity), BLOCK_BYTES // (arity * itemsize))
+
+
+def scan(
+    monoid: Monoid,
+    leaves: Sequence[np.ndarray],
+    axis: int,
+    reverse: bool,
+    exclusive: bool,
+    *,
+    block: int | None = None,
+) -> list[np.ndarray]:
+    """Scan NumPy arrays of one shape and dtype along ``axis``."""
+    shape = leaves[0].shape
+    dtype = leaves[0].dtype
+    n = shape[axis]
+    p = int(np.prod(shape[:axis], dtype=np.int64))
+    q = int(np.prod(shape[axis + 1 :], dtype=np.int64))
+    xs = [np.ascontiguousarray(x).reshape(p, n, q) for x in leaves]
+    os_ = [np.empty((p, n, q), dtype) for _ in leaves]
+    mod = kernels(monoid, dtype)
+    ident = tuple(dtype.type(v) for v in monoid.identity(dtype))
+    threads = _jit.num_threads()
+    rev, excl = bool(reverse), bool(exclusive)
+    if q == 1:
+        x2 = [x.reshape(p, n) for x in xs]
+        o2 = [o.reshape(p, n) for o in os_]
+        bk = block or block_elements(monoid.arity, dtype.itemsize)
+        if p >= 2 * threads or n <= 2 * bk or threads == 1:
+            mod.scan_rows(*x2, *o2, rev, excl, *ident)
+        else:
+            for r in range(p):
+                mod.scan_1d(*(x[r] for x in x2), *(o[r] for o in o2), rev, excl, threads, bk, *ident)
+    else:
+        tasks = p * -(-q // COL_BLOCK)
+        if tasks >= 2 * threads or n < 64 * threads or threads == 1:
+            mod.scan_cols(*xs, *os_, rev, excl, COL_BLOCK, *ident)
+        else:
+            for r in range(p):
+                mod.scan_cols_chunked(*(x[r] for x in xs), *(o[r] for o in os_), rev, excl, threads, *ident)
+    return [o.reshape(shape) for o in os_]
+
+
+def elementwise(monoid: Monoid, a: Sequence[Any], b: Sequence[Any]) -> list[Any]:
+    """Apply the scalar combine elementwise to NumPy arrays (with broadcasting)."""
+    arrays = np.broadcast_arrays(*[np.asarray(v) for v in (*a, *b)])
+    dtype = np.result_type(*arrays)
+    shape = arrays[0].shape
+    flat = [np.ascontiguousarray(v, dtype=dtype).reshape(-1) for v in arrays]
+    outs = [np.empty(flat[0].shape, dtype) for _ in range(monoid.arity)]
+    kernels(monoid, dtype).elementwise(*flat, *outs)
+    return [o.reshape(shape) for o in outs]

@@ -1,0 +1,295 @@
+"""Monoids: an associative combine that numba can compile, plus its identity.
+
+A :class:`Monoid` of arity ``k`` combines elements made of ``k`` scalars::
+
+    combine(a_1, ..., a_k, b_1, ..., b_k) -> (c_1, ..., c_k)
+
+and must satisfy, for all elements ``a``, ``b``, ``c`` of the dtypes it
+accepts (up to floating-point rounding)::
+
+    combine(a, combine(b, c)) == combine(combine(a, b), c)    # associativity
+    combine(e, a) == combine(a, e) == a                        # identity e
+
+Only associativity licenses regrouping; commutativity is *not* assumed, so
+``combine(a, b)`` always receives the earlier element as ``a``.  A combine
+that breaks the law gives results that depend on how the work was split
+(thread count, chunk size, backend); :func:`propopt.audit.check_associative`
+finds such violations, and ``associative_scan(..., check=True)`` runs it.
+
+The scalar ``combine`` is compiled with ``numba.njit`` for the CPU kernels
+and with ``numba.cuda.jit(device=True)`` for the CUDA kernels, so it must use
+only what both targets support (arithmetic, comparisons, ``math``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from .. import _pytree
+
+IdentityLike = Any  # scalar, tuple of scalars, or callable(dtype) -> tuple
+
+
+def _xp_call(name: str, x: Any, *args: Any) -> Any:
+    """Call ``np.<name>`` or ``torch.<name>`` depending on the array type."""
+    if type(x).__module__.split(".", 1)[0] == "torch":
+        import torch
+
+        return getattr(torch, name)(x, *args)
+    return getattr(np, name)(x, *args)
+
+
+class Monoid:
+    """An associative combine over elements of ``arity`` scalars, with identity.
+
+    Parameters
+    ----------
+    combine : callable
+        Scalar function ``(a_1..a_k, b_1..b_k) -> (c_1..c_k)`` (or a single
+        scalar when ``k == 1``); plain Python that numba can compile, or a
+        ``numba.njit`` dispatcher.  ``a`` is the earlier element.
+    identity : scalar, tuple, or callable
+        The identity element, as ``k`` scalars, or a function of the dtype
+        returning them (e.g. ``-inf`` for floats and the minimum for ints).
+    name : str, optional
+        Shown in errors and reports.
+    kinds : str
+        NumPy dtype kinds the combine is meaningful for: ``'i'`` signed and
+        ``'u'`` unsigned integers, ``'f'`` floats, ``'c'`` complex.
+    commutative : bool
+        Informational; kernels never rely on it.
+    array_combine : callable, optional
+        The same combine on arrays: ``(a_leaves, b_leaves) -> c_leaves`` with
+        NumPy or torch arrays, used by the generic and dask paths (and by
+        torch autograd).  When omitted, the scalar combine is mapped over
+        NumPy arrays by a compiled loop.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from propopt import Monoid, associative_scan
+    >>> def affine(a1, b1, a2, b2):          # x -> a*x + b, composed in order
+    ...     return a1 * a2, a2 * b1 + b2
+    >>> m = Monoid(affine, identity=(1.0, 0.0), name="affine")
+    >>> a, h = associative_scan(m, (np.full(3, 0.5), np.ones(3)))
+    >>> h.tolist()
+    [1.0, 1.5, 1.75]
+    """
+
+    def __init__(
+        self,
+        combine: Callable[..., Any],
+        identity: IdentityLike,
+        *,
+        name: str | None = None,
+        kinds: str = "iufc",
+        commutative: bool = False,
+        array_combine: Callable[[Sequence[Any], Sequence[Any]], Sequence[Any]] | None = None,
+    ) -> None:
+        py = getattr(combine, "py_func", combine)
+        if not callable(py):
+            raise TypeError(f"combine must be callable, got {combine!r}")
+        self.scalar: Callable[..., Any] = py
+        self.name = name or getattr(py, "__name__", "monoid")
+        self._identity = identity
+        self.kinds = kinds
+        self.commutative = commutative
+        self._array_combine = array_combine
+        self.arity = len(self.identity(np.dtype(np.float64 if "f" in kinds else np.int64)))
+        argcount = getattr(getattr(py, "__code__", None), "co_argcount", 2 * self.arity)
+        if argcount != 2 * self.arity:
+            raise ValueError(
+                f"combine {self.name!r} takes {argcount} arguments but the identity has "
+                f"{self.arity} components; a combine of arity k takes 2k scalars "
+                "(a_1..a_k, b_1..b_k)"
+            )
+
+    def __repr__(self) -> str:
+        return f"Monoid({self.name!r}, arity={self.arity})"
+
+    # -- the algebra ------------------------------------------------------
+    def identity(self, dtype: Any) -> tuple[Any, ...]:
+        """The identity as a tuple of ``arity`` scalars of ``dtype``."""
+        ident = self._identity(np.dtype(dtype)) if callable(self._identity) else self._identity
+        if not isinstance(ident, tuple):
+            ident = (ident,)
+        return ident
+
+    def accepts(self, dtype: Any) -> bool:
+        """Whether this monoid is meaningful for ``dtype``."""
+        return np.dtype(dtype).kind in self.kinds
+
+    def combine_leaves(self, a: Sequence[Any], b: Sequence[Any]) -> list[Any]:
+        """Combine two elements given as lists of ``arity`` arrays."""
+        if self._array_combine is not None:
+            return list(self._array_combine(a, b))
+        from ._cpu import elementwise
+
+        return elementwise(self, a, b)
+
+    def __call__(self, a: Any, b: Any) -> Any:
+        """Combine two batches of elements (pytrees of ``arity`` arrays)."""
+        la, td = _pytree.flatten(a)
+        lb, _ = _pytree.flatten(b)
+        return _pytree.unflatten(td, self.combine_leaves(la, lb))
+
+
+def monoid(
+    identity: IdentityLike,
+    *,
+    name: str | None = None,
+    kinds: str = "iufc",
+    commutative: bool = False,
+) -> Callable[[Callable[..., Any]], Monoid]:
+    """Decorator form of :class:`Monoid`.
+
+    Examples
+    --------
+    >>> from propopt import monoid
+    >>> @monoid(identity=(1.0, 0.0))
+    ... def affine(a1, b1, a2, b2):
+    ...     return a1 * a2, a2 * b1 + b2
+    >>> affine.arity
+    2
+    """
+
+    def wrap(fn: Callable[..., Any]) -> Monoid:
+        return Monoid(fn, identity, name=name, kinds=kinds, commutative=commutative)
+
+    return wrap
+
+
+# ---------------------------------------------------------------- built-ins
+# Scalar combines live at module level so that generated kernels can import
+# them by name (and numba can cache the kernels on disk).
+
+
+def _add(a: Any, b: Any) -> Any:
+    return a + b
+
+
+def _mul(a: Any, b: Any) -> Any:
+    return a * b
+
+
+def _max(a: Any, b: Any) -> Any:
+    # NaN-propagating, like np.maximum: a NaN on either side wins.
+    if a >= b or a != a:
+        return a
+    return b
+
+
+def _min(a: Any, b: Any) -> Any:
+    if a <= b or a != a:
+        return a
+    return b
+
+
+def _logaddexp(a: Any, b: Any) -> Any:
+    # log(exp(a) + exp(b)) without overflow; equal arguments (including the
+    # identity -inf, and +inf) are handled first, NaN falls through to a + b.
+    if a == b:
+        return a + math.log(2.0)
+    d = a - b
+    if d > 0:
+        return a + math.log1p(math.exp(-d))
+    if d <= 0:
+        return b + math.log1p(math.exp(d))
+    return a + b
+
+
+def _linear_recurrence(a1: Any, b1: Any, a2: Any, b2: Any) -> tuple[Any, Any]:
+    # Element (a, b) is the map h -> a*h + b; combining applies a first.
+    return a1 * a2, a2 * b1 + b2
+
+
+def _matmul2x2(
+    a: Any, b: Any, c: Any, d: Any, e: Any, f: Any, g: Any, h: Any
+) -> tuple[Any, Any, Any, Any]:
+    # [[a, b], [c, d]] @ [[e, f], [g, h]]: the earlier matrix on the left.
+    return a * e + b * g, a * f + b * h, c * e + d * g, c * f + d * h
+
+
+def _lowest(dtype: np.dtype) -> Any:
+    return -np.inf if dtype.kind == "f" else np.iinfo(dtype).min
+
+
+def _highest(dtype: np.dtype) -> Any:
+    return np.inf if dtype.kind == "f" else np.iinfo(dtype).max
+
+
+def _arr_linrec(a: Sequence[Any], b: Sequence[Any]) -> list[Any]:
+    return [a[0] * b[0], b[0] * a[1] + b[1]]
+
+
+def _arr_matmul(x: Sequence[Any], y: Sequence[Any]) -> list[Any]:
+    a, b, c, d = x
+    e, f, g, h = y
+    return [a * e + b * g, a * f + b * h, c * e + d * g, c * f + d * h]
+
+
+add = Monoid(_add, 0, name="add", commutative=True, array_combine=lambda a, b: [a[0] + b[0]])
+"""Addition; identity 0.  ``associative_scan(add, x)`` is a cumulative sum."""
+
+mul = Monoid(_mul, 1, name="mul", commutative=True, array_combine=lambda a, b: [a[0] * b[0]])
+"""Multiplication; identity 1.  A cumulative product."""
+
+maximum = Monoid(
+    _max,
+    lambda dt: (_lowest(dt),),
+    name="max",
+    kinds="iuf",
+    commutative=True,
+    array_combine=lambda a, b: [_xp_call("maximum", a[0], b[0])],
+)
+"""NaN-propagating maximum (like ``np.maximum``); identity -inf or the integer minimum."""
+
+minimum = Monoid(
+    _min,
+    lambda dt: (_highest(dt),),
+    name="min",
+    kinds="iuf",
+    commutative=True,
+    array_combine=lambda a, b: [_xp_call("minimum", a[0], b[0])],
+)
+"""NaN-propagating minimum (like ``np.minimum``); identity +inf or the integer maximum."""
+
+logaddexp = Monoid(
+    _logaddexp,
+    -np.inf,
+    name="logaddexp",
+    kinds="f",
+    commutative=True,
+    array_combine=lambda a, b: [_xp_call("logaddexp", a[0], b[0])],
+)
+"""``log(exp(a) + exp(b))``, computed stably; identity -inf.  A running log-sum-exp."""
+
+linear_recurrence = Monoid(
+    _linear_recurrence,
+    (1, 0),
+    name="linear_recurrence",
+    array_combine=_arr_linrec,
+)
+"""First-order linear recurrence ``h_t = a_t * h_{t-1} + b_t``, elementwise.
+
+Elements are pairs ``(a, b)`` standing for the map ``h -> a*h + b``;
+``(a1, b1) . (a2, b2) = (a1*a2, a2*b1 + b2)`` applies the earlier map first.
+The second output of an inclusive scan is ``h_t`` with ``h_{-1} = 0``.
+Identity ``(1, 0)``.  Not commutative.
+"""
+
+matmul2x2 = Monoid(_matmul2x2, (1, 0, 0, 1), name="matmul2x2", array_combine=_arr_matmul)
+"""Product of 2x2 matrices, given as four arrays ``(a, b, c, d)`` for ``[[a, b], [c, d]]``.
+
+The inclusive scan gives ``M_0 @ M_1 @ ... @ M_t`` (the earlier matrix on the
+left); with ``reverse=True`` it gives ``M_{n-1} @ ... @ M_t``, following
+``jax.lax.associative_scan``.  Identity: the unit matrix.  Not commutative.
+"""
+
+BUILTINS: dict[str, Monoid] = {
+    m.name: m for m in (add, mul, maximum, minimum, logaddexp, linear_recurrence, matmul2x2)
+}
