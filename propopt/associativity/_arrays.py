@@ -41,6 +41,13 @@ def broadcast_to(x: Any, shape: tuple[int, ...], like: Any) -> Any:
     return np.broadcast_to(np.asarray(x, dtype=like.dtype), shape)
 
 
+def expand(x: Any, shape: tuple[int, ...]) -> Any:
+    """A broadcast view of ``x`` with ``shape`` (no copy)."""
+    if is_torch(x):
+        return x.expand(shape)
+    return np.broadcast_to(x, shape)
+
+
 def interleave(even: Any, odd: Any, axis: int) -> Any:
     """Merge ``even`` (positions 0, 2, ...) and ``odd`` (1, 3, ...) along ``axis``."""
     n_even, n_odd = even.shape[axis], odd.shape[axis]

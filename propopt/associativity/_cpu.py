@@ -43,9 +43,9 @@ if TYPE_CHECKING:
 #: the linear recurrence at N = 2^24 on 2 cores (see benchmarks/).
 BLOCK_BYTES = 128 * 1024
 
-#: Fewest elements per lane before lanes are used; shorter pieces run as one
-#: sequential chain (interleaving is not worth its set-up there).
-MIN_LANE = 16
+#: Elements per lane in a tile of ``L * LANE`` elements.  A compile-time
+#: constant so that every lane is addressed from one base pointer.
+LANE = 128
 
 #: Column-block width for scans whose elements are vectors (axis not last).
 COL_BLOCK = 256
@@ -93,10 +93,12 @@ def _source(k: int, dtype: np.dtype, header: str, cache: bool) -> str:
     w(f"DT = np.{dtype.name}")
     w(f"CACHE = {cache}")
     w(f"L = {L}")
-    w(f"MIN_LANE = {MIN_LANE}")
-    w("_c = numba.njit(inline='always', cache=CACHE)(_py_combine)")
+    w(f"SL = {LANE}")
+    w("TILE = L * SL")
+    w("FM = {'contract'}")
+    w("_c = numba.njit(inline='always', cache=CACHE, fastmath=FM)(_py_combine)")
     w("")
-    w("@numba.njit(inline='always', cache=CACHE)")
+    w("@numba.njit(inline='always', cache=CACHE, fastmath=FM)")
     w(f"def comb({_j(_v('a', k) + _v('b', k))}):")
     w(f"    r = _c({_j(_v('a', k) + _v('b', k))})")
     if k == 1:
@@ -105,74 +107,67 @@ def _source(k: int, dtype: np.dtype, header: str, cache: bool) -> str:
         w("    return (" + ", ".join(f"DT(r[{i}])" for i in range(k)) + ",)")
     w("")
 
-    def lane_totals(indent: str) -> None:
-        # lane j covers logical positions [lo + j*S, lo + (j+1)*S)
-        for j in range(L):
-            w(f"{indent}{_unpack(lane[j])} = {_unpack(E)}")
-            w(f"{indent}p{j} = lo + {j} * S")
-            w(f"{indent}if rev:")
-            w(f"{indent}    p{j} = N - 1 - p{j}")
-        w(f"{indent}for i in range(S):")
-        for j in range(L):
-            w(f"{indent}    u = np.uintp(p{j} + d * i)")
-            w(f"{indent}    {_unpack(lane[j])} = comb({_j(lane[j] + A)})")
+    def idx(rev: bool, off: str) -> str:
+        # physical index of logical tile position ``off`` (an expression)
+        return f"ub - np.uintp({off})" if rev else f"ub + np.uintp({off})"
 
-    # _reduce: total of logical positions [lo, hi) of 1-D arrays
-    w("@numba.njit(nogil=True, cache=CACHE)")
-    w(f"def _reduce({_j(X)}, lo, hi, N, rev, {_j(E)}):")
-    w("    d = -1 if rev else 1")
-    w("    S = (hi - lo) // L")
-    w(f"    {_unpack(C)} = {_unpack(E)}")
-    w("    start = lo")
-    w("    if S >= MIN_LANE:")
-    lane_totals("        ")
-    for j in range(L):
-        w(f"        {_unpack(C)} = comb({_j(C + lane[j])})")
-    w("        start = lo + L * S")
-    w("    for l in range(start, hi):")
-    w("        u = np.uintp(N - 1 - l if rev else l)")
-    w(f"        {_unpack(C)} = comb({_j(C + A)})")
-    w(f"    return ({_j(C)},)")
-    w("")
+    lanes = [[f"s{j}_{i}" for i in range(k)] for j in range(L)]
+    XU = [f"x{i}[u]" for i in range(k)]
+    OU = [f"o{i}[u]" for i in range(k)]
 
-    # _scan: scan logical positions [lo, hi) starting from carry c
-    def emit_store(indent: str, st: Sequence[str]) -> None:
-        w(f"{indent}{'; '.join(f'o{i}[u] = {s}' for i, s in enumerate(st))}")
+    def store(indent: str, st: Sequence[str]) -> None:
+        w(indent + "; ".join(f"{o} = {v}" for o, v in zip(OU, st)))
 
-    w("@numba.njit(nogil=True, cache=CACHE)")
-    w(f"def _scan({_j(X)}, {_j(O)}, lo, hi, N, rev, excl, {_j(C)}, {_j(E)}):")
-    w("    d = -1 if rev else 1")
-    w("    S = (hi - lo) // L")
-    w("    start = lo")
-    w("    if S >= MIN_LANE:")
-    lane_totals("        ")
-    # lane carries: lane 0 starts at c, lane j at c . t_0 . ... . t_{j-1}
-    kk = [[f"k{j}_{i}" for i in range(k)] for j in range(L)]
-    w(f"        {_unpack(kk[0])} = {_unpack(C)}")
+    # _block: scan logical positions [lo, hi) from carry c; returns c . total
+    w("@numba.njit(nogil=True, cache=CACHE, fastmath=FM)")
+    w(f"def _block({_j(X)}, {_j(O)}, lo, hi, N, rev, excl, {_j(C)}, {_j(E)}):")
+    w("    nt = (hi - lo) // TILE")
+    w("    for t in range(nt):")
+    w("        b = lo + t * TILE")
+    w("        ub = np.uintp(N - 1 - b) if rev else np.uintp(b)")
+    w(f"        {_unpack(lanes[0])} = {_unpack(C)}")
     for j in range(1, L):
-        w(f"        {_unpack(kk[j])} = comb({_j(kk[j - 1] + lane[j - 1])})")
-    for flag, body in (("excl", True), ("not excl", False)):
-        w(f"        if {flag}:")
-        w("            for i in range(S):")
-        for j in range(L):
-            w(f"                u = np.uintp(p{j} + d * i)")
-            if body:
-                emit_store("                ", kk[j])
-                w(f"                {_unpack(kk[j])} = comb({_j(kk[j] + A)})")
-            else:
-                w(f"                {_unpack(kk[j])} = comb({_j(kk[j] + A)})")
-                emit_store("                ", kk[j])
-    w(f"        {_unpack(C)} = comb({_j(kk[L - 1] + lane[L - 1])})")
-    w("        start = lo + L * S")
-    w("    for l in range(start, hi):")
+        w(f"        {_unpack(lanes[j])} = {_unpack(E)}")
+    for rv in (False, True):
+        for ex in (False, True):
+            w(f"        if {'' if rv else 'not '}rev and {'' if ex else 'not '}excl:")
+            w("            for i in range(SL):")
+            for j in range(L):
+                w(f"                u = {idx(rv, f'{j}*SL + i')}")
+                if ex:
+                    store("                ", lanes[j])
+                w(f"                {_unpack(lanes[j])} = comb({_j(lanes[j] + XU)})")
+                if not ex:
+                    store("                ", lanes[j])
+    # carries into lanes 1.., then a vectorizable fix-up of those lanes
+    kk = [[f"k{j}_{i}" for i in range(k)] for j in range(L)]
+    w(f"        {_unpack(kk[1])} = {_unpack(lanes[0])}")
+    for j in range(2, L):
+        w(f"        {_unpack(kk[j])} = comb({_j(kk[j - 1] + lanes[j - 1])})")
+    w(f"        {_unpack(C)} = comb({_j(kk[L - 1] + lanes[L - 1])})")
+    for j in range(1, L):
+        w("        for i in range(SL):")
+        w(f"            u = ub - np.uintp({j}*SL + SL - 1 - i) if rev else ub + np.uintp({j}*SL + i)")
+        w(f"            {_unpack(_v('r', k))} = comb({_j(kk[j] + OU)})")
+        store("            ", _v("r", k))
+    w("    for l in range(lo + nt * TILE, hi):")
     w("        u = np.uintp(N - 1 - l if rev else l)")
     w("        if excl:")
-    emit_store("            ", C)
-    w(f"            {_unpack(C)} = comb({_j(C + A)})")
+    store("            ", C)
+    w(f"            {_unpack(C)} = comb({_j(C + XU)})")
     w("        else:")
-    w(f"            {_unpack(C)} = comb({_j(C + A)})")
-    emit_store("            ", C)
+    w(f"            {_unpack(C)} = comb({_j(C + XU)})")
+    store("            ", C)
     w(f"    return ({_j(C)},)")
+    w("")
+    # _fix: o = k . o over logical [lo, hi), elementwise (vectorizes)
+    w("@numba.njit(nogil=True, cache=CACHE, fastmath=FM)")
+    w(f"def _fix({_j(O)}, lo, hi, N, rev, {_j(C)}):")
+    w("    plo = N - hi if rev else lo")
+    w("    for i in range(hi - lo):")
+    w("        u = np.uintp(plo + i)")
+    w(f"        {_unpack(_v('r', k))} = comb({_j(C + OU)})")
+    store("        ", _v("r", k))
     w("")
 
     # rows in parallel: each row of a (P, N) array scanned by one thread
@@ -181,12 +176,15 @@ def _source(k: int, dtype: np.dtype, header: str, cache: bool) -> str:
     w("    P, N = x0.shape")
     w("    for p in prange(P):")
     w(
-        f"        _scan({_j(x + '[p]' for x in X)}, {_j(o + '[p]' for o in O)}, "
+        f"        _block({_j(x + '[p]' for x in X)}, {_j(o + '[p]' for o in O)}, "
         f"0, N, N, rev, excl, {_j(E)}, {_j(E)})"
     )
     w("")
 
-    # one long row, threads cooperating through super-blocks
+    # one long row, threads cooperating through super-blocks: each thread
+    # scans its block (thread 0 from the running carry, the others from the
+    # identity), the T totals are scanned, and blocks 1.. are fixed up while
+    # still in cache.
     T_ = [f"tot{i}" for i in range(k)]
     K_ = [f"car{i}" for i in range(k)]
     w("@numba.njit(parallel=True, nogil=True, cache=CACHE)")
@@ -196,23 +194,26 @@ def _source(k: int, dtype: np.dtype, header: str, cache: bool) -> str:
         w(f"    {t_} = np.empty(T, DT); {k_} = np.empty(T, DT)")
     w(f"    {_unpack(C)} = {_unpack(E)}")
     w("    nsb = (N + T * BK - 1) // (T * BK)")
-    w("    for b in range(nsb):")
+    w("    for b in range(nsb + 1):")
     w("        s0 = b * T * BK")
     w("        for t in prange(T):")
+    w("            if b > 0 and t > 0:")
+    w("                # fix up this thread's block of the previous super-block")
+    w("                plo = min(s0 - T * BK + t * BK, N)")
+    w(f"                _fix({_j(O)}, plo, min(plo + BK, N), N, rev, {_j(k_ + '[t]' for k_ in K_)})")
     w("            lo = min(s0 + t * BK, N)")
     w("            hi = min(lo + BK, N)")
-    w(f"            r = _reduce({_j(X)}, lo, hi, N, rev, {_j(E)})")
-    w("            " + "; ".join(f"{t_}[t] = r[{i}]" for i, t_ in enumerate(T_)))
-    w("        for t in range(T):")
-    w("            " + "; ".join(f"{k_}[t] = {c}" for k_, c in zip(K_, C)))
-    w(f"            {_unpack(C)} = comb({_j(C + [t_ + '[t]' for t_ in T_])})")
-    w("        for t in prange(T):")
-    w("            lo = min(s0 + t * BK, N)")
-    w("            hi = min(lo + BK, N)")
-    w(
-        f"            _scan({_j(X)}, {_j(O)}, lo, hi, N, rev, excl, "
-        f"{_j(k_ + '[t]' for k_ in K_)}, {_j(E)})"
-    )
+    w("            if b < nsb:")
+    w("                if t == 0:")
+    w(f"                    r = _block({_j(X)}, {_j(O)}, lo, hi, N, rev, excl, {_j(C)}, {_j(E)})")
+    w("                else:")
+    w(f"                    r = _block({_j(X)}, {_j(O)}, lo, hi, N, rev, excl, {_j(E)}, {_j(E)})")
+    w("                " + "; ".join(f"{t_}[t] = r[{i}]" for i, t_ in enumerate(T_)))
+    w("        if b < nsb:")
+    w("            " + "; ".join(f"c{i} = tot{i}[0]" for i in range(k)))
+    w("            for t in range(1, T):")
+    w("                " + "; ".join(f"{k_}[t] = {c}" for k_, c in zip(K_, C)))
+    w(f"                {_unpack(C)} = comb({_j(C + [t_ + '[t]' for t_ in T_])})")
     w("")
 
     # columns: (P, N, Q) arrays, Q independent scans vectorized innermost
@@ -323,7 +324,8 @@ def kernels(monoid: Monoid, dtype: np.dtype) -> Any:
 
 def block_elements(arity: int, itemsize: int) -> int:
     """Elements per thread per super-block for ``BLOCK_BYTES`` of input."""
-    return max(4 * MIN_LANE * lanes_for(arity), BLOCK_BYTES // (arity * itemsize))
+    tile = LANE * lanes_for(arity)
+    return max(tile, BLOCK_BYTES // (arity * itemsize) // tile * tile)
 
 
 def scan(

@@ -369,9 +369,15 @@ def _scan_cpu(m: Monoid, leaves: Leaves, ax: int, reverse: bool, exclusive: bool
 def _wrap_callable(fn: Callable[[Any, Any], Any], treedef: _pytree.TreeDef) -> Any:
     """Lift ``fn`` on pytrees to a function on leaf lists, checking what it returns."""
 
+    checked: set[tuple[tuple[int, ...], ...]] = set()
+
     def combine(a: Leaves, b: Leaves) -> Leaves:
         res = fn(_pytree.unflatten(treedef, a), _pytree.unflatten(treedef, b))
         out, td = _pytree.flatten(res)
+        key = tuple(tuple(x.shape) for x in a)
+        if key in checked and len(out) == len(a):
+            return out
+        checked.add(key)
         if td != treedef:
             raise ValueError(
                 f"fn returned {td.describe()} but elems is {treedef.describe()}; fn must "
