@@ -1,0 +1,263 @@
+"""CUDA scan kernels for monoids (numba.cuda), multi-block with carries.
+
+The same three phases as on the CPU, at the scale of a GPU:
+
+1. ``tile_reduce``: each thread block loads a tile of ``TPB * ITEMS``
+   elements (coalesced, through shared memory), each thread folds its
+   ``ITEMS`` consecutive elements, and the block folds the ``TPB`` partials
+   in order with a tree; one total per tile.
+2. The tile totals are scanned (exclusively) by the same machinery,
+   recursively, giving each tile its carry.
+3. ``tile_scan``: each block reloads its tile, scans the thread partials
+   (Hillis-Steele in shared memory), and each thread scans its items from
+   ``carry . (partials of the threads before it)``; the tile is written back
+   coalesced.
+
+Elements past the end are padded with the identity, which the monoid laws
+make exact.  Arrays are handled as ``(P, N, Q)`` with the scan along ``N``;
+torch CUDA tensors are used zero-copy through ``__cuda_array_interface__``
+and kernels are launched on torch's current stream.
+
+This module is imported only when CUDA arrays are scanned, so nothing here is
+needed on a machine without numba-cuda.  ``NUMBA_ENABLE_CUDASIM=1`` runs the
+kernels in numba's simulator (the test suite does, with small tiles).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .. import _dispatch, _jit
+from ._cpu import _combine_import, _j, _v
+
+if TYPE_CHECKING:
+    from .monoid import Monoid
+
+#: Threads per block.  256 is a common sweet spot for shared-memory scans.
+THREADS = 256
+
+#: Shared memory (bytes) the staged tile may use per block (48 KiB is the
+#: static limit; the partials need a little more).
+TILE_BYTES = 32 * 1024
+
+#: Most items per thread: long enough to amortize the block scan.
+MAX_ITEMS = 16
+
+_config: dict[str, int | None] = {"threads": None, "items": None}
+
+
+@contextlib.contextmanager
+def tiles(threads: int | None = None, items: int | None = None) -> Iterator[None]:
+    """Temporarily override threads per block and items per thread (tests)."""
+    old = dict(_config)
+    _config.update(threads=threads, items=items)
+    try:
+        yield
+    finally:
+        _config.update(old)
+
+
+def _shape(arity: int, itemsize: int) -> tuple[int, int]:
+    tpb = _config["threads"] or THREADS
+    items = _config["items"] or max(1, min(MAX_ITEMS, TILE_BYTES // (arity * itemsize * tpb)))
+    return tpb, items
+
+
+def _source(k: int, dtype: np.dtype, tpb: int, items: int, header: str) -> str:
+    X, O, E, T, Cc = _v("x", k), _v("o", k), _v("e", k), _v("t", k), _v("c", k)
+    SH, PA = _v("sh", k), _v("pa", k)
+
+    def lhs(names: Sequence[str]) -> str:
+        return names[0] if k == 1 else _j(names)
+
+    lines = [
+        header,
+        "import numpy as np",
+        "from numba import cuda",
+        f"DT = np.{dtype.name}",
+        f"TPB = {tpb}",
+        f"ITEMS = {items}",
+        "TILE = TPB * ITEMS",
+        "comb = cuda.jit(device=True)(_py_combine)",
+        "",
+    ]
+    w = lines.append
+
+    def stage(indent: str) -> None:
+        for s in SH:
+            w(f"{indent}{s} = cuda.shared.array(TILE, DT)")
+        for p in PA:
+            w(f"{indent}{p} = cuda.shared.array(TPB, DT)")
+
+    def load(indent: str) -> None:
+        w(f"{indent}for i in range(ITEMS):")
+        w(f"{indent}    l = i * TPB + tid")
+        w(f"{indent}    g = base + l")
+        w(f"{indent}    if g < N:")
+        w(f"{indent}        n = N - 1 - g if rev else g")
+        w(f"{indent}        " + "; ".join(f"{s}[l] = {x}[p, n, q]" for s, x in zip(SH, X)))
+        w(f"{indent}    else:")
+        w(f"{indent}        " + "; ".join(f"{s}[l] = {e}" for s, e in zip(SH, E)))
+        w(f"{indent}cuda.syncthreads()")
+        A = _v("a", k)
+        w(f"{indent}{lhs(A)} = {lhs(E)}")
+        w(f"{indent}for i in range(ITEMS):")
+        w(f"{indent}    {lhs(A)} = comb({_j(A + [s + '[tid * ITEMS + i]' for s in SH])})")
+        w(f"{indent}" + "; ".join(f"{p}[tid] = {a}" for p, a in zip(PA, A)))
+        w(f"{indent}cuda.syncthreads()")
+
+    def rows(indent: str) -> None:
+        w(f"{indent}tid = cuda.threadIdx.x")
+        w(f"{indent}base = cuda.blockIdx.x * TILE")
+        w(f"{indent}P = x0.shape[0]")
+        w(f"{indent}Q = x0.shape[2]")
+        w(f"{indent}r = cuda.blockIdx.y")
+        w(f"{indent}while r < P * Q:")
+        w(f"{indent}    p = r // Q")
+        w(f"{indent}    q = r % Q")
+
+    w("@cuda.jit")
+    w(f"def tile_reduce({_j(X)}, {_j(T)}, N, rev, {_j(E)}):")
+    stage("    ")
+    rows("    ")
+    load("        ")
+    V = _v("v", k)
+    w("        s = 1")
+    w("        while s < TPB:")
+    w("            if tid % (2 * s) == 0 and tid + s < TPB:")
+    w(f"                {lhs(V)} = comb({_j([p + '[tid]' for p in PA] + [p + '[tid + s]' for p in PA])})")
+    w("                " + "; ".join(f"{p}[tid] = {v}" for p, v in zip(PA, V)))
+    w("            cuda.syncthreads()")
+    w("            s *= 2")
+    w("        if tid == 0:")
+    w("            " + "; ".join(f"{t}[p, cuda.blockIdx.x, q] = {p}[0]" for t, p in zip(T, PA)))
+    w("        cuda.syncthreads()")
+    w("        r += cuda.gridDim.y")
+    w("")
+
+    w("@cuda.jit")
+    w(f"def tile_scan({_j(X)}, {_j(O)}, {_j(Cc)}, N, rev, excl, {_j(E)}):")
+    stage("    ")
+    rows("    ")
+    load("        ")
+    w("        s = 1")
+    w("        while s < TPB:")
+    w("            " + "; ".join(f"{v} = {p}[tid]" for v, p in zip(V, PA)))
+    w("            if tid >= s:")
+    w(f"                {lhs(V)} = comb({_j([p + '[tid - s]' for p in PA] + V)})")
+    w("            cuda.syncthreads()")
+    w("            " + "; ".join(f"{p}[tid] = {v}" for p, v in zip(PA, V)))
+    w("            cuda.syncthreads()")
+    w("            s *= 2")
+    W = _v("w", k)
+    w("        " + "; ".join(f"{x} = {c}[p, cuda.blockIdx.x, q]" for x, c in zip(W, Cc)))
+    w("        if tid > 0:")
+    w(f"            {lhs(W)} = comb({_j(W + [p + '[tid - 1]' for p in PA])})")
+    w("        for i in range(ITEMS):")
+    w("            j = tid * ITEMS + i")
+    w("            if excl:")
+    w("                " + "; ".join(f"{v} = {s}[j]" for v, s in zip(V, SH)))
+    w("                " + "; ".join(f"{s}[j] = {x}" for s, x in zip(SH, W)))
+    w(f"                {lhs(W)} = comb({_j(W + V)})")
+    w("            else:")
+    w(f"                {lhs(W)} = comb({_j(W + [s + '[j]' for s in SH])})")
+    w("                " + "; ".join(f"{s}[j] = {x}" for s, x in zip(SH, W)))
+    w("        cuda.syncthreads()")
+    w("        for i in range(ITEMS):")
+    w("            l = i * TPB + tid")
+    w("            g = base + l")
+    w("            if g < N:")
+    w("                n = N - 1 - g if rev else g")
+    w("                " + "; ".join(f"{o}[p, n, q] = {s}[l]" for o, s in zip(O, SH)))
+    w("        cuda.syncthreads()")
+    w("        r += cuda.gridDim.y")
+    w("")
+
+    w("@cuda.jit")
+    w(f"def fill({_j(Cc)}, {_j(E)}):")
+    w("    i = cuda.grid(1)")
+    w("    if i < c0.size:")
+    w("        Q = c0.shape[2]")
+    w("        NT = c0.shape[1]")
+    w("        p = i // (NT * Q)")
+    w("        m = i % (NT * Q)")
+    w("        " + "; ".join(f"{c}[p, m // Q, m % Q] = {e}" for c, e in zip(Cc, E)))
+    return "\n".join(lines) + "\n"
+
+
+def kernels(monoid: Monoid, dtype: np.dtype) -> tuple[Any, int]:
+    """Kernel module for ``monoid`` and ``dtype`` at the current tile shape."""
+    dtype = np.dtype(dtype)
+    tpb, items = _shape(monoid.arity, dtype.itemsize)
+    cache: dict[tuple[Any, ...], Any] = monoid.__dict__.setdefault("_cuda_kernels", {})
+    key = (dtype, tpb, items)
+    if key not in cache:
+        imp = _combine_import(monoid.scalar)
+        tag = f"cuda_{monoid.name}_{dtype.name}"
+        if imp is not None:
+            cache[key] = _jit.load_module(_source(monoid.arity, dtype, tpb, items, imp), tag)
+        else:
+            src = _source(monoid.arity, dtype, tpb, items, "")
+            cache[key] = _jit.load_module(src, tag, {"_py_combine": monoid.scalar})
+    return cache[key], tpb * items
+
+
+def _scan3d(mod: Any, tile: int, xs: list[Any], outs: list[Any], rev: bool, excl: bool,
+            ident: tuple[Any, ...], stream: Any) -> None:  # fmt: skip
+    from numba import cuda
+
+    p, n, q = xs[0].shape
+    ntiles = -(-n // tile)
+    rows = min(p * q, 65535)
+    dtype = xs[0].dtype
+    carries = [cuda.device_array((p, ntiles, q), dtype, stream=stream) for _ in xs]
+    if ntiles == 1:
+        size = p * q
+        mod.fill[-(-size // 256), 256, stream](*carries, *ident)
+    else:
+        tots = [cuda.device_array((p, ntiles, q), dtype, stream=stream) for _ in xs]
+        mod.tile_reduce[(ntiles, rows), mod.TPB, stream](*xs, *tots, n, rev, *ident)
+        _scan3d(mod, tile, tots, carries, False, True, ident, stream)
+    mod.tile_scan[(ntiles, rows), mod.TPB, stream](*xs, *outs, *carries, n, rev, excl, *ident)
+
+
+def scan(monoid: Monoid, leaves: Sequence[Any], axis: int, reverse: bool,
+         exclusive: bool) -> list[Any]:  # fmt: skip
+    """Scan CUDA arrays (torch CUDA tensors or numba device arrays) along ``axis``."""
+    from numba import cuda
+
+    shape = tuple(int(d) for d in leaves[0].shape)
+    n = shape[axis]
+    p = int(np.prod(shape[:axis], dtype=np.int64))
+    q = int(np.prod(shape[axis + 1 :], dtype=np.int64))
+    is_torch = _dispatch.array_kind(leaves[0]) == _dispatch.TORCH_CUDA
+    if is_torch:
+        import torch
+
+        dtype = np.dtype(str(leaves[0].dtype).replace("torch.", ""))
+        src = [x.contiguous().view(p, n, q) for x in leaves]
+        res = [torch.empty_like(s) for s in src]
+        xs = [cuda.as_cuda_array(s) for s in src]
+        outs = [cuda.as_cuda_array(r) for r in res]
+        stream = cuda.external_stream(torch.cuda.current_stream(leaves[0].device).cuda_stream)
+    else:
+        dtype = np.dtype(leaves[0].dtype)
+        try:
+            xs = [x.reshape(p, n, q) for x in leaves]
+        except (NotImplementedError, ValueError) as err:
+            raise ValueError(
+                "CUDA device arrays must be C-contiguous to be scanned; copy them first "
+                "(e.g. cuda.to_device(np.ascontiguousarray(host)))"
+            ) from err
+        outs = [cuda.device_array((p, n, q), dtype) for _ in leaves]
+        res = outs
+        stream = 0
+    mod, tile = kernels(monoid, dtype)
+    ident = tuple(dtype.type(v) for v in monoid.identity(dtype))
+    if n > 0 and p * q > 0:
+        _scan3d(mod, tile, xs, outs, bool(reverse), bool(exclusive), ident, stream)
+    return [r.reshape(shape) if not is_torch else r.view(shape) for r in res]
