@@ -1,0 +1,109 @@
+"""Bad input gets an error that names the argument, the value and the fix."""
+
+import numpy as np
+import pytest
+
+import propopt as pp
+
+
+def test_lengths_differ_along_axis():
+    with pytest.raises(ValueError, match=r"elems\[1\] has 4.*same length"):
+        pp.associative_scan(pp.linear_recurrence, (np.ones(5), np.ones(4)))
+
+
+@pytest.mark.parametrize("axis", [1, -2, 5])
+def test_axis_out_of_range(axis):
+    with pytest.raises(ValueError, match=f"axis={axis} is out of range"):
+        pp.associative_scan(pp.add, np.ones(5), axis=axis)
+
+
+def test_axis_not_int():
+    with pytest.raises(TypeError, match="axis must be an int"):
+        pp.associative_scan(pp.add, np.ones(5), axis=0.0)
+
+
+def test_zero_dimensional():
+    with pytest.raises(ValueError, match="0-dimensional"):
+        pp.associative_scan(pp.add, np.array(1.0))
+
+
+def test_exclusive_without_identity():
+    with pytest.raises(ValueError, match="exclusive=True needs identity="):
+        pp.associative_scan(lambda a, b: a + b, np.ones(3), exclusive=True)
+    out = pp.associative_scan(lambda a, b: a + b, np.ones(3), exclusive=True, identity=0.0)
+    assert out.tolist() == [0.0, 1.0, 2.0]
+
+
+def test_identity_structure_mismatch():
+    with pytest.raises(ValueError, match="identity has structure"):
+        pp.associative_scan(
+            lambda a, b: (a[0] + b[0], a[1] + b[1]),
+            (np.ones(3), np.ones(3)),
+            exclusive=True,
+            identity=[0.0, 0.0, 0.0],
+        )
+
+
+def test_fn_returns_other_structure():
+    with pytest.raises(ValueError, match="fn returned .* but elems is"):
+        pp.associative_scan(lambda a, b: a[0] + b[0], (np.ones(3), np.ones(3)))
+
+
+def test_fn_returns_other_shape():
+    with pytest.raises(ValueError, match="fn returned leaf 0 of shape"):
+        pp.associative_scan(lambda a, b: (a + b).sum(keepdims=True), np.ones(7))
+
+
+def test_monoid_arity_mismatch():
+    with pytest.raises(ValueError, match="combines elements of 2 array"):
+        pp.associative_scan(pp.linear_recurrence, np.ones(3))
+
+
+def test_monoid_dtype_refused():
+    with pytest.raises(TypeError, match="logaddexp.*cannot combine elems of dtype int64"):
+        pp.associative_scan(pp.logaddexp, np.arange(3))
+    with pytest.raises(TypeError, match="cannot combine elems of dtype bool"):
+        pp.associative_scan(pp.add, np.ones(3, bool))
+
+
+def test_monoid_leaves_differ_in_dtype_or_shape():
+    with pytest.raises(ValueError, match="one shape and dtype"):
+        pp.associative_scan(pp.linear_recurrence, (np.ones(3), np.ones(3, np.float32)))
+    with pytest.raises(ValueError, match="one shape and dtype"):
+        pp.associative_scan(pp.linear_recurrence, (np.ones((3, 2)), np.ones((3, 1))))
+
+
+def test_unknown_method_lists_valid_ones():
+    with pytest.raises(ValueError, match="'auto', 'reference', 'generic', 'cpu', 'cuda', 'dask'"):
+        pp.associative_scan(pp.add, np.ones(3), method="gpu")
+
+
+def test_kernel_methods_need_a_monoid():
+    with pytest.raises(ValueError, match="needs a Monoid"):
+        pp.associative_scan(lambda a, b: a + b, np.ones(3), method="cpu")
+
+
+def test_cuda_method_needs_cuda_arrays():
+    with pytest.raises(ValueError, match="method='cuda' needs CUDA arrays"):
+        pp.associative_scan(pp.add, np.ones(3), method="cuda")
+
+
+def test_not_an_array():
+    with pytest.raises(TypeError, match="not an array"):
+        pp.associative_scan(pp.add, [1.0, 2.0])
+
+
+def test_empty_pytree():
+    with pytest.raises(ValueError, match="holds no arrays"):
+        pp.associative_scan(pp.add, ())
+
+
+def test_mixed_array_types():
+    torch = pytest.importorskip("torch")
+    with pytest.raises(ValueError, match="mixes array types or devices"):
+        pp.associative_scan(pp.linear_recurrence, (np.ones(3), torch.ones(3, dtype=torch.float64)))
+
+
+def test_monoid_combine_arity_checked():
+    with pytest.raises(ValueError, match="takes 3 arguments but the identity has 1"):
+        pp.Monoid(lambda a, b, c: a, identity=0.0)
