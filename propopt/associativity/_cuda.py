@@ -13,7 +13,9 @@ The same three phases as on the CPU, at the scale of a GPU:
    ``carry . (partials of the threads before it)``; the tile is written back
    coalesced.
 
-Elements past the end are padded with the identity, which the monoid laws
+Shared tiles are indexed ``l + l // 32`` (one word of padding per 32), so
+that threads reading their ``ITEMS`` consecutive elements hit distinct
+banks.  Elements past the end are padded with the identity, which the monoid laws
 make exact.  Arrays are handled as ``(P, N, Q)`` with the scan along ``N``;
 torch CUDA tensors are used zero-copy through ``__cuda_array_interface__``
 and kernels are launched on torch's current stream.
@@ -82,6 +84,7 @@ def _source(k: int, dtype: np.dtype, tpb: int, items: int, header: str) -> str:
         f"TPB = {tpb}",
         f"ITEMS = {items}",
         "TILE = TPB * ITEMS",
+        "SHSIZE = TILE + TILE // 32 + 1",
         "comb = cuda.jit(device=True)(_py_combine)",
         "",
     ]
@@ -89,7 +92,7 @@ def _source(k: int, dtype: np.dtype, tpb: int, items: int, header: str) -> str:
 
     def stage(indent: str) -> None:
         for s in SH:
-            w(f"{indent}{s} = cuda.shared.array(TILE, DT)")
+            w(f"{indent}{s} = cuda.shared.array(SHSIZE, DT)")
         for p in PA:
             w(f"{indent}{p} = cuda.shared.array(TPB, DT)")
 
@@ -99,14 +102,16 @@ def _source(k: int, dtype: np.dtype, tpb: int, items: int, header: str) -> str:
         w(f"{indent}    g = base + l")
         w(f"{indent}    if g < N:")
         w(f"{indent}        n = N - 1 - g if rev else g")
-        w(f"{indent}        " + "; ".join(f"{s}[l] = {x}[p, n, q]" for s, x in zip(SH, X)))
+        w(f"{indent}        " + "; ".join(f"{s}[l + (l >> 5)] = {x}[p, n, q]" for s, x in zip(SH, X)))
         w(f"{indent}    else:")
-        w(f"{indent}        " + "; ".join(f"{s}[l] = {e}" for s, e in zip(SH, E)))
+        w(f"{indent}        " + "; ".join(f"{s}[l + (l >> 5)] = {e}" for s, e in zip(SH, E)))
         w(f"{indent}cuda.syncthreads()")
         A = _v("a", k)
         w(f"{indent}{lhs(A)} = {lhs(E)}")
         w(f"{indent}for i in range(ITEMS):")
-        w(f"{indent}    {lhs(A)} = comb({_j(A + [s + '[tid * ITEMS + i]' for s in SH])})")
+        w(f"{indent}    j = tid * ITEMS + i")
+        w(f"{indent}    j += j >> 5")
+        w(f"{indent}    {lhs(A)} = comb({_j(A + [s + '[j]' for s in SH])})")
         w(f"{indent}" + "; ".join(f"{p}[tid] = {a}" for p, a in zip(PA, A)))
         w(f"{indent}cuda.syncthreads()")
 
@@ -159,6 +164,7 @@ def _source(k: int, dtype: np.dtype, tpb: int, items: int, header: str) -> str:
     w(f"            {lhs(W)} = comb({_j(W + [p + '[tid - 1]' for p in PA])})")
     w("        for i in range(ITEMS):")
     w("            j = tid * ITEMS + i")
+    w("            j += j >> 5")
     w("            if excl:")
     w("                " + "; ".join(f"{v} = {s}[j]" for v, s in zip(V, SH)))
     w("                " + "; ".join(f"{s}[j] = {x}" for s, x in zip(SH, W)))
@@ -172,7 +178,7 @@ def _source(k: int, dtype: np.dtype, tpb: int, items: int, header: str) -> str:
     w("            g = base + l")
     w("            if g < N:")
     w("                n = N - 1 - g if rev else g")
-    w("                " + "; ".join(f"{o}[p, n, q] = {s}[l]" for o, s in zip(O, SH)))
+    w("                " + "; ".join(f"{o}[p, n, q] = {s}[l + (l >> 5)]" for o, s in zip(O, SH)))
     w("        cuda.syncthreads()")
     w("        r += cuda.gridDim.y")
     w("")
@@ -207,21 +213,18 @@ def kernels(monoid: Monoid, dtype: np.dtype) -> tuple[Any, int]:
 
 
 def _scan3d(mod: Any, tile: int, xs: list[Any], outs: list[Any], rev: bool, excl: bool,
-            ident: tuple[Any, ...], stream: Any) -> None:  # fmt: skip
-    from numba import cuda
-
+            ident: tuple[Any, ...], stream: Any, empty: Any) -> None:  # fmt: skip
     p, n, q = xs[0].shape
     ntiles = -(-n // tile)
     rows = min(p * q, 65535)
-    dtype = xs[0].dtype
-    carries = [cuda.device_array((p, ntiles, q), dtype, stream=stream) for _ in xs]
+    carries = [empty((p, ntiles, q)) for _ in xs]
     if ntiles == 1:
         size = p * q
         mod.fill[-(-size // 256), 256, stream](*carries, *ident)
     else:
-        tots = [cuda.device_array((p, ntiles, q), dtype, stream=stream) for _ in xs]
+        tots = [empty((p, ntiles, q)) for _ in xs]
         mod.tile_reduce[(ntiles, rows), mod.TPB, stream](*xs, *tots, n, rev, *ident)
-        _scan3d(mod, tile, tots, carries, False, True, ident, stream)
+        _scan3d(mod, tile, tots, carries, False, True, ident, stream, empty)
     mod.tile_scan[(ntiles, rows), mod.TPB, stream](*xs, *outs, *carries, n, rev, excl, *ident)
 
 
@@ -244,6 +247,11 @@ def scan(monoid: Monoid, leaves: Sequence[Any], axis: int, reverse: bool,
         xs = [cuda.as_cuda_array(s) for s in src]
         outs = [cuda.as_cuda_array(r) for r in res]
         stream = cuda.external_stream(torch.cuda.current_stream(leaves[0].device).cuda_stream)
+        tdt, dev = leaves[0].dtype, leaves[0].device
+
+        def empty(shape: tuple[int, ...]) -> Any:  # torch's caching allocator
+            return cuda.as_cuda_array(torch.empty(shape, dtype=tdt, device=dev))
+
     else:
         dtype = np.dtype(leaves[0].dtype)
         try:
@@ -256,8 +264,12 @@ def scan(monoid: Monoid, leaves: Sequence[Any], axis: int, reverse: bool,
         outs = [cuda.device_array((p, n, q), dtype) for _ in leaves]
         res = outs
         stream = 0
+
+        def empty(shape: tuple[int, ...]) -> Any:
+            return cuda.device_array(shape, dtype)
+
     mod, tile = kernels(monoid, dtype)
     ident = tuple(dtype.type(v) for v in monoid.identity(dtype))
     if n > 0 and p * q > 0:
-        _scan3d(mod, tile, xs, outs, bool(reverse), bool(exclusive), ident, stream)
+        _scan3d(mod, tile, xs, outs, bool(reverse), bool(exclusive), ident, stream, empty)
     return [r.reshape(shape) if not is_torch else r.view(shape) for r in res]

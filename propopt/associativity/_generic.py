@@ -66,7 +66,9 @@ def _blocked(combine: Callable[[Leaves, Leaves], Leaves], xs: Leaves, axis: int)
     per_step = sum(x.element_size() if is_torch(x) else x.itemsize for x in xs)
     per_step *= max(1, _numel(xs[0]) // max(n, 1))
     block = max(SEQUENTIAL_BELOW, BLOCK_BYTES * len(xs) // max(per_step, 1))
-    if n <= block:
+    if n <= block or getattr(xs[0], "is_cuda", False):
+        # (on a GPU there is no cache to block for, and each block would cost
+        # dozens of kernel launches)
         return _inclusive(combine, xs, axis)
     _settle_allocator()
     # NumPy: write blocks into one output, so block temporaries reuse memory
