@@ -1,0 +1,168 @@
+"""associative_scan against np.cumsum, a copy, and jax.lax.associative_scan.
+
+Targets at N = 2^24 float32 on the 2-core development machine:
+* add: at most 2x the time of np.copy, at least 3x faster than np.cumsum;
+* linear recurrence: at least 8x faster than jax (jitted, warm), at most 3x
+  the copy time of its input;
+* generic path with the recurrence written as NumPy ops: at least 1.5x
+  faster than jax.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import propopt as pp
+
+from .common import Benchmark, ratio
+
+
+def _linrec_numpy(x, y):
+    return (x[0] * y[0], y[0] * x[1] + y[1])
+
+
+def _jax_scans():
+    try:
+        import jax
+        import jax.numpy as jnp
+    except ImportError:  # jax lives in the bench extra
+        return None
+    add = jax.jit(lambda v: jax.lax.associative_scan(jnp.add, v))
+    lin = jax.jit(lambda a, b: jax.lax.associative_scan(_linrec_numpy, (a, b)))
+    return jnp, add, lin
+
+
+class ScanAdd(Benchmark):
+    """Cumulative sum of float32."""
+
+    params = [2**16, 2**20, 2**24]
+    param_names = ["n"]
+
+    def setup(self, n):
+        self.x = np.random.default_rng(0).normal(size=n).astype(np.float32)
+        pp.associative_scan(pp.add, self.x)  # compile
+        self.jax = _jax_scans()
+        if self.jax is not None:
+            self.jx = self.jax[0].asarray(self.x)
+            self.jax[1](self.jx).block_until_ready()
+
+    def time_np_copy(self, n):
+        np.copy(self.x)
+
+    def time_np_cumsum(self, n):
+        np.cumsum(self.x)
+
+    def time_propopt_cpu(self, n):
+        pp.associative_scan(pp.add, self.x)
+
+    def time_jax(self, n):
+        if self.jax is None:
+            raise NotImplementedError("jax is not installed")
+        self.jax[1](self.jx).block_until_ready()
+
+    def track_speedup_vs_cumsum(self, n):
+        return ratio(lambda: np.cumsum(self.x), lambda: pp.associative_scan(pp.add, self.x))
+
+    track_speedup_vs_cumsum.unit = "x"
+
+    def track_time_over_copy(self, n):
+        return 1.0 / ratio(lambda: np.copy(self.x), lambda: pp.associative_scan(pp.add, self.x))
+
+    track_time_over_copy.unit = "x copy"
+
+
+class ScanLinearRecurrence(Benchmark):
+    """h_t = a_t h_{t-1} + b_t in float32, as a pair (a, b)."""
+
+    params = [2**16, 2**20, 2**24]
+    param_names = ["n"]
+
+    def setup(self, n):
+        rng = np.random.default_rng(0)
+        self.a = rng.uniform(0.9, 1.0, n).astype(np.float32)
+        self.b = rng.normal(size=n).astype(np.float32)
+        pp.associative_scan(pp.linear_recurrence, (self.a, self.b))
+        pp.associative_scan(_linrec_numpy, (self.a, self.b))
+        self.jax = _jax_scans()
+        if self.jax is not None:
+            self.ja, self.jb = self.jax[0].asarray(self.a), self.jax[0].asarray(self.b)
+            self._jax_run()
+
+    def _jax_run(self):
+        import jax
+
+        jax.block_until_ready(self.jax[2](self.ja, self.jb))
+
+    def _cpu(self):
+        return pp.associative_scan(pp.linear_recurrence, (self.a, self.b))
+
+    def _generic(self):
+        return pp.associative_scan(_linrec_numpy, (self.a, self.b))
+
+    def time_copy_inputs(self, n):
+        np.copy(self.a)
+        np.copy(self.b)
+
+    def time_sequential_loop_numba(self, n):
+        _sequential(self.a, self.b)
+
+    def time_propopt_cpu(self, n):
+        self._cpu()
+
+    def time_propopt_generic(self, n):
+        self._generic()
+
+    def time_jax(self, n):
+        if self.jax is None:
+            raise NotImplementedError("jax is not installed")
+        self._jax_run()
+
+    def track_speedup_cpu_vs_jax(self, n):
+        if self.jax is None:
+            raise NotImplementedError("jax is not installed")
+        return ratio(self._jax_run, self._cpu)
+
+    track_speedup_cpu_vs_jax.unit = "x"
+
+    def track_speedup_generic_vs_jax(self, n):
+        if self.jax is None:
+            raise NotImplementedError("jax is not installed")
+        return ratio(self._jax_run, self._generic, repeats=5)
+
+    track_speedup_generic_vs_jax.unit = "x"
+
+    def track_time_over_copy_inputs(self, n):
+        return 1.0 / ratio(lambda: (np.copy(self.a), np.copy(self.b)), self._cpu)
+
+    track_time_over_copy_inputs.unit = "x copy"
+
+    def track_speedup_cpu_vs_sequential(self, n):
+        return ratio(lambda: _sequential(self.a, self.b), self._cpu)
+
+    track_speedup_cpu_vs_sequential.unit = "x"
+
+
+def _sequential(a, b):
+    return _sequential_kernel()(a, b)
+
+
+_SEQ = None
+
+
+def _sequential_kernel():
+    """The plain one-thread loop, compiled once (the baseline of the chapter)."""
+    global _SEQ
+    if _SEQ is None:
+        import numba
+
+        @numba.njit(cache=True)
+        def loop(a, b):
+            out = np.empty_like(b)
+            h = b.dtype.type(0)
+            for i in range(b.shape[0]):
+                h = a[i] * h + b[i]
+                out[i] = h
+            return out
+
+        _SEQ = loop
+    return _SEQ
