@@ -13,12 +13,12 @@ import sys
 os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "0")
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-import warnings  # noqa: E402
+import warnings
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+import numpy as np
+import torch
 
-import propopt as pp  # noqa: E402
+import propopt as pp
 
 
 def check() -> None:
@@ -40,9 +40,10 @@ def check() -> None:
                         o = o.cpu().numpy()
                         fin = np.isfinite(r)
                         assert np.array_equal(np.isfinite(o), fin), (m.name, shape, kw)
-                        # relative error; values below 1e-250 (underflowing products) compared absolutely
+                        # relative error; underflowing products (< 1e-250) compared absolutely
                         err = np.max(
-                            np.abs(o[fin] - r[fin]) / np.maximum(np.abs(r[fin]), 1e-250), initial=0.0
+                            np.abs(o[fin] - r[fin]) / np.maximum(np.abs(r[fin]), 1e-250),
+                            initial=0.0,
                         )
                         worst = max(worst, float(err))
     print(f"correctness: worst relative error vs float64 reference {worst:.2e}")
@@ -73,7 +74,9 @@ def bench() -> None:
         "copy (x.clone)": timed(lambda: x.clone()),
         "torch.cumsum": timed(lambda: torch.cumsum(x, 0)),
         "propopt add": timed(lambda: pp.associative_scan(pp.add, x)),
-        "propopt linear_recurrence": timed(lambda: pp.associative_scan(pp.linear_recurrence, (a, x))),
+        "propopt linear_recurrence": timed(
+            lambda: pp.associative_scan(pp.linear_recurrence, (a, x))
+        ),
         "propopt generic linrec (torch ops)": timed(
             lambda: pp.associative_scan(lambda p, q: (p[0] * q[0], q[0] * p[1] + q[1]), (a, x)), 5
         ),

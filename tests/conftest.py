@@ -11,7 +11,7 @@ import os
 
 os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 
-from hypothesis import settings  # noqa: E402
+from hypothesis import settings
 
 settings.register_profile("propopt", deadline=None, derandomize=True, max_examples=40)
 settings.load_profile("propopt")

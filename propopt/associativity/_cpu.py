@@ -83,7 +83,6 @@ def _source(k: int, dtype: np.dtype, header: str, cache: bool) -> str:
     """Python source of the CPU kernels for arity ``k`` and ``dtype``."""
     L = lanes_for(k)
     X, O, E, C = _v("x", k), _v("o", k), _v("e", k), _v("c", k)
-    lane = [[f"t{j}_{i}" for i in range(k)] for j in range(L)]
     A = [f"x{i}[u]" for i in range(k)]
     out: list[str] = [header]
     w = out.append
@@ -147,7 +146,10 @@ def _source(k: int, dtype: np.dtype, header: str, cache: bool) -> str:
     w(f"        {_unpack(C)} = comb({_j(kk[L - 1] + lanes[L - 1])})")
     for j in range(1, L):
         w("        for i in range(SL):")
-        w(f"            u = ub - np.uintp({j}*SL + SL - 1 - i) if rev else ub + np.uintp({j}*SL + i)")
+        w(
+            f"            u = ub - np.uintp({j}*SL + SL - 1 - i) if rev "
+            f"else ub + np.uintp({j}*SL + i)"
+        )
         w(f"            {_unpack(_v('r', k))} = comb({_j(kk[j] + OU)})")
         store("            ", _v("r", k))
     w("    for l in range(lo + nt * TILE, hi):")
@@ -200,7 +202,10 @@ def _source(k: int, dtype: np.dtype, header: str, cache: bool) -> str:
     w("            if b > 0 and t > 0:")
     w("                # fix up this thread's block of the previous super-block")
     w("                plo = min(s0 - T * BK + t * BK, N)")
-    w(f"                _fix({_j(O)}, plo, min(plo + BK, N), N, rev, {_j(k_ + '[t]' for k_ in K_)})")
+    w(
+        f"                _fix({_j(O)}, plo, min(plo + BK, N), N, rev, "
+        f"{_j(k_ + '[t]' for k_ in K_)})"
+    )
     w("            lo = min(s0 + t * BK, N)")
     w("            hi = min(lo + BK, N)")
     w("            if b < nsb:")
@@ -357,14 +362,18 @@ def scan(
             mod.scan_rows(*x2, *o2, rev, excl, *ident)
         else:
             for r in range(p):
-                mod.scan_1d(*(x[r] for x in x2), *(o[r] for o in o2), rev, excl, threads, bk, *ident)
+                mod.scan_1d(
+                    *(x[r] for x in x2), *(o[r] for o in o2), rev, excl, threads, bk, *ident
+                )
     else:
         tasks = p * -(-q // COL_BLOCK)
         if tasks >= 2 * threads or n < 64 * threads or threads == 1:
             mod.scan_cols(*xs, *os_, rev, excl, COL_BLOCK, *ident)
         else:
             for r in range(p):
-                mod.scan_cols_chunked(*(x[r] for x in xs), *(o[r] for o in os_), rev, excl, threads, *ident)
+                mod.scan_cols_chunked(
+                    *(x[r] for x in xs), *(o[r] for o in os_), rev, excl, threads, *ident
+                )
     return [o.reshape(shape) for o in os_]
 
 

@@ -102,7 +102,10 @@ def _source(k: int, dtype: np.dtype, tpb: int, items: int, header: str) -> str:
         w(f"{indent}    g = base + l")
         w(f"{indent}    if g < N:")
         w(f"{indent}        n = N - 1 - g if rev else g")
-        w(f"{indent}        " + "; ".join(f"{s}[l + (l >> 5)] = {x}[p, n, q]" for s, x in zip(SH, X)))
+        w(
+            f"{indent}        "
+            + "; ".join(f"{s}[l + (l >> 5)] = {x}[p, n, q]" for s, x in zip(SH, X))
+        )
         w(f"{indent}    else:")
         w(f"{indent}        " + "; ".join(f"{s}[l + (l >> 5)] = {e}" for s, e in zip(SH, E)))
         w(f"{indent}cuda.syncthreads()")
@@ -134,7 +137,10 @@ def _source(k: int, dtype: np.dtype, tpb: int, items: int, header: str) -> str:
     w("        s = 1")
     w("        while s < TPB:")
     w("            if tid % (2 * s) == 0 and tid + s < TPB:")
-    w(f"                {lhs(V)} = comb({_j([p + '[tid]' for p in PA] + [p + '[tid + s]' for p in PA])})")
+    w(
+        f"                {lhs(V)} = "
+        f"comb({_j([p + '[tid]' for p in PA] + [p + '[tid + s]' for p in PA])})"
+    )
     w("                " + "; ".join(f"{p}[tid] = {v}" for p, v in zip(PA, V)))
     w("            cuda.syncthreads()")
     w("            s *= 2")

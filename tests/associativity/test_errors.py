@@ -45,7 +45,7 @@ def test_identity_structure_mismatch():
 
 
 def test_fn_returns_other_structure():
-    with pytest.raises(ValueError, match="fn returned .* but elems is"):
+    with pytest.raises(ValueError, match=r"fn returned .* but elems is"):
         pp.associative_scan(lambda a, b: a[0] + b[0], (np.ones(3), np.ones(3)))
 
 
@@ -60,7 +60,7 @@ def test_monoid_arity_mismatch():
 
 
 def test_monoid_dtype_refused():
-    with pytest.raises(TypeError, match="logaddexp.*cannot combine elems of dtype int64"):
+    with pytest.raises(TypeError, match=r"logaddexp.*cannot combine elems of dtype int64"):
         pp.associative_scan(pp.logaddexp, np.arange(3))
     with pytest.raises(TypeError, match="cannot combine elems of dtype bool"):
         pp.associative_scan(pp.add, np.ones(3, bool))

@@ -29,7 +29,10 @@ def draw(m, n_shape, dtype, rng):
     if m is pp.mul:
         return (rng.uniform(0.99, 1.01, n_shape).astype(dtype),)
     if m is pp.linear_recurrence:
-        return (rng.uniform(0.9, 1.0, n_shape).astype(dtype), rng.uniform(0, 1, n_shape).astype(dtype))
+        return (
+            rng.uniform(0.9, 1.0, n_shape).astype(dtype),
+            rng.uniform(0, 1, n_shape).astype(dtype),
+        )
     if m is pp.matmul2x2:
         return tuple(rng.uniform(0.49, 0.51, n_shape).astype(dtype) for _ in range(4))
     if m is pp.logaddexp:
@@ -109,7 +112,13 @@ def test_scan_known_values():
     assert pp.associative_scan(pp.add, x).tolist() == [1, 3, 6, 10, 15]
     assert pp.associative_scan(pp.add, x, reverse=True).tolist() == [15, 14, 12, 9, 5]
     assert pp.associative_scan(pp.add, x, exclusive=True).tolist() == [0, 1, 3, 6, 10]
-    assert pp.associative_scan(pp.add, x, exclusive=True, reverse=True).tolist() == [14, 12, 9, 5, 0]
+    assert pp.associative_scan(pp.add, x, exclusive=True, reverse=True).tolist() == [
+        14,
+        12,
+        9,
+        5,
+        0,
+    ]
     a, h = pp.associative_scan(pp.linear_recurrence, (np.full(4, 0.5), np.ones(4)))
     assert h.tolist() == [1.0, 1.5, 1.75, 1.875]
     assert a.tolist() == [0.5, 0.25, 0.125, 0.0625]

@@ -20,7 +20,9 @@ def test_cpu_tensors_in_tensors_out():
         out = pp.associative_scan(pp.linear_recurrence, (a, b), method=method, reverse=True)
         assert all(isinstance(o, torch.Tensor) and o.dtype == torch.float32 for o in out)
         ref = pp.associative_scan(
-            pp.linear_recurrence, (a.double().numpy(), b.double().numpy()), reverse=True,
+            pp.linear_recurrence,
+            (a.double().numpy(), b.double().numpy()),
+            reverse=True,
             method="reference",
         )
         np.testing.assert_allclose(out[1].numpy(), ref[1], rtol=2e-4, atol=1e-5)
