@@ -47,7 +47,11 @@ def load_module(source: str, tag: str, namespace: dict[str, Any] | None = None) 
     what it uses); it is written to a file and numba may cache it.  With a
     namespace, the source is executed in memory with those globals.
     """
-    key = hashlib.sha256((source + repr(sorted(namespace or {}))).encode()).hexdigest()[:20]
+    # In-memory modules are keyed by the identity of the objects they close
+    # over (two different lambdas must not share a kernel); _loaded keeps
+    # those objects alive, so their ids are not reused.
+    ident = sorted((k, id(v)) for k, v in (namespace or {}).items())
+    key = hashlib.sha256((source + repr(ident)).encode()).hexdigest()[:20]
     name = f"_propopt_gen_{tag}_{key}"
     if name in _loaded:
         return _loaded[name]

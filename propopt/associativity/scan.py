@@ -126,6 +126,13 @@ def associative_scan(
         raise ValueError("elems holds no arrays; pass an array or a pytree of arrays")
     paths = _pytree.leaf_paths(treedef)
     kind = _dispatch.common_kind(leaves, paths)
+    if kind == _dispatch.DASK:
+        for leaf, path in zip(leaves, paths):
+            if any(np.isnan(d) for d in leaf.shape):
+                raise ValueError(
+                    f"{path} has unknown chunk sizes (shape {leaf.shape}); call "
+                    "x.compute_chunk_sizes() first"
+                )
     ax = _check_axis(axis, leaves, paths)
     is_monoid = isinstance(fn, Monoid)
     if is_monoid:

@@ -238,3 +238,19 @@ def test_float16_goes_generic_on_auto_and_is_refused_by_the_kernel():
     np.testing.assert_allclose(out, np.cumsum(x.astype(np.float64)), rtol=2e-2)
     with pytest.raises(TypeError, match="no kernel for dtype float16"):
         pp.associative_scan(pp.add, x, method="cpu")
+
+
+def test_distinct_lambda_monoids_get_distinct_kernels():
+    x = np.arange(1, 6, dtype=np.int64)
+    plus = pp.Monoid(lambda a, b: a + b, 0)
+    times = pp.Monoid(lambda a, b: a * b, 1)
+    assert pp.associative_scan(plus, x, method="cpu").tolist() == [1, 3, 6, 10, 15]
+    assert pp.associative_scan(times, x, method="cpu").tolist() == [1, 2, 6, 24, 120]
+
+
+def test_monoid_pickles_without_its_kernels():
+    import pickle
+
+    pp.associative_scan(pp.linear_recurrence, (np.ones(3), np.ones(3)))
+    clone = pickle.loads(pickle.dumps(pp.linear_recurrence))
+    assert clone.name == "linear_recurrence" and "_cpu_kernels" not in clone.__dict__
