@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 import propopt as pp
+from propopt.associativity._reference import linear_recurrence_loop
 
 from .common import Benchmark, ratio
 
@@ -143,26 +144,4 @@ class ScanLinearRecurrence(Benchmark):
 
 
 def _sequential(a, b):
-    return _sequential_kernel()(a, b)
-
-
-_SEQ = None
-
-
-def _sequential_kernel():
-    """The plain one-thread loop, compiled once (the baseline of the chapter)."""
-    global _SEQ
-    if _SEQ is None:
-        import numba
-
-        @numba.njit(cache=True)
-        def loop(a, b):
-            out = np.empty_like(b)
-            h = b.dtype.type(0)
-            for i in range(b.shape[0]):
-                h = a[i] * h + b[i]
-                out[i] = h
-            return out
-
-        _SEQ = loop
-    return _SEQ
+    return linear_recurrence_loop()(a, b)

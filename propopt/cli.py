@@ -50,26 +50,12 @@ def _rel_error(got: np.ndarray, exact: np.ndarray) -> float:
     return float(np.max(np.abs(got.astype(np.float64) - exact)) / scale)
 
 
-def _sequential_linrec() -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
-    import numba
-
-    @numba.njit(cache=True)
-    def loop(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        out = np.empty_like(b)
-        h = b.dtype.type(0)
-        for i in range(b.shape[0]):
-            h = a[i] * h + b[i]
-            out[i] = h
-        return out
-
-    return loop
-
-
 def capstone_rows(n: int, log: Callable[[str], None]) -> list[Row]:
     """Measure the associativity rows at length ``n`` (float32)."""
     import numba
 
     import propopt as pp
+    from propopt.associativity._reference import linear_recurrence_loop
 
     rng = np.random.default_rng(0)
     device = f"cpu ({numba.get_num_threads()} threads)"
@@ -87,7 +73,7 @@ def capstone_rows(n: int, log: Callable[[str], None]) -> list[Row]:
                     base / fast, _rel_error(got, exact), device))  # fmt: skip
 
     log(f"linear recurrence h = a*h + b, n = {n:,} ...")
-    loop = _sequential_linrec()
+    loop = linear_recurrence_loop()
     exact = loop(a.astype(np.float64), x.astype(np.float64))
     got = pp.associative_scan(pp.linear_recurrence, (a, x))[1]
     base = _median_ms(lambda: loop(a, x))
