@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import _jit
+from .._memory import settle_allocator
 
 if TYPE_CHECKING:
     from .monoid import Monoid
@@ -350,6 +351,8 @@ def scan(
     p = int(np.prod(shape[:axis], dtype=np.int64))
     q = int(np.prod(shape[axis + 1 :], dtype=np.int64))
     xs = [np.ascontiguousarray(x).reshape(p, n, q) for x in leaves]
+    if n * p * q * dtype.itemsize >= 1 << 20:
+        settle_allocator()
     os_ = [np.empty((p, n, q), dtype) for _ in leaves]
     mod = kernels(monoid, dtype)
     ident = tuple(dtype.type(v) for v in monoid.identity(dtype))

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from .._memory import settle_allocator
 from ._arrays import broadcast_to, concat, expand, flip, interleave, is_torch, take
 
 Leaves = list[Any]
@@ -70,7 +71,7 @@ def _blocked(combine: Callable[[Leaves, Leaves], Leaves], xs: Leaves, axis: int)
         # (on a GPU there is no cache to block for, and each block would cost
         # dozens of kernel launches)
         return _inclusive(combine, xs, axis)
-    _settle_allocator()
+    settle_allocator()
     # NumPy: write blocks into one output, so block temporaries reuse memory
     # (collecting blocks and concatenating cost 50% more here).  torch: keep
     # the blocks and concatenate, which autograd can follow.
@@ -92,27 +93,6 @@ def _blocked(combine: Callable[[Leaves, Leaves], Leaves], xs: Leaves, axis: int)
         for o, v in zip(outs, local):
             o[(slice(None),) * axis + (slice(s, s + m),)] = v
     return outs if outs is not None else [concat(p, axis) for p in parts]
-
-
-_settled = False
-
-
-def _settle_allocator() -> None:
-    """Let glibc's malloc learn that 1 MiB buffers are reused.
-
-    glibc serves allocations above its mmap threshold (128 KiB at start) with
-    fresh ``mmap`` pages, which are faulted in and zeroed on every use, until
-    the program frees one large mapping; then the threshold rises to that
-    size and buffers are recycled from the heap.  The block temporaries here
-    are just above the initial threshold: in a fresh process the linear
-    recurrence at N = 2^24 took 210 ms, and 87 ms after one 16 MiB array had
-    been freed.  Allocating and freeing one untouched 16 MiB array does that
-    once (elsewhere, or where the threshold is already set, it is harmless).
-    """
-    global _settled
-    if not _settled:
-        _settled = True
-        np.empty(1 << 24, np.uint8)
 
 
 def _with_len(shape: tuple[int, ...], axis: int, n: int) -> tuple[int, ...]:
