@@ -1,99 +1,257 @@
 """Hypothesis strategies and assertions for testing associative combines.
 
-Needs ``hypothesis`` (in the ``test`` extra).  Use them in your own tests::
+This module needs `hypothesis <https://hypothesis.readthedocs.io>`_, an
+optional test dependency (``pip install propopt[test]``); propopt itself
+never imports it.  Use it in your own test suite::
 
     from hypothesis import given
     from propopt import linear_recurrence
     from propopt.testing import assert_associative, triples
 
     @given(triples(linear_recurrence))
-    def test_law(abc):
+    def test_my_recurrence_is_associative(abc):
         assert_associative(linear_recurrence, *abc)
+
+Strategies
+----------
+elements
+    Batches of elements of a monoid: tuples of ``arity`` arrays of shape
+    ``(n, *extra_shape)``, with values for which the combine stays finite.
+triples
+    Three single elements ``(a, b, c)``, each of length 1.
+
+Assertions
+----------
+assert_associative
+    ``fn(fn(a, b), c) == fn(a, fn(b, c))`` within the tolerance of
+    :func:`propopt.audit.check_associative`.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from .associativity.monoid import Monoid, linear_recurrence, matmul2x2, mul
+from . import _pytree
+from .associativity.monoid import Monoid, add, logaddexp, maximum, minimum
 
 __all__ = ["assert_associative", "elements", "triples"]
 
+_DEFAULT_N = st.integers(1, 40)
 
-def _bounds(m: Monoid, dtype: np.dtype) -> tuple[float, float]:
+_ADDITIVE = (add, maximum, minimum, logaddexp)
+"""Built-ins whose values stay bounded by a sum of the operands: wider default range."""
+
+
+def _bounds(m: Monoid | None, dtype: np.dtype) -> tuple[float, float]:
+    if dtype.kind == "u":
+        return 0, 3
+    if dtype.kind in "ib":
+        return -3, 3
+    if any(m is a for a in _ADDITIVE):
+        return -1e3, 1e3
+    return -1.5, 1.5  # products (mul, recurrences, matrices, unknown combines) stay finite
+
+
+def _representable(value: float, dtype: np.dtype, toward: float) -> float:
+    """``value`` rounded (toward ``toward``) to a float that ``dtype`` holds exactly."""
+    v = dtype.type(value)
+    if (v > value and toward < value) or (v < value and toward > value):
+        v = np.nextafter(v, dtype.type(toward))
+    return float(v)
+
+
+def _values(dtype: np.dtype, lo: float, hi: float) -> st.SearchStrategy[Any]:
+    if dtype.kind == "b":
+        return st.booleans()
     if dtype.kind in "iu":
-        lo = 0 if dtype.kind == "u" else -3
-        return lo, 3
-    if m in (mul, linear_recurrence, matmul2x2):
-        return -1.5, 1.5  # products stay finite over a handful of steps
-    return -1e3, 1e3
+        info = np.iinfo(dtype)
+        return st.integers(max(int(np.ceil(lo)), info.min), min(int(np.floor(hi)), info.max))
+    if dtype.kind == "c":
+        bound = max(abs(lo), abs(hi))
+        return st.complex_numbers(
+            max_magnitude=bound,
+            allow_nan=False,
+            allow_infinity=False,
+            width=cast(Any, 8 * dtype.itemsize),
+        )
+    if dtype.kind == "f":
+        lo, hi = _representable(lo, dtype, hi), _representable(hi, dtype, lo)
+        return st.floats(
+            lo, hi, allow_nan=False, allow_infinity=False, width=cast(Any, 8 * dtype.itemsize)
+        )
+    raise TypeError(f"no element strategy for dtype {dtype}; use a bool, int, float or complex")
 
 
 def elements(
-    m: Monoid,
+    monoid: Monoid | None,
     dtype: Any = np.float64,
-    n: st.SearchStrategy[int] | int = 40,
+    n: st.SearchStrategy[int] | int = _DEFAULT_N,
     extra_shape: tuple[int, ...] = (),
     min_value: float | None = None,
     max_value: float | None = None,
+    *,
+    arity: int | None = None,
 ) -> st.SearchStrategy[tuple[np.ndarray, ...]]:
-    """Tuples of ``m.arity`` arrays of shape ``(k, *extra_shape)`` valid for ``m``.
+    """Batches of elements: tuples of ``arity`` arrays of shape ``(n, *extra_shape)``.
 
-    ``k`` is drawn from 1..``n`` (or from ``n`` if it is a strategy).
+    Parameters
+    ----------
+    monoid : Monoid or None
+        The monoid the elements are for (its ``arity`` and accepted dtypes),
+        or ``None`` for a plain combine, with ``arity`` given.
+    dtype : dtype
+        Of every array.
+    n : int or strategy of int
+        Number of elements (length of axis 0); by default 1 to 40.
+    extra_shape : tuple of int
+        Trailing shape of each element.
+    min_value, max_value : float, optional
+        Range of the values.  By default finite values with magnitude
+        ``<= 1e3`` for ``add``, ``maximum``, ``minimum`` and ``logaddexp``,
+        ``<= 1.5`` for everything else (so that products over a few dozen
+        steps of ``mul``, ``linear_recurrence`` or ``matmul2x2`` stay
+        finite), and integers in ``-3..3`` (``0..3`` unsigned); wraparound
+        of integer products is still associative.
+    arity : int, optional
+        Number of arrays per element; required when ``monoid`` is None.
 
-    Values are finite and bounded so that products stay finite; pass
-    ``min_value``/``max_value`` to override.
+    Returns
+    -------
+    hypothesis strategy
+        Of tuples of NumPy arrays.
+
+    Examples
+    --------
+    >>> from hypothesis import given
+    >>> from propopt import linear_recurrence
+    >>> from propopt.testing import elements
+    >>> @given(elements(linear_recurrence, n=5))
+    ... def test(e):
+    ...     assert len(e) == 2 and e[0].shape == (5,)
+    >>> test()
     """
     dt = np.dtype(dtype)
-    lo, hi = _bounds(m, dt)
+    if monoid is not None:
+        if not monoid.accepts(dt):
+            raise ValueError(
+                f"monoid {monoid.name!r} does not combine dtype {dt} (it accepts dtype kinds "
+                f"{monoid.kinds!r}); pick another dtype"
+            )
+        k = monoid.arity if arity is None else arity
+    elif arity is None:
+        raise ValueError("arity is required when monoid is None (the arrays per element)")
+    else:
+        k = arity
+    lo, hi = _bounds(monoid, dt)
     lo = lo if min_value is None else min_value
     hi = hi if max_value is None else max_value
-    n_st = st.integers(1, n) if isinstance(n, int) else n
-    if dt.kind == "f":
-        vals = st.floats(lo, hi, allow_nan=False, allow_infinity=False, width=8 * dt.itemsize)
-    else:
-        vals = st.integers(int(lo), int(hi))
+    if lo > hi:
+        raise ValueError(f"min_value={lo!r} is larger than max_value={hi!r}")
+    vals = _values(dt, lo, hi)
+    sizes = st.just(n) if isinstance(n, (int, np.integer)) else n
 
-    def arrays(k: int) -> st.SearchStrategy[tuple[np.ndarray, ...]]:
-        shape = (k, *extra_shape)
-        return st.tuples(*[hnp.arrays(dt, shape, elements=vals) for _ in range(m.arity)])
+    def batch(size: int) -> st.SearchStrategy[tuple[np.ndarray, ...]]:
+        shape = (int(size), *extra_shape)
+        return st.tuples(*[hnp.arrays(dt, shape, elements=vals) for _ in range(k)])
 
-    return n_st.flatmap(arrays)
-
-
-def triples(m: Monoid, dtype: Any = np.float64, **kw: Any) -> st.SearchStrategy[tuple]:
-    """Three single elements ``(a, b, c)`` of ``m`` (each leaf of length 1)."""
-    return elements(m, dtype, n=st.just(3), **kw).map(
-        lambda e: tuple(tuple(x[i : i + 1] for x in e) for i in range(3))
-    )
+    return sizes.flatmap(batch)
 
 
-def assert_associative(fn: Any, a: Any, b: Any, c: Any, *, rtol: float | None = None,
-                       atol: float | None = None) -> None:  # fmt: skip
+def triples(
+    monoid: Monoid | None,
+    dtype: Any = np.float64,
+    *,
+    arity: int | None = None,
+    extra_shape: tuple[int, ...] = (),
+    min_value: float | None = None,
+    max_value: float | None = None,
+) -> st.SearchStrategy[tuple[tuple[np.ndarray, ...], ...]]:
+    """Three single elements ``(a, b, c)``, each a tuple of arrays of shape ``(1, *extra_shape)``.
+
+    Arguments as in :func:`elements`.
+
+    Examples
+    --------
+    >>> from hypothesis import given
+    >>> from propopt import add
+    >>> from propopt.testing import assert_associative, triples
+    >>> @given(triples(add))
+    ... def test(abc):
+    ...     assert_associative(add, *abc)
+    >>> test()
+    """
+    batches = elements(monoid, dtype, 3, extra_shape, min_value, max_value, arity=arity)
+    return batches.map(lambda e: tuple(tuple(x[i : i + 1] for x in e) for i in range(3)))
+
+
+def assert_associative(
+    fn: Monoid | Any,
+    a: Any,
+    b: Any,
+    c: Any,
+    *,
+    rtol: float | None = None,
+    atol: float | None = None,
+) -> None:
     """Assert ``fn(fn(a, b), c) == fn(a, fn(b, c))`` within tolerance.
 
-    ``a``, ``b``, ``c`` are batches of elements (pytrees of arrays along axis
-    0).  The default tolerance is that of
-    :func:`propopt.audit.check_associative`, plus an absolute floor scaled to
-    the operands, since products of rounded values can cancel.
-    """
-    from . import _pytree
-    from .audit import _call, _compare, _tolerance
+    Parameters
+    ----------
+    fn : Monoid or callable
+        The combine, as for :func:`propopt.audit.check_associative`.
+    a, b, c : pytree of arrays
+        Batches of elements along axis 0, all of one structure and length
+        (e.g. from :func:`triples`); every position is checked.
+    rtol, atol : float, optional
+        Tolerance; by default that of
+        :func:`propopt.audit.check_associative` (relative to the largest
+        operand, intermediate or result, a few hundred ulps; exact for
+        integers).
 
-    la, td = _pytree.flatten(a)
-    lb, lc = _pytree.flatten(b)[0], _pytree.flatten(c)[0]
-    rt, at = _tolerance([np.asarray(x) for x in la], rtol, atol)
-    if atol is None and np.asarray(la[0]).dtype.kind == "f":
-        scale = max(float(np.max(np.abs(np.asarray(x)), initial=0)) for x in (*la, *lb, *lc))
-        at = 1e-12 * max(scale, 1.0) ** 3
-    left = _call(fn, td, _call(fn, td, la, lb), lc)
-    right = _call(fn, td, la, _call(fn, td, lb, lc))
-    ratio, max_abs = _compare(left, right, rt, at, 0)
-    assert float(ratio.max()) <= 1.0, (
-        f"associativity fails: |fn(fn(a, b), c) - fn(a, fn(b, c))| = {max_abs:.3g} "
-        f"(rtol={rt:g}, atol={at:g}); a={a!r}, b={b!r}, c={c!r}"
-    )
+    Raises
+    ------
+    AssertionError
+        With the audit's report (worst violation and counterexample) when
+        the law fails.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from propopt.testing import assert_associative
+    >>> a, b, c = np.array([2.0]), np.array([3.0]), np.array([5.0])
+    >>> assert_associative(lambda x, y: x + y, a, b, c)
+    >>> assert_associative(lambda x, y: x - y, a, b, c)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    AssertionError: associativity of <lambda>: FAILS on 1 random triple: ...
+    """
+    from .audit import _associativity, _Samples
+
+    trees = {"a": a, "b": b, "c": c}
+    flat = {k: _pytree.flatten(v) for k, v in trees.items()}
+    for k in "bc":
+        if flat[k][1] != flat["a"][1]:
+            raise ValueError(
+                f"{k} has structure {flat[k][1].describe()} but a has "
+                f"{flat['a'][1].describe()}; pass three elements of one structure"
+            )
+    s = _Samples(fn, a, 0)
+    la, lb, lc = (flat[k][0] for k in "abc")
+    for k, leaves in zip("bc", (lb, lc)):
+        shapes = [tuple(x.shape) for x in leaves]
+        if shapes != [tuple(x.shape) for x in la]:
+            raise ValueError(
+                f"{k} has leaves of shapes {shapes} but a has {[tuple(x.shape) for x in la]}; "
+                "pass batches of one shape"
+            )
+    if not s.native:  # NumPy for a monoid and for anything not torch, as check_associative
+        from .audit import _to_numpy
+
+        la, lb, lc = ([_to_numpy(x) for x in v] for v in (la, lb, lc))
+    report = _associativity(s, la, lb, lc, rtol, atol)
+    if not report.ok:
+        raise AssertionError(str(report))
