@@ -229,7 +229,7 @@ def assert_associative(
     ...
     AssertionError: associativity of <lambda>: FAILS on 1 random triple: ...
     """
-    from .audit import _associativity, _Samples
+    from .audit._laws import _associativity, _Samples
 
     trees = {"a": a, "b": b, "c": c}
     flat = {k: _pytree.flatten(v) for k, v in trees.items()}
@@ -249,7 +249,7 @@ def assert_associative(
                 "pass batches of one shape"
             )
     if not s.native:  # NumPy for a monoid and for anything not torch, as check_associative
-        from .audit import _to_numpy
+        from .audit._laws import _to_numpy
 
         la, lb, lc = ([_to_numpy(x) for x in v] for v in (la, lb, lc))
     report = _associativity(s, la, lb, lc, rtol, atol)

@@ -46,9 +46,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from . import _dispatch, _pytree
-from .associativity.monoid import Monoid
-from .associativity.scan import _check_axis, _np_dtype
+from .. import _dispatch, _pytree
+from ..associativity.monoid import Monoid
+from ..associativity.scan import _check_axis, _np_dtype
 
 __all__ = [
     "AssociativityError",
