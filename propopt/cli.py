@@ -1,9 +1,15 @@
-"""``python -m propopt``: the capstone's measurements, run on this machine.
+"""``python -m propopt``: the capstone's method, run on this machine.
 
-``capstone`` times each optimized primitive beside its baseline and prints
-the review table of the chapter (problem, bottleneck, property, technique,
-times, speedup, error against the exact answer).  It grows with the case
-studies; today it covers the associativity primitives.
+``capstone``
+    Times each optimized tool of the capstone chapter beside its baseline and
+    prints the chapter's review table (problem, bottleneck, key property,
+    technique, baseline and optimized times, speedup, error against the
+    exact answer, device).
+``audit``
+    Runs the property audit on a binary operator, a pair function or a
+    radial kernel given by import path (``module:function``) and prints the
+    six-property table with the evidence and the primitive that exploits
+    each property that holds.
 """
 
 from __future__ import annotations
@@ -11,111 +17,107 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import asdict
+from typing import NoReturn
 
-import numpy as np
-
-SIZES = {"small": 1 << 18, "default": 1 << 22, "large": 1 << 24}
+from . import _capstone
 
 
-@dataclass
-class Row:
-    problem: str
-    bottleneck: str
-    key_property: str
-    technique: str
-    baseline: str
-    baseline_ms: float
-    optimized_ms: float
-    speedup: float
-    rel_error: float
-    device: str
+class UserError(Exception):
+    """A mistake in the command line: reported in one line, exit status 2."""
 
 
-def _median_ms(fn: Callable[[], Any], repeats: int = 5) -> float:
-    fn()
-    ts = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return 1e3 * float(np.median(ts))
-
-
-def _rel_error(got: np.ndarray, exact: np.ndarray) -> float:
-    scale = float(np.max(np.abs(exact))) or 1.0
-    return float(np.max(np.abs(got.astype(np.float64) - exact)) / scale)
-
-
-def capstone_rows(n: int, log: Callable[[str], None]) -> list[Row]:
-    """Measure the associativity rows at length ``n`` (float32)."""
-    import numba
-
-    import propopt as pp
-    from propopt.associativity._reference import linear_recurrence_loop
-
-    rng = np.random.default_rng(0)
-    device = f"cpu ({numba.get_num_threads()} threads)"
-    x = rng.normal(size=n).astype(np.float32)
-    a = rng.uniform(0.9, 1.0, n).astype(np.float32)
-    rows = []
-
-    log(f"cumulative sum, n = {n:,} ...")
-    exact = np.cumsum(x.astype(np.float64))
-    got = pp.associative_scan(pp.add, x)
-    base = _median_ms(lambda: np.cumsum(x))
-    fast = _median_ms(lambda: pp.associative_scan(pp.add, x))
-    rows.append(Row("prefix sum", "one dependency chain", "associativity",
-                    "3-phase parallel scan (lanes, threads)", "np.cumsum", base, fast,
-                    base / fast, _rel_error(got, exact), device))  # fmt: skip
-
-    log(f"linear recurrence h = a*h + b, n = {n:,} ...")
-    loop = linear_recurrence_loop()
-    exact = loop(a.astype(np.float64), x.astype(np.float64))
-    got = pp.associative_scan(pp.linear_recurrence, (a, x))[1]
-    base = _median_ms(lambda: loop(a, x))
-    fast = _median_ms(lambda: pp.associative_scan(pp.linear_recurrence, (a, x)))
-    rows.append(Row("linear recurrence (Mamba's core)", "sequential loop over time",
-                    "associativity", "scan of affine maps (a, b)", "sequential numba loop",
-                    base, fast, base / fast, _rel_error(got, exact), device))  # fmt: skip
-    return rows
-
-
-def _table(rows: Sequence[Row]) -> str:
-    head = ["problem", "bottleneck", "property", "technique", "baseline", "base ms", "opt ms",
-            "speedup", "rel err", "device"]  # fmt: skip
-    body = [[r.problem, r.bottleneck, r.key_property, r.technique, r.baseline,
-             f"{r.baseline_ms:.1f}", f"{r.optimized_ms:.1f}", f"{r.speedup:.1f}x",
-             f"{r.rel_error:.1e}", r.device] for r in rows]  # fmt: skip
-    widths = [max(len(str(c)) for c in col) for col in zip(head, *body)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in [head, *body]]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UserError(message)
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m propopt", description=__doc__)
-    sub = p.add_subparsers(dest="command", metavar="{capstone}")
-    cap = sub.add_parser("capstone", help="measure the capstone's primitives on this machine")
-    cap.add_argument("--size", choices=sorted(SIZES), default="default",
-                     help="problem size: small (seconds), default, large")  # fmt: skip
-    cap.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    p = _Parser(prog="python -m propopt", description=__doc__,
+                formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    sub = p.add_subparsers(dest="command", metavar="{capstone,audit}", parser_class=_Parser)
+    cap = sub.add_parser("capstone", help="measure the capstone's three problems on this machine")
+    cap.add_argument("--size", choices=_capstone.SIZES, default="default",
+                     help="problem size: small (seconds), default (minutes), large")  # fmt: skip
+    cap.add_argument("--only", action="append", choices=sorted(_capstone.PROBLEMS),
+                     help="run only this problem (repeatable); default: all")  # fmt: skip
+    cap.add_argument("--json", action="store_true", help="print the rows as JSON on stdout")
+    cap.add_argument("--plot", metavar="DIR",
+                     help="also measure the smaller sizes and write PNG charts to DIR")  # fmt: skip
+    aud = sub.add_parser("audit", help="audit the properties of an operator or pair function")
+    aud.add_argument("target", help="import path of the function, as module:function")
+    aud.add_argument("--kind", choices=("auto", "operator", "pair", "kernel"), default="auto",
+                     help="operator: fn(a, b) combining elements; pair: f(x_i, x_j) over "
+                          "points (n, d); kernel: k(r) of distance; auto: guess")  # fmt: skip
+    aud.add_argument("--dim", type=int, default=3, help="point dimension for pair functions")
+    aud.add_argument("--json", action="store_true", help="print the table as JSON")
     return p
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    if args.command is None:
-        _parser().print_help()
-        return 2
-    log = (lambda s: print(s, file=sys.stderr)) if args.json else print
-    rows = capstone_rows(SIZES[args.size], log)
+def _capstone_cmd(args: argparse.Namespace) -> int:
+    problems = [p for p in _capstone.PROBLEMS if args.only is None or p in args.only]
+    last = _capstone.SIZES.index(args.size)
+    sizes = list(_capstone.SIZES[: last + 1]) if args.plot else [args.size]
+    if args.plot:
+        from ._plots import check_plotting
+
+        try:
+            check_plotting(args.plot)
+        except (ImportError, OSError) as e:
+            raise UserError(f"--plot {args.plot}: {e}") from None
+    gpu = _capstone.gpu_name()
+    where = f"GPU {gpu} and CPU" if gpu else "CPU only (no CUDA GPU found)"
+    print(f"propopt capstone: {', '.join(problems)} at size {args.size}; {where}",
+          file=sys.stderr)  # fmt: skip
+    progress = _capstone.Progress(len(problems) * len(sizes))
+    rows = _capstone.run(problems, sizes, progress)
+    progress.close()
+    shown = [r for r in rows if r.size == args.size]
     if args.json:
-        print(json.dumps([asdict(r) for r in rows], indent=2))
+        print(json.dumps([asdict(r) for r in shown], indent=2))
     else:
-        print()
-        print(_table(rows))
+        print(_capstone.table(shown))
+    if args.plot:
+        from ._plots import write_plots
+
+        for path in write_plots(rows, args.plot):
+            print(f"wrote {path}", file=sys.stderr)
     return 0
+
+
+def _audit_cmd(args: argparse.Namespace) -> int:
+    from .audit import audit_table
+
+    if ":" not in args.target:
+        raise UserError(f"target={args.target!r}: give an import path as module:function")
+    try:
+        fn = _capstone.resolve(args.target)
+    except (ImportError, AttributeError) as e:
+        raise UserError(f"cannot import {args.target!r}: {type(e).__name__}: {e}") from None
+    if not callable(fn):
+        raise UserError(f"{args.target!r} is a {type(fn).__name__}, not a callable")
+    try:
+        report = audit_table(fn, kind=args.kind, dim=args.dim)
+    except (TypeError, ValueError) as e:
+        raise UserError(f"cannot audit {args.target!r}: {e}") from None
+    print(json.dumps(report.to_dict(), indent=2) if args.json else str(report))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the exit status."""
+    try:
+        args = _parser().parse_args(argv)
+        if args.command is None:
+            _parser().print_help()
+            return 2
+        if args.command == "capstone":
+            return _capstone_cmd(args)
+        return _audit_cmd(args)
+    except UserError as e:
+        print(f"python -m propopt: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("python -m propopt: interrupted", file=sys.stderr)
+        return 130

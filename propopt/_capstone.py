@@ -1,0 +1,216 @@
+"""The capstone's review table, measured on this machine.
+
+Each problem of the capstone chapter is a *review function*: ``review(size)``
+returns one row (a dict with the fields of :class:`Row`) measuring the
+optimized tool beside its baseline at that size.  The associativity
+primitives live here; the three case studies provide theirs in
+``case_studies.<name>.review``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, fields
+from typing import Any, TextIO
+
+import numpy as np
+
+SIZES = ("small", "default", "large")
+
+SCAN_LENGTH = {"small": 1 << 18, "default": 1 << 22, "large": 1 << 24}
+"""Lengths of the associativity rows (float32)."""
+
+PROBLEMS = {
+    "scan": "propopt._capstone:review_scan",
+    "mamba": "case_studies.mamba.review:review",
+    "topk": "case_studies.streaming_topk.review:review",
+    "nbody": "case_studies.nbody.review:review",
+}
+"""Review function of each problem, by import path, in the order they are run."""
+
+
+@dataclass
+class Row:
+    """One line of the review table."""
+
+    problem: str
+    bottleneck: str
+    key_property: str
+    technique: str
+    baseline: str
+    baseline_ms: float
+    optimized_ms: float
+    speedup: float
+    rel_error: float
+    device: str
+    size: str = "default"
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], size: str) -> Row:
+        names = [f.name for f in fields(cls) if f.name != "size"]
+        missing = [n for n in names if n not in d]
+        if missing:
+            raise ValueError(f"review row {d.get('problem', d)!r} lacks the fields {missing}")
+        row = cls(**{n: d[n] for n in names}, size=size)
+        for n in ("baseline_ms", "optimized_ms", "speedup", "rel_error"):
+            setattr(row, n, float(getattr(row, n)))
+        return row
+
+
+class Progress:
+    """A one-line progress bar on a stream (a line per step when not a terminal)."""
+
+    def __init__(self, total: int, stream: TextIO | None = None, width: int = 24) -> None:
+        self.total, self.done, self.width = max(total, 1), 0, width
+        self.stream = sys.stderr if stream is None else stream
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.t0 = time.perf_counter()
+
+    def step(self, label: str) -> None:
+        """Announce the step about to run."""
+        filled = self.width * self.done // self.total
+        bar = "#" * filled + "." * (self.width - filled)
+        text = f"[{bar}] {self.done}/{self.total} {time.perf_counter() - self.t0:5.0f}s  {label}"
+        if self.tty:
+            self.stream.write("\r\033[K" + text)
+        else:
+            self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def advance(self) -> None:
+        self.done += 1
+
+    def close(self) -> None:
+        self.done = self.total
+        self.step("done")
+        if self.tty:
+            self.stream.write("\n")
+        self.stream.flush()
+
+
+def resolve(path: str) -> Callable[..., Any]:
+    """Import ``module:attribute``."""
+    module, _, attr = path.partition(":")
+    obj: Any = importlib.import_module(module)
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    return obj  # type: ignore[no-any-return]
+
+
+def gpu_name() -> str | None:
+    """Name of the CUDA GPU torch can use, or None."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    if not torch.cuda.is_available():
+        return None
+    return str(torch.cuda.get_device_name(0))
+
+
+def _median_ms(fn: Callable[[], Any], repeats: int = 5, sync: Callable[[], Any] = lambda: None) -> float:
+    fn()
+    sync()
+    ts = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        ts.append(time.perf_counter() - t0)
+    return 1e3 * float(np.median(ts))
+
+
+def _rel_error(got: Any, exact: np.ndarray) -> float:
+    got = np.asarray(got.cpu() if hasattr(got, "cpu") else got, dtype=np.float64)
+    scale = float(np.max(np.abs(exact))) or 1.0
+    return float(np.max(np.abs(got - exact)) / scale)
+
+
+def review_scan(size: str = "default") -> list[dict[str, Any]]:
+    """Rows for the associativity primitives: prefix sum and linear recurrence.
+
+    Float32 of length ``SCAN_LENGTH[size]``; errors are against float64.  With
+    a CUDA GPU, the same two scans on torch CUDA tensors are added.
+    """
+    import numba
+
+    import propopt as pp
+    from propopt.associativity._reference import linear_recurrence_loop
+
+    n = SCAN_LENGTH[size]
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=n).astype(np.float32)
+    a = rng.uniform(0.9, 1.0, n).astype(np.float32)
+    cpu = f"cpu ({numba.get_num_threads()} threads)"
+    sum_exact = np.cumsum(x.astype(np.float64))
+    loop = linear_recurrence_loop()
+    rec_exact = loop(a.astype(np.float64), x.astype(np.float64))
+
+    def row(problem: str, bottleneck: str, technique: str, baseline: str,
+            base: float, fast: float, err: float, device: str) -> dict[str, Any]:  # fmt: skip
+        return dict(problem=problem, bottleneck=bottleneck, key_property="associativity",
+                    technique=technique, baseline=baseline, baseline_ms=base,
+                    optimized_ms=fast, speedup=base / fast, rel_error=err, device=device)  # fmt: skip
+
+    sum_row = ("prefix sum", "one dependency chain", "3-phase parallel scan")
+    rec_row = ("linear recurrence (Mamba's core)", "sequential loop over time",
+               "scan of affine maps (a, b)")  # fmt: skip
+    rows = [
+        row(*sum_row, "np.cumsum", _median_ms(lambda: np.cumsum(x)),
+            _median_ms(lambda: pp.associative_scan(pp.add, x)),
+            _rel_error(pp.associative_scan(pp.add, x), sum_exact), cpu),
+        row(*rec_row, "sequential numba loop", _median_ms(lambda: loop(a, x)),
+            _median_ms(lambda: pp.associative_scan(pp.linear_recurrence, (a, x))),
+            _rel_error(pp.associative_scan(pp.linear_recurrence, (a, x))[1], rec_exact), cpu),
+    ]  # fmt: skip
+    name = gpu_name()
+    if name is not None:
+        import torch
+
+        xg, ag = torch.from_numpy(x).cuda(), torch.from_numpy(a).cuda()
+        sync = torch.cuda.synchronize
+        rows += [
+            row(*sum_row, "torch.cumsum", _median_ms(lambda: torch.cumsum(xg, 0), sync=sync),
+                _median_ms(lambda: pp.associative_scan(pp.add, xg), sync=sync),
+                _rel_error(pp.associative_scan(pp.add, xg), sum_exact), f"cuda ({name})"),
+            row(*rec_row, "sequential numba loop (cpu)", rows[1]["baseline_ms"],
+                _median_ms(lambda: pp.associative_scan(pp.linear_recurrence, (ag, xg)), sync=sync),
+                _rel_error(pp.associative_scan(pp.linear_recurrence, (ag, xg))[1], rec_exact),
+                f"cuda ({name})"),
+        ]  # fmt: skip
+    return rows
+
+
+def run(
+    problems: Sequence[str],
+    sizes: Sequence[str],
+    progress: Progress | None = None,
+) -> list[Row]:
+    """Run the review of each problem at each size; one or more rows each."""
+    rows: list[Row] = []
+    for size in sizes:
+        for name in problems:
+            if progress is not None:
+                progress.step(f"{name} ({size})")
+            out = resolve(PROBLEMS[name])(size)
+            for d in [out] if isinstance(out, dict) else out:
+                rows.append(Row.from_dict(d, size))
+            if progress is not None:
+                progress.advance()
+    return rows
+
+
+def table(rows: Iterable[Row]) -> str:
+    """The review table as aligned text."""
+    head = ["problem", "bottleneck", "property", "technique", "baseline", "base ms", "opt ms",
+            "speedup", "rel err", "device"]  # fmt: skip
+    body = [[r.problem, r.bottleneck, r.key_property, r.technique, r.baseline,
+             f"{r.baseline_ms:.1f}", f"{r.optimized_ms:.1f}", f"{r.speedup:.1f}x",
+             f"{r.rel_error:.1e}", r.device] for r in rows]  # fmt: skip
+    widths = [max(len(str(c)) for c in col) for col in zip(head, *body)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in [head, *body]]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)

@@ -1,0 +1,87 @@
+"""``python -m propopt``: the capstone table, its options and its errors."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from propopt import _capstone, cli
+
+
+def test_capstone_json_rows_are_measured(capsys):
+    assert cli.main(["capstone", "--size", "small", "--only", "scan", "--json"]) == 0
+    out, err = capsys.readouterr()
+    rows = json.loads(out)
+    assert {r["problem"] for r in rows} >= {"prefix sum", "linear recurrence (Mamba's core)"}
+    for r in rows:
+        assert r["baseline_ms"] > 0 and r["optimized_ms"] > 0
+        assert r["speedup"] == pytest.approx(r["baseline_ms"] / r["optimized_ms"])
+        assert 0 <= r["rel_error"] < 1e-4  # float32 against float64
+        assert r["device"]
+    assert "scan (small)" in err and "done" in err  # progress goes to stderr
+
+
+def test_capstone_table_has_the_review_columns(capsys):
+    assert cli.main(["capstone", "--size", "small", "--only", "scan"]) == 0
+    out = capsys.readouterr().out
+    head = out.splitlines()[0].split()
+    for col in ("problem", "bottleneck", "property", "technique", "baseline", "speedup"):
+        assert col in head
+    assert "np.cumsum" in out
+
+
+def test_every_problem_has_a_review_function():
+    for name, path in _capstone.PROBLEMS.items():
+        assert callable(_capstone.resolve(path)), name
+
+
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["capstone", "--only", "fft"], ["--only", "'fft'", "mamba", "nbody", "topk"]),
+        (["capstone", "--size", "huge"], ["--size", "'huge'", "small", "default", "large"]),
+        (["capstone", "--colour"], ["--colour"]),
+        (["launch"], ["'launch'", "capstone", "audit"]),
+        (["audit", "no_such_module:f"], ["no_such_module", "ModuleNotFoundError"]),
+        (["audit", "math:no_such_function"], ["no_such_function", "AttributeError"]),
+        (["audit", "math"], ["module:function"]),
+        (["audit", "math:pi"], ["float", "not a callable"]),
+    ],
+)
+def test_user_errors_are_one_line_and_exit_2(argv, words, capsys):
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("python -m propopt: error:")
+    for w in words:
+        assert w in err
+
+
+def test_module_entry_point_exits_nonzero_without_traceback():
+    p = subprocess.run([sys.executable, "-m", "propopt", "capstone", "--only", "x"],
+                       capture_output=True, text=True)  # fmt: skip
+    assert p.returncode == 2
+    assert "Traceback" not in p.stderr and "invalid choice" in p.stderr
+
+
+def test_progress_bar_counts_steps():
+    import io
+
+    s = io.StringIO()
+    p = _capstone.Progress(2, stream=s, width=4)
+    p.step("a")
+    p.advance()
+    p.step("b")
+    p.close()
+    lines = s.getvalue().splitlines()
+    assert lines[0].startswith("[....] 0/2") and lines[1].startswith("[##..] 1/2")
+    assert lines[-1].startswith("[####] 2/2")
+
+
+def test_plot_writes_pngs(tmp_path, capsys):
+    rows = [_capstone.Row("p", "b", "k", "t", "base", 2.0, 1.0, 2.0, 0.0, "cpu", size)
+            for size in ("small", "default")]  # fmt: skip
+    from propopt._plots import plot_speedups
+
+    path = plot_speedups(rows, tmp_path / "speedup.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
