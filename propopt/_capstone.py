@@ -111,7 +111,9 @@ def gpu_name() -> str | None:
     return str(torch.cuda.get_device_name(0))
 
 
-def _median_ms(fn: Callable[[], Any], repeats: int = 5, sync: Callable[[], Any] = lambda: None) -> float:
+def _median_ms(
+    fn: Callable[[], Any], repeats: int = 5, sync: Callable[[], Any] = lambda: None
+) -> float:
     fn()
     sync()
     ts = []
@@ -149,23 +151,53 @@ def review_scan(size: str = "default") -> list[dict[str, Any]]:
     loop = linear_recurrence_loop()
     rec_exact = loop(a.astype(np.float64), x.astype(np.float64))
 
-    def row(problem: str, bottleneck: str, technique: str, baseline: str,
-            base: float, fast: float, err: float, device: str) -> dict[str, Any]:  # fmt: skip
-        return dict(problem=problem, bottleneck=bottleneck, key_property="associativity",
-                    technique=technique, baseline=baseline, baseline_ms=base,
-                    optimized_ms=fast, speedup=base / fast, rel_error=err, device=device)  # fmt: skip
+    def row(
+        problem: str,
+        bottleneck: str,
+        technique: str,
+        baseline: str,
+        base: float,
+        fast: float,
+        err: float,
+        device: str,
+    ) -> dict[str, Any]:
+        return dict(
+            problem=problem,
+            bottleneck=bottleneck,
+            key_property="associativity",
+            technique=technique,
+            baseline=baseline,
+            baseline_ms=base,
+            optimized_ms=fast,
+            speedup=base / fast,
+            rel_error=err,
+            device=device,
+        )
 
     sum_row = ("prefix sum", "one dependency chain", "3-phase parallel scan")
-    rec_row = ("linear recurrence (Mamba's core)", "sequential loop over time",
-               "scan of affine maps (a, b)")  # fmt: skip
+    rec_row = (
+        "linear recurrence (Mamba's core)",
+        "sequential loop over time",
+        "scan of affine maps (a, b)",
+    )
     rows = [
-        row(*sum_row, "np.cumsum", _median_ms(lambda: np.cumsum(x)),
+        row(
+            *sum_row,
+            "np.cumsum",
+            _median_ms(lambda: np.cumsum(x)),
             _median_ms(lambda: pp.associative_scan(pp.add, x)),
-            _rel_error(pp.associative_scan(pp.add, x), sum_exact), cpu),
-        row(*rec_row, "sequential numba loop", _median_ms(lambda: loop(a, x)),
+            _rel_error(pp.associative_scan(pp.add, x), sum_exact),
+            cpu,
+        ),
+        row(
+            *rec_row,
+            "sequential numba loop",
+            _median_ms(lambda: loop(a, x)),
             _median_ms(lambda: pp.associative_scan(pp.linear_recurrence, (a, x))),
-            _rel_error(pp.associative_scan(pp.linear_recurrence, (a, x))[1], rec_exact), cpu),
-    ]  # fmt: skip
+            _rel_error(pp.associative_scan(pp.linear_recurrence, (a, x))[1], rec_exact),
+            cpu,
+        ),
+    ]
     name = gpu_name()
     if name is not None:
         import torch
@@ -173,14 +205,23 @@ def review_scan(size: str = "default") -> list[dict[str, Any]]:
         xg, ag = torch.from_numpy(x).cuda(), torch.from_numpy(a).cuda()
         sync = torch.cuda.synchronize
         rows += [
-            row(*sum_row, "torch.cumsum", _median_ms(lambda: torch.cumsum(xg, 0), sync=sync),
+            row(
+                *sum_row,
+                "torch.cumsum",
+                _median_ms(lambda: torch.cumsum(xg, 0), sync=sync),
                 _median_ms(lambda: pp.associative_scan(pp.add, xg), sync=sync),
-                _rel_error(pp.associative_scan(pp.add, xg), sum_exact), f"cuda ({name})"),
-            row(*rec_row, "sequential numba loop (cpu)", rows[1]["baseline_ms"],
+                _rel_error(pp.associative_scan(pp.add, xg), sum_exact),
+                f"cuda ({name})",
+            ),
+            row(
+                *rec_row,
+                "sequential numba loop (cpu)",
+                rows[1]["baseline_ms"],
                 _median_ms(lambda: pp.associative_scan(pp.linear_recurrence, (ag, xg)), sync=sync),
                 _rel_error(pp.associative_scan(pp.linear_recurrence, (ag, xg))[1], rec_exact),
-                f"cuda ({name})"),
-        ]  # fmt: skip
+                f"cuda ({name})",
+            ),
+        ]
     return rows
 
 
@@ -205,11 +246,33 @@ def run(
 
 def table(rows: Iterable[Row]) -> str:
     """The review table as aligned text."""
-    head = ["problem", "bottleneck", "property", "technique", "baseline", "base ms", "opt ms",
-            "speedup", "rel err", "device"]  # fmt: skip
-    body = [[r.problem, r.bottleneck, r.key_property, r.technique, r.baseline,
-             f"{r.baseline_ms:.1f}", f"{r.optimized_ms:.1f}", f"{r.speedup:.1f}x",
-             f"{r.rel_error:.1e}", r.device] for r in rows]  # fmt: skip
+    head = [
+        "problem",
+        "bottleneck",
+        "property",
+        "technique",
+        "baseline",
+        "base ms",
+        "opt ms",
+        "speedup",
+        "rel err",
+        "device",
+    ]
+    body = [
+        [
+            r.problem,
+            r.bottleneck,
+            r.key_property,
+            r.technique,
+            r.baseline,
+            f"{r.baseline_ms:.1f}",
+            f"{r.optimized_ms:.1f}",
+            f"{r.speedup:.1f}x",
+            f"{r.rel_error:.1e}",
+            r.device,
+        ]
+        for r in rows
+    ]
     widths = [max(len(str(c)) for c in col) for col in zip(head, *body)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in [head, *body]]
     lines.insert(1, "  ".join("-" * w for w in widths))

@@ -23,9 +23,7 @@ def check_plotting(directory: str | os.PathLike[str]) -> Path:
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        raise ImportError(
-            "the charts need matplotlib: pip install 'propopt[plot]'"
-        ) from None
+        raise ImportError("the charts need matplotlib: pip install 'propopt[plot]'") from None
     path = Path(directory)
     path.mkdir(parents=True, exist_ok=True)
     if not os.access(path, os.W_OK):

@@ -34,22 +34,38 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m propopt", description=__doc__,
-                formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p = _Parser(
+        prog="python -m propopt",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = p.add_subparsers(dest="command", metavar="{capstone,audit}", parser_class=_Parser)
     cap = sub.add_parser("capstone", help="measure the capstone's three problems on this machine")
-    cap.add_argument("--size", choices=_capstone.SIZES, default="default",
-                     help="problem size: small (seconds), default (minutes), large")  # fmt: skip
-    cap.add_argument("--only", action="append", choices=sorted(_capstone.PROBLEMS),
-                     help="run only this problem (repeatable); default: all")  # fmt: skip
+    cap.add_argument(
+        "--size",
+        choices=_capstone.SIZES,
+        default="default",
+        help="problem size: small (seconds), default (minutes), large",
+    )
+    cap.add_argument(
+        "--only",
+        action="append",
+        choices=sorted(_capstone.PROBLEMS),
+        help="run only this problem (repeatable); default: all",
+    )
     cap.add_argument("--json", action="store_true", help="print the rows as JSON on stdout")
-    cap.add_argument("--plot", metavar="DIR",
-                     help="also measure the smaller sizes and write PNG charts to DIR")  # fmt: skip
+    cap.add_argument(
+        "--plot", metavar="DIR", help="also measure the smaller sizes and write PNG charts to DIR"
+    )
     aud = sub.add_parser("audit", help="audit the properties of an operator or pair function")
     aud.add_argument("target", help="import path of the function, as module:function")
-    aud.add_argument("--kind", choices=("auto", "operator", "pair", "kernel"), default="auto",
-                     help="operator: fn(a, b) combining elements; pair: f(x_i, x_j) over "
-                          "points (n, d); kernel: k(r) of distance; auto: guess")  # fmt: skip
+    aud.add_argument(
+        "--kind",
+        choices=("auto", "operator", "pair", "kernel"),
+        default="auto",
+        help="operator: fn(a, b) combining elements; pair: f(x_i, x_j) over "
+        "points (n, d); kernel: k(r) of distance; auto: guess",
+    )
     aud.add_argument("--dim", type=int, default=3, help="point dimension for pair functions")
     aud.add_argument("--json", action="store_true", help="print the table as JSON")
     return p
@@ -68,8 +84,7 @@ def _capstone_cmd(args: argparse.Namespace) -> int:
             raise UserError(f"--plot {args.plot}: {e}") from None
     gpu = _capstone.gpu_name()
     where = f"GPU {gpu} and CPU" if gpu else "CPU only (no CUDA GPU found)"
-    print(f"propopt capstone: {', '.join(problems)} at size {args.size}; {where}",
-          file=sys.stderr)  # fmt: skip
+    print(f"propopt capstone: {', '.join(problems)} at size {args.size}; {where}", file=sys.stderr)
     progress = _capstone.Progress(len(problems) * len(sizes))
     rows = _capstone.run(problems, sizes, progress)
     progress.close()
@@ -118,6 +133,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserError as e:
         print(f"python -m propopt: error: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # e.g. piped into `head`
+        sys.stderr.close()
+        return 0
     except KeyboardInterrupt:
         print("python -m propopt: interrupted", file=sys.stderr)
         return 130

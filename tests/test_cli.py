@@ -58,8 +58,9 @@ def test_user_errors_are_one_line_and_exit_2(argv, words, capsys):
 
 
 def test_module_entry_point_exits_nonzero_without_traceback():
-    p = subprocess.run([sys.executable, "-m", "propopt", "capstone", "--only", "x"],
-                       capture_output=True, text=True)  # fmt: skip
+    p = subprocess.run(
+        [sys.executable, "-m", "propopt", "capstone", "--only", "x"], capture_output=True, text=True
+    )
     assert p.returncode == 2
     assert "Traceback" not in p.stderr and "invalid choice" in p.stderr
 
@@ -79,8 +80,10 @@ def test_progress_bar_counts_steps():
 
 
 def test_plot_writes_pngs(tmp_path, capsys):
-    rows = [_capstone.Row("p", "b", "k", "t", "base", 2.0, 1.0, 2.0, 0.0, "cpu", size)
-            for size in ("small", "default")]  # fmt: skip
+    rows = [
+        _capstone.Row("p", "b", "k", "t", "base", 2.0, 1.0, 2.0, 0.0, "cpu", size)
+        for size in ("small", "default")
+    ]
     from propopt._plots import plot_speedups
 
     path = plot_speedups(rows, tmp_path / "speedup.png")

@@ -6,6 +6,10 @@ tests that property on samples and returns a small report a person can read
 
 Laws of a binary combine (associativity)
     :func:`check_associative`, :func:`check_commutative`, :func:`check_identity`.
+
+The six-property table of the capstone chapter
+    :func:`audit_table` runs every check that applies to an operator, a pair
+    function or a kernel (``python -m propopt audit module:function``).
 """
 
 from ._laws import (
@@ -19,14 +23,18 @@ from ._laws import (
     check_commutative,
     check_identity,
 )
+from ._table import AuditTable, Verdict, audit_table
 
 __all__ = [
     "AssociativityError",
     "AssociativityReport",
+    "AuditTable",
     "Pair",
     "PropertyReport",
     "Single",
     "Triple",
+    "Verdict",
+    "audit_table",
     "check_associative",
     "check_commutative",
     "check_identity",
