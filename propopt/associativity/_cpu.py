@@ -27,7 +27,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import inspect
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -69,7 +69,7 @@ def lanes_for(arity: int) -> int:
 
 
 # ------------------------------------------------------------------ codegen
-def _j(names: Sequence[str]) -> str:
+def _j(names: Iterable[str]) -> str:
     return ", ".join(names)
 
 

@@ -295,5 +295,5 @@ left); with ``reverse=True`` it gives ``M_{n-1} @ ... @ M_t``, following
 """
 
 BUILTINS: dict[str, Monoid] = {
-    m.name: m for m in (add, mul, maximum, minimum, logaddexp, linear_recurrence, matmul2x2)
+    str(m.name): m for m in (add, mul, maximum, minimum, logaddexp, linear_recurrence, matmul2x2)
 }

@@ -134,8 +134,7 @@ def associative_scan(
                     "x.compute_chunk_sizes() first"
                 )
     ax = _check_axis(axis, leaves, paths)
-    is_monoid = isinstance(fn, Monoid)
-    if is_monoid:
+    if isinstance(fn, Monoid):
         _check_monoid(fn, leaves, paths)
         ident = None if identity is None else _identity_leaves(identity, treedef, leaves, ax)
         if ident is None:
@@ -157,7 +156,7 @@ def associative_scan(
         if not report.ok:
             raise AssociativityError(report)
 
-    combine = fn.combine_leaves if is_monoid else _wrap_callable(fn, treedef)
+    combine = fn.combine_leaves if isinstance(fn, Monoid) else _wrap_callable(fn, treedef)
     if chosen == "dask":
         from . import _dask
 

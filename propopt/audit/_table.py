@@ -71,9 +71,9 @@ class AuditTable:
 
 def _name(fn: Any) -> str:
     if isinstance(fn, Monoid):
-        return fn.name
+        return str(fn.name)
     mod = getattr(fn, "__module__", None)
-    qual = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", repr(fn))
+    qual = str(getattr(fn, "__qualname__", None) or getattr(fn, "__name__", repr(fn)))
     return f"{mod}:{qual}" if mod else str(qual)
 
 
