@@ -7,6 +7,10 @@ tests that property on samples and returns a small report a person can read
 Laws of a binary combine (associativity)
     :func:`check_associative`, :func:`check_commutative`, :func:`check_identity`.
 
+Separability and locality of a pair function or kernel
+    :func:`check_low_rank` (numerical rank of a far-field block),
+    :func:`check_decay` (decay exponent with distance).
+
 The six-property table of the capstone chapter
     :func:`audit_table` runs every check that applies to an operator, a pair
     function or a kernel (``python -m propopt audit module:function``).
@@ -23,12 +27,15 @@ from ._laws import (
     check_commutative,
     check_identity,
 )
+from ._separability import DecayReport, LowRankReport, check_decay, check_low_rank
 from ._table import AuditTable, Verdict, audit_table
 
 __all__ = [
     "AssociativityError",
     "AssociativityReport",
     "AuditTable",
+    "DecayReport",
+    "LowRankReport",
     "Pair",
     "PropertyReport",
     "Single",
@@ -37,5 +44,7 @@ __all__ = [
     "audit_table",
     "check_associative",
     "check_commutative",
+    "check_decay",
     "check_identity",
+    "check_low_rank",
 ]
