@@ -122,19 +122,23 @@ class LowRankReport:
         m, n = self.shape
         return float("inf") if self.rank == 0 else m * n / (self.rank * (m + n))
 
-    def __str__(self) -> str:
+    @property
+    def evidence(self) -> str:
+        """One line: the rank, the block and the half-size block's rank."""
         m, n = self.shape
         where = (
             f" between clusters {self.separation:g} radii apart"
             if self.separation is not None
             else ""
         )
-        head = f"separability of {self.name}: {self.verdict}"
         return (
-            f"{head}: numerical rank {self.rank} of {min(m, n)} at rtol={self.rtol:g} for the "
+            f"numerical rank {self.rank} of {min(m, n)} at rtol={self.rtol:g} for the "
             f"{m} x {n} block{where} (factors {self.compression:.3g}x smaller than the block; "
             f"rank {self.rank_half} for the half-size block)"
         )
+
+    def __str__(self) -> str:
+        return f"separability of {self.name}: {self.verdict}: {self.evidence}"
 
 
 @dataclass(frozen=True)
@@ -173,9 +177,16 @@ class DecayReport:
     def ok(self) -> bool:
         return self.verdict == "applies"
 
-    def __str__(self) -> str:
+    @property
+    def evidence(self) -> str:
+        """One line: the fitted power law, its R^2 and the range of distances."""
         r0, r1 = self.distances[0], self.distances[-1]
-        fit = f"|f| ~ r^{-self.exponent + 0.0:.3g} (R^2 = {self.r2:.3f})"
+        fit = f"|f| ~ r^{-self.exponent + 0.0:.3g} (R^2 = {self.r2:.3f}) over r in [{r0:g}, {r1:g}]"
+        if self.model == "faster than any power":
+            fit += ", faster than any power"
+        return fit
+
+    def __str__(self) -> str:
         if self.model == "faster than any power":
             why = "decays faster than any power; a cutoff is licensed"
         elif self.verdict == "applies":
@@ -187,9 +198,9 @@ class DecayReport:
             )
         else:
             why = "|f| does not fall with distance"
-        return (
-            f"locality of {self.name}: {self.verdict}: {fit} over r in [{r0:g}, {r1:g}]; {why}"
-        )
+        fit = f"|f| ~ r^{-self.exponent + 0.0:.3g} (R^2 = {self.r2:.3f})"
+        r0, r1 = self.distances[0], self.distances[-1]
+        return f"locality of {self.name}: {self.verdict}: {fit} over r in [{r0:g}, {r1:g}]; {why}"
 
 
 def _ball(rng: np.random.Generator, n: int, dim: int) -> np.ndarray:
@@ -286,7 +297,9 @@ def check_low_rank(
             )
         if not np.isfinite(block).all():
             i, j = np.argwhere(~np.isfinite(block))[0]
-            raise ValueError(f"kernel_or_matrix[{i}, {j}] is not finite: the audit needs finite values")
+            raise ValueError(
+                f"kernel_or_matrix[{i}, {j}] is not finite: the audit needs finite values"
+            )
     block = np.asarray(block, dtype=np.float64)
     k = _numerical_rank(block, rtol)
     half = block[: (block.shape[0] + 1) // 2, : (block.shape[1] + 1) // 2]
@@ -301,9 +314,7 @@ def check_low_rank(
         verdict = "partial"
     s = np.linalg.svd(block, compute_uv=False) if block.size else np.zeros(0)
     rel = s / s[0] if s.size and s[0] > 0 else np.zeros_like(s)
-    return LowRankReport(
-        verdict, k, k_half, (block.shape[0], block.shape[1]), rtol, rel, sep, name
-    )
+    return LowRankReport(verdict, k, k_half, (block.shape[0], block.shape[1]), rtol, rel, sep, name)
 
 
 def _numerical_rank(a: np.ndarray, rtol: float) -> int:
@@ -389,8 +400,7 @@ def check_decay(
     g = mag.reshape(distances, pairs).mean(axis=1)
     if g[0] == 0:
         raise ValueError(
-            f"{name} is 0 at the smallest distance r_min={r_min:g}: nothing to fit; "
-            "lower r_min"
+            f"{name} is 0 at the smallest distance r_min={r_min:g}: nothing to fit; lower r_min"
         )
     zero = g == 0
     if zero.any():  # compact support: exactly zero beyond some distance

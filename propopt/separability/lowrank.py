@@ -101,6 +101,8 @@ class LowRank:
     error_estimate: float
     norm_estimate: float
 
+    __array_ufunc__ = None  # ``ndarray @ L`` defers to ``L.__rmatmul__``
+
     @property
     def rank(self) -> int:
         """Number of terms ``k``."""
@@ -389,6 +391,7 @@ def low_rank(
         keep = None
     Ub, s, Vt = ops.svd(B)
     if keep is None:
+        assert rtol is not None
         s_np = s.cpu().numpy() if ops.torch is not None else s
         top = float(s_np[0]) if len(s_np) else 0.0
         keep = min(int(np.count_nonzero(s_np > 0.5 * rtol * top)), cap)

@@ -70,7 +70,8 @@ def _points(name: str, x: Any) -> np.ndarray:
         a = a[None, :]
     if a.ndim != 2 or a.shape[1] != 3:
         raise ValueError(
-            f"{name} has shape {a.shape}: must be (n, 3) Cartesian points (or one point of shape (3,))"
+            f"{name} has shape {a.shape}: must be (n, 3) Cartesian points "
+            "(or one point of shape (3,))"
         )
     bad = ~np.isfinite(a).all(axis=1)
     if bad.any():
@@ -155,7 +156,10 @@ class Moments:
 
     @property
     def octupole(self) -> np.ndarray:
-        """Traceless octupole ``O_ikl = sum m (15 y_i y_k y_l - 3 |y|^2 (d_ik y_l + d_il y_k + d_kl y_i))``."""
+        """Traceless octupole, ``(3, 3, 3)``.
+
+        ``O_ikl = sum m (15 y_i y_k y_l - 3 |y|^2 (d_ik y_l + d_il y_k + d_kl y_i))``.
+        """
         t = self.third
         v = np.einsum("iil->l", t)
         e = np.eye(3)
