@@ -1,0 +1,13 @@
+"""Case study 1 of the capstone: Mamba's selective scan, on CPU and CUDA.
+
+:func:`selective_scan` (mamba_ssm ``selective_scan_fn`` semantics, with
+``initial_state`` and a differentiable last state), :func:`step` (one token
+with a cached state), :func:`chapter_scan` (the chapter's layout),
+:func:`naive` (the chapter's loop, the baseline) and :func:`reference`
+(a sequential float64-capable loop).  See docs/mamba.md.
+"""
+
+from ._reference import naive, reference
+from .scan import METHODS, chapter_scan, selective_scan, step
+
+__all__ = ["METHODS", "chapter_scan", "naive", "reference", "selective_scan", "step"]

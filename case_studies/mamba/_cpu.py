@@ -1,0 +1,260 @@
+"""Fused selective-scan kernels for CPU threads (numba).
+
+Forward, per (batch, channel) and per token ``t``, in one pass::
+
+    dt   = softplus(delta[t] + bias)          (or without softplus / bias)
+    h[n] = fexp(dt * A[n]) * h[n] + dt * u[t] * B[t, n]
+    y    = sum_n C[t, n] * h[n]
+    out  = (y + D * u[t]) * silu(z[t])
+
+The state ``h`` (d_state numbers) lives in L1; nothing of size
+(batch, L, d_model, d_state) is ever formed.  B and C are stored token-major
+``(batch, groups, L, d_state)`` so the loop over ``n`` is contiguous and LLVM
+vectorizes it, exp included (:mod:`._exp`).  Threads split the (batch,
+channel) pairs; when there are fewer pairs than ``SEQ_SPLIT_PAIRS`` the
+sequence is also cut into segments: each segment is scanned from zero, the
+segments' end states are chained by the linear-recurrence carry
+``H_s = exp(A * sum(dt over segment s-1)) * H_{s-1} + h_end_{s-1}``, and each
+segment is scanned again from its carry (twice the work, all threads busy).
+
+Backward is a reverse linear scan of the adjoint ``g_t = dL/dh_t``::
+
+    g_t = a_{t+1} g_{t+1} + dy_t C_t        (g_{L-1} also gets dL/d last_state)
+
+States are not stored: the forward keeps one state every ``CHUNK`` tokens
+(``(batch, d_model, ceil(L/CHUNK), d_state)``), and the backward recomputes the
+``CHUNK`` states of a chunk into a small per-thread buffer before walking it
+in reverse.  Gradients that several channels share (A over batch; B and C over
+a group's channels; D, delta_bias) are summed into one slab per thread and
+reduced afterwards, so no two threads write the same memory.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+from numba import njit, prange
+
+from ._exp import fexp
+
+#: Tokens per checkpoint of the forward state, kept for the backward.  The
+#: backward's per-thread buffers are 2 * CHUNK * d_state numbers (8 KiB at
+#: d_state 16, float32): L1-resident.  Checkpoints cost d_state / CHUNK of
+#: the input size.
+CHUNK = 64
+
+#: Below this many (batch, channel) pairs the forward also splits the
+#: sequence across threads (each pair is one dependency chain; 4 per thread
+#: balance the load).
+SEQ_SPLIT_PAIRS_PER_THREAD = 4
+
+# No nnan/ninf: NaN and inf must propagate.  'reassoc' lets LLVM vectorize
+# the sum over d_state (rounding order changes, not the math).
+FASTMATH = {"contract", "reassoc", "nsz", "arcp"}
+
+
+@njit(fastmath=FASTMATH, cache=True)
+def _dt(x, softplus):  # type: ignore[no-untyped-def]
+    # mamba_ssm's threshold: softplus(x) = x above 20 (exact in float32).
+    if softplus and x <= 20.0:
+        return math.log1p(fexp(x))
+    return x
+
+
+@njit(fastmath=FASTMATH, cache=True)
+def _segment(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, scale_b,
+             b, d, t0, t1, h, out, write, ckpt, T, one):  # type: ignore[no-untyped-def]  # fmt: skip
+    """Scan tokens [t0, t1) of channel (b, d) from state ``h`` (updated in place).
+
+    Writes ``out`` when ``write`` and a checkpoint at every multiple of ``T``
+    when ``ckpt`` has room; returns the sum of ``dt`` (in float64).
+    """
+    N = A.shape[1]
+    D = u.shape[1]
+    bb = b if Bg.shape[0] > 1 else 0
+    gb = d // (D // Bg.shape[1])
+    vb = Bg.shape[2] > 1
+    bc = b if Cg.shape[0] > 1 else 0
+    gc = d // (D // Cg.shape[1])
+    vc = Cg.shape[2] > 1
+    save = ckpt.shape[2] > 0
+    bias_d = bias[d]
+    dsk = Dv[d]
+    dtsum = 0.0
+    zero = one - one
+    for t in range(t0, t1):
+        if save and t % T == 0:
+            for n in range(N):
+                ckpt[b, d, t // T, n] = h[n]
+        dt = _dt(delta[b, d, t] + bias_d, softplus)
+        dtsum += dt
+        ut = u[b, d, t]
+        du = dt * ut if scale_b else ut
+        tb = t if vb else 0
+        tc = t if vc else 0
+        y = zero
+        for n in range(N):
+            hn = fexp(dt * A[d, n]) * h[n] + du * Bg[bb, gb, tb, n]
+            h[n] = hn
+            y += hn * Cg[bc, gc, tc, n]
+        if write:
+            o = y + dsk * ut
+            if has_z:
+                zt = z[b, d, t]
+                o = o * (zt / (one + fexp(-zt)))
+            out[b, d, t] = o
+    return dtsum
+
+
+@njit(parallel=True, fastmath=FASTMATH, cache=True)
+def forward(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, scale_b, h0, out, last,
+            ckpt, T, seg, one):  # type: ignore[no-untyped-def]  # fmt: skip
+    """Fused forward; ``seg`` tokens per sequence segment (a multiple of ``T``)."""
+    nb, D, L = u.shape
+    N = A.shape[1]
+    S = max(1, (L + seg - 1) // seg)
+    P = nb * D
+    if S == 1:
+        for i in prange(P):
+            b = i // D
+            d = i - b * D
+            h = h0[b, d].copy()
+            _segment(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, scale_b,
+                     b, d, 0, L, h, out, True, ckpt, T, one)  # fmt: skip
+            last[b, d] = h
+        return
+    ends = np.zeros((nb, D, S, N), dtype=h0.dtype)
+    sums = np.zeros((nb, D, S))
+    for i in prange(P * (S - 1)):  # pass 1: end state of each segment from 0
+        p = i // (S - 1)
+        s = i - p * (S - 1)
+        b = p // D
+        d = p - b * D
+        h = np.zeros(N, dtype=h0.dtype)
+        nock = ckpt[:, :, :0]
+        sums[b, d, s] = _segment(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z,
+                                 scale_b, b, d, s * seg, (s + 1) * seg, h, out, False,
+                                 nock, T, one)  # fmt: skip
+        ends[b, d, s] = h
+    for p in prange(P):  # chain the carries: ends[s] becomes the state entering s
+        b = p // D
+        d = p - b * D
+        H = h0[b, d].copy()
+        for s in range(S):
+            nxt = np.empty(N, dtype=h0.dtype)
+            for n in range(N):
+                nxt[n] = math.exp(A[d, n] * sums[b, d, s]) * H[n] + ends[b, d, s, n]
+            ends[b, d, s] = H
+            H = nxt
+    for i in prange(P * S):  # pass 2: every segment from its carry
+        p = i // S
+        s = i - p * S
+        b = p // D
+        d = p - b * D
+        h = ends[b, d, s].copy()
+        _segment(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, scale_b,
+                 b, d, s * seg, min(L, (s + 1) * seg), h, out, True, ckpt, T, one)  # fmt: skip
+        if s == S - 1:
+            last[b, d] = h
+
+
+@njit(parallel=True, fastmath=FASTMATH, cache=True)
+def backward(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, scale_b, ckpt, T,
+             dout, dlast, du, ddelta, dz, dA_p, dB_p, dC_p, dD_p, dbias_p,
+             dh0, one):  # type: ignore[no-untyped-def]  # fmt: skip
+    """Reverse scan of the adjoint, recomputing states chunk by chunk.
+
+    ``dA_p`` (threads, D, N), ``dB_p``/``dC_p`` (threads, *Bg.shape),
+    ``dD_p``/``dbias_p`` (threads, D) are per-thread slabs, zeroed by the caller.
+    """
+    nb, D, L = u.shape
+    N = A.shape[1]
+    nck = (L + T - 1) // T
+    vb = Bg.shape[2] > 1
+    vc = Cg.shape[2] > 1
+    for i in prange(nb * D):
+        tid = numba.get_thread_id()
+        b = i // D
+        d = i - b * D
+        bb = b if Bg.shape[0] > 1 else 0
+        gb = d // (D // Bg.shape[1])
+        bc = b if Cg.shape[0] > 1 else 0
+        gc = d // (D // Cg.shape[1])
+        hs = np.empty((T + 1, N), dtype=u.dtype)  # row 0: the state entering the chunk
+        aa = np.empty((T, N), dtype=u.dtype)
+        dA_c = np.zeros(N, dtype=u.dtype)
+        dA_tot = np.zeros(N)
+        g = dlast[b, d].copy()
+        bias_d = bias[d]
+        dsk = Dv[d]
+        dD_acc = 0.0
+        dbias_acc = 0.0
+        zero = one - one
+        for c in range(nck - 1, -1, -1):
+            t0 = c * T
+            t1 = min(L, t0 + T)
+            for n in range(N):
+                hs[0, n] = ckpt[b, d, c, n]
+            for t in range(t0, t1):  # recompute the chunk's states
+                k = t - t0
+                dt = _dt(delta[b, d, t] + bias_d, softplus)
+                ut = u[b, d, t]
+                dub = dt * ut if scale_b else ut
+                tb = t if vb else 0
+                for n in range(N):
+                    a = fexp(dt * A[d, n])
+                    aa[k, n] = a
+                    hs[k + 1, n] = a * hs[k, n] + dub * Bg[bb, gb, tb, n]
+            for n in range(N):
+                dA_c[n] = 0
+            for t in range(t1 - 1, t0 - 1, -1):  # walk it in reverse
+                k = t - t0
+                x = delta[b, d, t] + bias_d
+                dt = _dt(x, softplus)
+                ut = u[b, d, t]
+                tb = t if vb else 0
+                tc = t if vc else 0
+                go = dout[b, d, t]
+                if has_z:
+                    y = zero
+                    for n in range(N):
+                        y += hs[k + 1, n] * Cg[bc, gc, tc, n]
+                    pre = y + dsk * ut
+                    zt = z[b, d, t]
+                    sg = one / (one + fexp(-zt))
+                    dz[b, d, t] = go * pre * sg * (one + zt * (one - sg))
+                    dy = go * zt * sg
+                else:
+                    dy = go
+                dD_acc += dy * ut
+                sA = zero
+                sB = zero
+                dub = dt * ut if scale_b else ut
+                for n in range(N):
+                    gn = g[n] + dy * Cg[bc, gc, tc, n]
+                    dC_p[tid, bc, gc, tc, n] += dy * hs[k + 1, n]
+                    dB_p[tid, bb, gb, tb, n] += gn * dub
+                    sB += gn * Bg[bb, gb, tb, n]
+                    da = gn * hs[k, n] * aa[k, n]  # dL/d(dt * A[n])
+                    sA += da * A[d, n]
+                    dA_c[n] += da * dt
+                    g[n] = gn * aa[k, n]
+                if scale_b:
+                    ddt = sA + sB * ut
+                    du[b, d, t] = dy * dsk + sB * dt
+                else:
+                    ddt = sA
+                    du[b, d, t] = dy * dsk + sB
+                if softplus and x <= 20.0:
+                    ddt = ddt / (one + fexp(-x))
+                ddelta[b, d, t] = ddt
+                dbias_acc += ddt
+            for n in range(N):
+                dA_tot[n] += dA_c[n]
+        for n in range(N):
+            dA_p[tid, d, n] += dA_tot[n]
+            dh0[b, d, n] = g[n]
+        dD_p[tid, d] += dD_acc
+        dbias_p[tid, d] += dbias_acc

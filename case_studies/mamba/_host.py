@@ -1,0 +1,153 @@
+"""Host-side driving of the CPU kernels: layouts, buffers, gradient reduction."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numba
+import numpy as np
+
+from . import _cpu
+
+
+@dataclass
+class Prepared:
+    """Kernel-ready arrays (numpy, compute dtype) and the shapes to map back."""
+
+    u: np.ndarray
+    delta: np.ndarray
+    A: np.ndarray
+    Bg: np.ndarray
+    Cg: np.ndarray
+    Dv: np.ndarray
+    z: np.ndarray
+    bias: np.ndarray
+    h0: np.ndarray
+    has_z: bool
+    softplus: bool
+    scale_b: bool
+    B_ndim: int
+    C_ndim: int
+
+
+def token_major(M: np.ndarray, dim: int) -> np.ndarray:
+    """B or C as (batch or 1, groups, L or 1, d_state), contiguous in d_state."""
+    if M.ndim == 2:  # (dim, N): one group per channel, shared by all tokens
+        return np.ascontiguousarray(M[None, :, None, :])
+    if M.ndim == 3:  # (batch, N, L)
+        return np.ascontiguousarray(M.transpose(0, 2, 1)[:, None])
+    return np.ascontiguousarray(M.transpose(0, 1, 3, 2))  # (batch, G, N, L)
+
+
+def from_token_major(G: np.ndarray, ndim: int) -> np.ndarray:
+    """Inverse of :func:`token_major` (for gradients)."""
+    if ndim == 2:
+        return G[0, :, 0, :]
+    if ndim == 3:
+        return G[:, 0].transpose(0, 2, 1)
+    return G.transpose(0, 1, 3, 2)
+
+
+def prepare(
+    u: np.ndarray, delta: np.ndarray, A: np.ndarray, B: np.ndarray, C: np.ndarray,
+    D: np.ndarray | None, z: np.ndarray | None, delta_bias: np.ndarray | None,
+    initial_state: np.ndarray | None, softplus: bool, scale_b: bool, dtype: np.dtype,
+) -> Prepared:  # fmt: skip
+    """Cast to ``dtype`` and lay out for :mod:`._cpu` (u, delta, z keep their strides)."""
+    batch, dim, _ = u.shape
+    N = A.shape[1]
+
+    def cast(x: np.ndarray) -> np.ndarray:
+        return x if x.dtype == dtype else x.astype(dtype)
+
+    zeros_d = np.zeros(dim, dtype)
+    return Prepared(
+        u=_strided(cast(u)),
+        delta=_strided(cast(delta)),
+        A=np.ascontiguousarray(cast(A)),
+        Bg=token_major(cast(B), dim),
+        Cg=token_major(cast(C), dim),
+        Dv=zeros_d if D is None else np.ascontiguousarray(cast(D)),
+        z=np.zeros((1, 1, 1), dtype) if z is None else _strided(cast(z)),
+        bias=zeros_d if delta_bias is None else np.ascontiguousarray(cast(delta_bias)),
+        h0=np.zeros((batch, dim, N), dtype)
+        if initial_state is None
+        else np.ascontiguousarray(cast(initial_state)),
+        has_z=z is not None,
+        softplus=bool(softplus),
+        scale_b=scale_b,
+        B_ndim=B.ndim,
+        C_ndim=C.ndim,
+    )
+
+
+def _strided(x: np.ndarray) -> np.ndarray:
+    # Channel-first contiguous, or the transposed view of a (batch, L, dim)
+    # array (the chapter's layout) which the kernel reads in place; anything
+    # else is copied to channel-first.
+    if x.flags.c_contiguous:
+        return x
+    if x.transpose(0, 2, 1).flags.c_contiguous:
+        return x
+    return np.ascontiguousarray(x)
+
+
+def segment_length(pairs: int, L: int) -> int:
+    """Tokens per sequence segment: all of L unless there are too few channels."""
+    threads = numba.get_num_threads()
+    want = _cpu.SEQ_SPLIT_PAIRS_PER_THREAD * threads
+    if pairs >= want or L < 2 * _cpu.CHUNK:
+        return max(L, 1)
+    segments = -(-want // max(pairs, 1))
+    seg = -(-L // segments)
+    return -(-seg // _cpu.CHUNK) * _cpu.CHUNK
+
+
+def forward(p: Prepared, save: bool, out: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
+    """Run the fused forward; returns (out, last_state, checkpoints)."""
+    batch, dim, L = p.u.shape
+    N = p.A.shape[1]
+    if out is None:
+        out = np.empty((batch, dim, L), p.u.dtype)
+    last = np.empty((batch, dim, N), p.u.dtype)
+    nck = -(-L // _cpu.CHUNK) if save else 0
+    ckpt = np.empty((batch, dim, nck, N), p.u.dtype)
+    one = p.u.dtype.type(1)
+    _cpu.forward(p.u, p.delta, p.A, p.Bg, p.Cg, p.Dv, p.z, p.bias, p.softplus, p.has_z,
+                 p.scale_b, p.h0, out, last, ckpt, _cpu.CHUNK,
+                 segment_length(batch * dim, L), one)  # fmt: skip
+    return out, last, ckpt
+
+
+def backward(p: Prepared, ckpt: np.ndarray, dout: np.ndarray, dlast: np.ndarray) -> dict[str, Any]:
+    """Gradients of every input, in the compute dtype and the inputs' shapes."""
+    batch, dim, L = p.u.shape
+    N = p.A.shape[1]
+    dt = p.u.dtype
+    th = numba.get_num_threads()
+    du = np.empty((batch, dim, L), dt)
+    ddelta = np.empty((batch, dim, L), dt)
+    dz = np.zeros((batch, dim, L) if p.has_z else (1, 1, 1), dt)
+    dA_p = np.zeros((th, dim, N), dt)
+    dB_p = np.zeros((th, *p.Bg.shape), dt)
+    dC_p = np.zeros((th, *p.Cg.shape), dt)
+    dD_p = np.zeros((th, dim), dt)
+    dbias_p = np.zeros((th, dim), dt)
+    dh0 = np.empty((batch, dim, N), dt)
+    dout = np.ascontiguousarray(dout, dtype=dt)
+    dlast = np.ascontiguousarray(dlast, dtype=dt)
+    _cpu.backward(p.u, p.delta, p.A, p.Bg, p.Cg, p.Dv, p.z, p.bias, p.softplus, p.has_z,
+                  p.scale_b, ckpt, _cpu.CHUNK, dout, dlast, du, ddelta, dz, dA_p, dB_p,
+                  dC_p, dD_p, dbias_p, dh0, dt.type(1))  # fmt: skip
+    return {
+        "u": du,
+        "delta": ddelta,
+        "A": dA_p.sum(0),
+        "B": from_token_major(dB_p.sum(0), p.B_ndim),
+        "C": from_token_major(dC_p.sum(0), p.C_ndim),
+        "D": dD_p.sum(0),
+        "z": dz if p.has_z else None,
+        "delta_bias": dbias_p.sum(0),
+        "initial_state": dh0,
+    }
