@@ -7,7 +7,9 @@ CUDA and dask.
 Associativity (:mod:`propopt.associativity`)
     :func:`associative_scan`, :class:`Monoid`, :func:`monoid` and the built-in
     monoids :data:`add`, :data:`mul`, :data:`maximum`, :data:`minimum`,
-    :data:`logaddexp`, :data:`linear_recurrence`, :data:`matmul2x2`.
+    :data:`logaddexp`, :data:`linear_recurrence`, :data:`matmul2x2`;
+    :class:`TopK` (a mergeable top-k summary; :func:`merge_topk` combines two)
+    and :func:`topk` (top-k along an axis, like torch.topk).
 
 Separability (:mod:`propopt.separability`)
     :func:`low_rank` (randomized SVD to a rank or a tolerance), :func:`moments`
@@ -19,6 +21,7 @@ Auditing (:mod:`propopt.audit`)
 
 from .associativity import (
     Monoid,
+    TopK,
     add,
     associative_scan,
     linear_recurrence,
@@ -28,7 +31,9 @@ from .associativity import (
     minimum,
     monoid,
     mul,
+    topk,
 )
+from .associativity import merge as merge_topk
 from .separability import Moments, low_rank, moments
 
 __version__ = "0.1.0"
@@ -36,6 +41,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Moments",
     "Monoid",
+    "TopK",
     "__version__",
     "add",
     "associative_scan",
@@ -44,8 +50,10 @@ __all__ = [
     "low_rank",
     "matmul2x2",
     "maximum",
+    "merge_topk",
     "minimum",
     "moments",
     "monoid",
     "mul",
+    "topk",
 ]

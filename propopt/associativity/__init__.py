@@ -12,6 +12,9 @@ Monoid, monoid
     A numba-compilable combine with its identity; built-ins ``add``, ``mul``,
     ``maximum``, ``minimum``, ``logaddexp``, ``linear_recurrence``,
     ``matmul2x2``.
+TopK, merge, topk
+    A mergeable summary of the k best (score, id) pairs (exact; merge is
+    associative and commutative), and top-k along an axis like torch.topk.
 """
 
 from .monoid import (
@@ -26,16 +29,20 @@ from .monoid import (
     mul,
 )
 from .scan import associative_scan
+from .topk import TopK, merge, topk
 
 __all__ = [
     "Monoid",
+    "TopK",
     "add",
     "associative_scan",
     "linear_recurrence",
     "logaddexp",
     "matmul2x2",
     "maximum",
+    "merge",
     "minimum",
     "monoid",
     "mul",
+    "topk",
 ]

@@ -1,0 +1,583 @@
+"""Top-k as a mergeable summary: ``TopK`` and the ``topk`` verb.
+
+The law: for multisets ``A``, ``B``, ``C`` of ``(score, id)`` pairs,
+``top_k(A ∪ B) == merge(top_k(A), top_k(B))``, and ``merge`` is associative
+and commutative::
+
+    merge(merge(a, b), c) == merge(a, merge(b, c)),   merge(a, b) == merge(b, a)
+
+because the order used is *total*: ``(s, i)`` ranks before ``(t, j)`` when
+``s`` is better than ``t`` (larger, or smaller with ``largest=False``), or
+``s == t`` and ``i < j``.  A total order makes the k best of any multiset
+unique, so the answer does not depend on how the data were chunked, how many
+threads ran, or in which order summaries were merged.  That licenses chunked,
+multi-threaded, streaming and distributed top-k (see the streaming top-K case
+study).
+
+NaN: ignored by default (``nan='ignore'``: a NaN is never among the best);
+``nan='largest'`` ranks NaN above every number, torch's convention (so NaNs
+come first with ``largest=True`` and last with ``largest=False``).
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from os import PathLike
+from typing import Any, Literal
+
+import numpy as np
+
+from .. import _dispatch
+from . import _topk_cpu, _topk_reference
+
+NanPolicy = Literal["ignore", "largest"]
+NAN_POLICIES: tuple[str, ...] = ("ignore", "largest")
+METHODS: tuple[str, ...] = ("auto", "cpu", "cuda", "reference")
+
+#: Each thread's piece of a row holds at least this many elements times k
+#: (below it, merging the per-thread candidates costs more than it saves).
+MIN_PIECE_PER_K = 8
+
+#: ... and at least this many elements (a parallel region costs ~10 µs).
+MIN_PIECE = 1 << 16
+
+_MAGIC = b"PPTOPK"
+_VERSION = 1
+_HEAD = struct.Struct("<6sHQQQBB")  # magic, version, k, n_seen, start, largest, nan
+_CRC = struct.Struct("<I")
+
+
+# ------------------------------------------------------------------ helpers
+def _check_k(k: Any) -> int:
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+        raise TypeError(f"k must be an int, got {k!r}")
+    if k <= 0:
+        raise ValueError(f"k={k}: k must be >= 1")
+    return int(k)
+
+
+def _check_nan(nan: Any) -> bool:
+    if nan not in NAN_POLICIES:
+        raise ValueError(f"nan={nan!r} is not one of {', '.join(map(repr, NAN_POLICIES))}")
+    return bool(nan == "largest")
+
+
+def _check_dtype(dtype: Any) -> np.dtype:
+    try:
+        dt = np.dtype(dtype)
+    except TypeError as exc:
+        raise TypeError(f"dtype={dtype!r} is not a NumPy dtype") from exc
+    if dt.kind not in "biuf" or dt.itemsize > 8:
+        raise TypeError(
+            f"dtype={dt} cannot be ranked; top-k takes bool, integer and float scores "
+            "(cast complex or object scores to a real dtype first)"
+        )
+    return dt
+
+
+def kernel_view(x: np.ndarray) -> np.ndarray:
+    """Scores in one of the four dtypes the kernels are compiled for, same order.
+
+    float16 -> float32 and small integers -> int32 (exact); uint32 -> int64;
+    uint64 -> int64 with the top bit flipped (order preserving).
+    """
+    dt = x.dtype
+    if dt in (np.float32, np.float64, np.int32, np.int64):
+        return x
+    if dt.kind == "f":
+        return x.astype(np.float32)
+    if dt == np.uint64:
+        return (x ^ np.uint64(1 << 63)).view(np.int64)
+    if dt == np.uint32:
+        return x.astype(np.int64)
+    return x.astype(np.int32)
+
+
+def _pieces(rows: int, n: int, k: int) -> int:
+    threads = _topk_cpu_threads()
+    if rows >= threads:
+        return 1
+    per = max(MIN_PIECE, MIN_PIECE_PER_K * k)
+    return max(1, min(threads // rows, n // per))
+
+
+def _topk_cpu_threads() -> int:
+    import numba
+
+    return int(numba.get_num_threads())
+
+
+_NO_IDS = np.empty(0, np.int64)
+
+
+def _best_positions(
+    x2: np.ndarray, k: int, largest: bool, nanbig: bool, ids: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Kernel call: best ``min(k, n)`` positions per row of ``x2`` and the counts."""
+    rows, n = x2.shape
+    kk = min(k, n)
+    xv = np.ascontiguousarray(kernel_view(x2))
+    has_ids = ids is not None
+    pos, counts, _ = _topk_cpu.topk_rows(
+        xv, ids if has_ids else _NO_IDS, has_ids, kk, _pieces(rows, n, kk), largest, nanbig
+    )
+    return pos, counts
+
+
+# --------------------------------------------------------------------- TopK
+class TopK:
+    """A mergeable summary of the ``k`` best ``(score, id)`` pairs seen so far.
+
+    Build one with :meth:`TopK.empty`, feed it with :meth:`update` (any
+    number of chunks), combine summaries with :func:`merge` and read the
+    answer with :meth:`result`.  Serialize with :meth:`to_bytes` /
+    :meth:`from_bytes` (or :meth:`save` / :meth:`load`) to checkpoint a
+    stream or merge summaries computed elsewhere.
+
+    The law it relies on: ``top_k(A ∪ B) == merge(top_k(A), top_k(B))``;
+    :func:`merge` is associative and commutative, exactly (no rounding is
+    involved), because ties between equal scores go to the smaller id.
+
+    Notes
+    -----
+    Memory is ``O(k)``.  :meth:`update` with ``n`` scores costs ``O(n)``
+    amortized on all threads whatever their order (a threshold filter; see
+    :func:`topk`) plus ``O(k log k)`` to merge; :func:`merge` costs
+    ``O(k log k)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from propopt.associativity import TopK, merge
+    >>> a = TopK.empty(3, np.float32).update(np.array([5, 1, 7, 3], np.float32))
+    >>> b = TopK.empty(3, np.float32, start=4).update(np.array([7, 2, 9], np.float32))
+    >>> scores, ids = merge(a, b).result()
+    >>> scores.tolist(), ids.tolist()          # the 7 at id 2 beats the 7 at id 4
+    ([9.0, 7.0, 7.0], [6, 2, 4])
+    """
+
+    __slots__ = ("_ids", "_scores", "dtype", "k", "largest", "n_seen", "nan", "start")
+
+    def __init__(
+        self,
+        k: int,
+        dtype: np.dtype,
+        largest: bool,
+        nan: str,
+        start: int,
+        n_seen: int,
+        scores: np.ndarray,
+        ids: np.ndarray,
+    ) -> None:
+        self.k, self.dtype, self.largest, self.nan = k, dtype, largest, nan
+        self.start, self.n_seen = start, n_seen
+        self._scores, self._ids = scores, ids
+
+    @classmethod
+    def empty(
+        cls,
+        k: int,
+        dtype: Any,
+        largest: bool = True,
+        *,
+        nan: NanPolicy = "ignore",
+        start: int = 0,
+    ) -> TopK:
+        """A summary of nothing.
+
+        Parameters
+        ----------
+        k : int
+            How many pairs to keep (>= 1).
+        dtype : dtype
+            Dtype of the scores (bool, integer or float); preserved in results.
+        largest : bool
+            Keep the largest scores (else the smallest).
+        nan : {'ignore', 'largest'}
+            Drop NaN scores, or rank them above every number (torch).
+        start : int
+            Id of the first score when :meth:`update` numbers scores by
+            position (give each stream its own range to merge them).
+        """
+        k = _check_k(k)
+        dt = _check_dtype(dtype)
+        _check_nan(nan)
+        if not isinstance(largest, (bool, np.bool_)):
+            raise TypeError(f"largest must be a bool, got {largest!r}")
+        return cls(k, dt, bool(largest), nan, int(start), 0, np.empty(0, dt), np.empty(0, np.int64))
+
+    # ------------------------------------------------------------- feeding
+    def update(self, scores: Any, ids: Any = None) -> TopK:
+        """Add a chunk of scores (in place) and return ``self``.
+
+        ``ids`` default to running positions: ``start + (scores seen before)``
+        ``+ arange(len(scores))``.  Explicit ids are int64-compatible integers,
+        one per score.
+        """
+        if not hasattr(scores, "dtype"):  # a list: take it in this summary's dtype
+            scores = np.asarray(scores, dtype=self.dtype)
+        s = _as_numpy_1d(scores, "scores")
+        if s.dtype != self.dtype:
+            if not np.can_cast(s.dtype, self.dtype, "safe"):
+                raise TypeError(
+                    f"scores of dtype {s.dtype} do not fit this TopK of dtype {self.dtype}; "
+                    f"cast them (scores.astype(np.{self.dtype.name})) or use "
+                    f"TopK.empty(k, np.{s.dtype.name})"
+                )
+            s = s.astype(self.dtype)
+        n = s.shape[0]
+        if ids is not None:
+            idv = _as_numpy_1d(ids, "ids")
+            if idv.shape[0] != n:
+                raise ValueError(
+                    f"ids has {idv.shape[0]} elements but scores has {n}; pass one id per score"
+                )
+            if idv.dtype.kind not in "iu" or (idv.dtype == np.uint64 and n and idv.max() >= 2**63):
+                raise TypeError(f"ids must be integers that fit int64, got dtype {idv.dtype}")
+            idv = idv.astype(np.int64, copy=False)
+        if n:
+            nanbig = self.nan == "largest"
+            pos, counts = _best_positions(
+                s.reshape(1, n), self.k, self.largest, nanbig, None if ids is None else idv
+            )
+            pos = pos[0, : counts[0]]
+            cs = s[pos]
+            ci = idv[pos] if ids is not None else self.start + self.n_seen + pos
+            self._scores, self._ids = _merge_arrays(
+                self._scores, self._ids, cs, ci, self.k, self.largest, nanbig
+            )
+        self.n_seen += n
+        return self
+
+    def merge(self, other: TopK) -> TopK:
+        """``merge(self, other)``: a new summary of both streams."""
+        return merge(self, other)
+
+    # ------------------------------------------------------------- reading
+    def result(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(scores, ids)``, best first: ``min(k, valid scores seen)`` of each (copies)."""
+        return self._scores.copy(), self._ids.copy()
+
+    def __len__(self) -> int:
+        return int(self._scores.shape[0])
+
+    def __repr__(self) -> str:
+        return (
+            f"TopK(k={self.k}, dtype={self.dtype}, largest={self.largest}, nan={self.nan!r}, "
+            f"held={len(self)}, n_seen={self.n_seen})"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, TopK):
+            return NotImplemented
+        return (
+            self._params() == other._params()
+            and self.n_seen == other.n_seen
+            and np.array_equal(self._scores, other._scores, equal_nan=self.dtype.kind == "f")
+            and np.array_equal(self._ids, other._ids)
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def _params(self) -> tuple[Any, ...]:
+        return (self.k, self.dtype, self.largest, self.nan)
+
+    def copy(self) -> TopK:
+        """An independent copy."""
+        return TopK(
+            self.k,
+            self.dtype,
+            self.largest,
+            self.nan,
+            self.start,
+            self.n_seen,
+            self._scores.copy(),
+            self._ids.copy(),
+        )
+
+    # ------------------------------------------------------- serialization
+    def to_bytes(self) -> bytes:
+        """Serialize: a versioned header, the pairs, and a CRC-32 of all of it."""
+        dt = self.dtype.newbyteorder("<")
+        code = dt.str.encode()
+        head = _HEAD.pack(
+            _MAGIC,
+            _VERSION,
+            self.k,
+            self.n_seen,
+            self.start & (2**64 - 1),
+            int(self.largest),
+            int(self.nan == "largest"),
+        )
+        body = (
+            head
+            + struct.pack("<B", len(code))
+            + code
+            + struct.pack("<Q", len(self))
+            + self._scores.astype(dt).tobytes()
+            + self._ids.astype("<i8").tobytes()
+        )
+        return body + _CRC.pack(zlib.crc32(body))
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> TopK:
+        """Rebuild a summary from :meth:`to_bytes`; corrupted data raise ``ValueError``."""
+        data = bytes(data)
+        if len(data) < _HEAD.size + 1 + _CRC.size:
+            raise ValueError(
+                f"corrupted TopK bytes: {len(data)} bytes is shorter than any serialized TopK"
+            )
+        magic, version = struct.unpack_from("<6sH", data)
+        if magic != _MAGIC:
+            raise ValueError(
+                f"corrupted TopK bytes: magic {magic!r} is not {_MAGIC!r}; "
+                "this is not a serialized TopK"
+            )
+        if version != _VERSION:
+            raise ValueError(
+                f"TopK bytes of format version {version}; this propopt reads version "
+                f"{_VERSION} (upgrade propopt)"
+            )
+        (stored,) = _CRC.unpack_from(data, len(data) - _CRC.size)
+        body = data[: -_CRC.size]
+        if zlib.crc32(body) != stored:
+            raise ValueError(
+                f"corrupted TopK bytes: checksum mismatch (stored {stored:#010x}, computed "
+                f"{zlib.crc32(body):#010x}); the data were altered or truncated"
+            )
+        try:
+            _, _, k, n_seen, start, largest, nanflag = _HEAD.unpack_from(body)
+            off = _HEAD.size
+            (clen,) = struct.unpack_from("<B", body, off)
+            off += 1
+            dt = np.dtype(body[off : off + clen].decode())
+            off += clen
+            (count,) = struct.unpack_from("<Q", body, off)
+            off += 8
+            scores = np.frombuffer(body, dt, count, off).astype(dt.newbyteorder("="))
+            off += count * dt.itemsize
+            ids = np.frombuffer(body, "<i8", count, off).astype(np.int64)
+            off += count * 8
+        except (struct.error, ValueError, TypeError, UnicodeDecodeError) as exc:
+            raise ValueError(f"corrupted TopK bytes: {exc}") from exc
+        if off != len(body) or count > k or k < 1:
+            raise ValueError("corrupted TopK bytes: lengths do not match the header")
+        if start >= 2**63:
+            start -= 2**64
+        return cls(
+            int(k), _check_dtype(dt), bool(largest), NAN_POLICIES[nanflag], start, int(n_seen),
+            scores, ids,
+        )  # fmt: skip
+
+    def save(self, path: str | PathLike[str]) -> None:
+        """Write :meth:`to_bytes` to a file."""
+        with open(path, "wb") as f:
+            f.write(self.to_bytes())
+
+    @classmethod
+    def load(cls, path: str | PathLike[str]) -> TopK:
+        """Read a summary written by :meth:`save`."""
+        with open(path, "rb") as f:
+            return cls.from_bytes(f.read())
+
+
+def _as_numpy_1d(x: Any, name: str) -> np.ndarray:
+    kind = _dispatch.array_kind(x)
+    if kind == _dispatch.TORCH_CUDA:
+        x = x.detach().cpu()
+        kind = _dispatch.TORCH
+    a = _dispatch.to_numpy_view(x) if kind == _dispatch.TORCH else np.asarray(x)
+    if a.ndim != 1:
+        raise ValueError(f"{name} must be 1-D, got shape {a.shape}; flatten it first (.ravel())")
+    return a
+
+
+def _merge_arrays(
+    s1: np.ndarray,
+    i1: np.ndarray,
+    s2: np.ndarray,
+    i2: np.ndarray,
+    k: int,
+    largest: bool,
+    nanbig: bool,
+) -> tuple[np.ndarray, np.ndarray]:
+    s = np.concatenate([s1, s2])
+    i = np.concatenate([i1, i2])
+    if s.shape[0] == 0:
+        return s, i
+    order = _topk_cpu.merge_sorted(kernel_view(s), i, k, largest, nanbig)
+    return s[order], i[order]
+
+
+def merge(a: TopK, b: TopK) -> TopK:
+    """The summary of both streams: ``merge(top_k(A), top_k(B)) == top_k(A ∪ B)``.
+
+    Associative and commutative exactly; ``O(k log k)``.  Both summaries must
+    have the same ``k``, direction, dtype and NaN policy.  ``n_seen`` adds up.
+    """
+    for name, s in (("a", a), ("b", b)):
+        if not isinstance(s, TopK):
+            raise TypeError(f"{name} must be a TopK, got {type(s).__name__}")
+    for field in ("k", "largest", "dtype", "nan"):
+        va, vb = getattr(a, field), getattr(b, field)
+        if va != vb:
+            raise ValueError(
+                f"cannot merge TopK summaries with {field}={va!r} and {field}={vb!r}; "
+                f"build both with the same {field}"
+            )
+    s, i = _merge_arrays(a._scores, a._ids, b._scores, b._ids, a.k, a.largest, a.nan == "largest")
+    return TopK(a.k, a.dtype, a.largest, a.nan, min(a.start, b.start), a.n_seen + b.n_seen, s, i)
+
+
+# --------------------------------------------------------------------- topk
+def topk(
+    x: Any,
+    k: int,
+    axis: int = -1,
+    largest: bool = True,
+    *,
+    nan: NanPolicy = "ignore",
+    method: str = "auto",
+) -> tuple[Any, Any]:
+    """The ``k`` best values along an axis and their indices, like ``torch.topk``.
+
+    Ties go to the smaller index and the result is sorted best first, so it
+    does not depend on thread count or on how the axis is split: the answer
+    is unique for the total order ``(value, index)`` (see :class:`TopK`).
+
+    Parameters
+    ----------
+    x : numpy.ndarray or torch.Tensor (CPU or CUDA)
+        Bool, integer or float values.
+    k : int
+        How many to return (>= 1); ``k > n`` returns all ``n``.
+    axis : int
+        The axis to select along.
+    largest : bool
+        The largest values (else the smallest).
+    nan : {'ignore', 'largest'}
+        ``'ignore'`` never returns a NaN (a 1-D input may then yield fewer
+        than ``k``; an N-D input whose rows would differ in length is an
+        error); ``'largest'`` ranks NaN above every number, as torch does.
+    method : {'auto', 'cpu', 'cuda', 'reference'}
+        ``'auto'`` runs the CUDA kernel for CUDA tensors and the CPU kernel
+        otherwise; ``'reference'`` sorts with Python (tests).
+
+    Returns
+    -------
+    values, indices
+        Arrays of the input's type, device and dtype (indices int64) with
+        ``min(k, n)`` entries along ``axis``.
+
+    Notes
+    -----
+    ``O(n)`` work whatever the order of the input.  Each thread keeps its
+    current k-th best as a threshold and tests blocks of 2048 values against
+    it with a vectorized compare-and-count; only blocks holding a winner are
+    searched, and winners go to a buffer of ``2k + 1024`` candidates that is
+    compacted by a quickselect when full.  Each compaction frees at least
+    ``k + 1024`` slots, so even ascending input (every value a winner) costs
+    ``O(1)`` amortized per element, not the ``O(log k)`` of a heap.  On
+    random data the filter runs at close to memory speed.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from propopt import topk
+    >>> v, i = topk(np.array([3.0, 1.0, 4.0, 1.0, 5.0]), 3)
+    >>> v.tolist(), i.tolist()
+    ([5.0, 4.0, 3.0], [4, 2, 0])
+    >>> topk(np.array([2, 7, 7, 1]), 2, largest=False)[1].tolist()
+    [3, 0]
+    """
+    k = _check_k(k)
+    nanbig = _check_nan(nan)
+    if method not in METHODS:
+        raise ValueError(f"method={method!r} is not one of {', '.join(map(repr, METHODS))}")
+    if not isinstance(largest, (bool, np.bool_)):
+        raise TypeError(f"largest must be a bool, got {largest!r}")
+    kind = _dispatch.array_kind(x)
+    if kind not in (_dispatch.NUMPY, _dispatch.TORCH, _dispatch.TORCH_CUDA, _dispatch.CUDA):
+        raise TypeError(
+            f"x must be a NumPy array or a torch tensor, got {type(x).__name__}; "
+            "wrap lists with np.asarray (dask: see case_studies.streaming_topk)"
+        )
+    nd = len(x.shape)
+    if nd == 0:
+        raise ValueError("x is 0-dimensional; top-k needs at least one axis")
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
+        raise TypeError(f"axis must be an int, got {axis!r}")
+    if not -nd <= axis < nd:
+        raise ValueError(
+            f"axis={axis} is out of range for x with {nd} dimension(s) (shape "
+            f"{tuple(x.shape)}); use -{nd} <= axis < {nd}"
+        )
+    ax = int(axis) % nd
+    on_gpu = kind in (_dispatch.TORCH_CUDA, _dispatch.CUDA)
+    if method == "auto":
+        method = "cuda" if on_gpu else "cpu"
+    if method == "cuda" and not on_gpu:
+        raise ValueError("method='cuda' needs a CUDA tensor; move x with x.cuda() first")
+    if on_gpu and method != "cuda":
+        raise ValueError(f"method={method!r} runs on the CPU; x is on {_dispatch.device_of(x)}")
+    _check_dtype(_score_dtype(x))
+    if method == "cuda":
+        from . import _topk_cuda
+
+        return _topk_cuda.topk(x, k, ax, bool(largest), nanbig)
+    if kind == _dispatch.TORCH:
+        return _topk_torch_cpu(x, k, ax, bool(largest), nanbig, method)
+    idx = _positions(x, k, ax, bool(largest), nanbig, method)
+    return np.take_along_axis(x, idx, ax), idx
+
+
+def _score_dtype(x: Any) -> np.dtype:
+    name = str(x.dtype).replace("torch.", "")
+    if name == "bfloat16":
+        return np.dtype(np.float32)
+    try:
+        return np.dtype(name)
+    except TypeError:
+        return np.dtype(object)
+
+
+def _positions(
+    x: np.ndarray, k: int, ax: int, largest: bool, nanbig: bool, method: str
+) -> np.ndarray:
+    """int64 indices of the top k along ``ax`` (shape of ``x`` with min(k, n) there)."""
+    xm = np.moveaxis(x, ax, -1)
+    lead, n = xm.shape[:-1], xm.shape[-1]
+    rows = int(np.prod(lead, dtype=np.int64))
+    kk = min(k, n)
+    if n == 0 or rows == 0:
+        return np.moveaxis(np.empty(lead + (kk,), np.int64), -1, ax)
+    x2 = xm.reshape(rows, n)
+    if method == "reference":
+        pos = _topk_reference.topk(x2, kk, largest, "largest" if nanbig else "ignore")
+        counts = (pos >= 0).sum(axis=1)
+    else:
+        pos, counts = _best_positions(x2, kk, largest, nanbig)
+    got = int(counts.min())
+    if got < kk:
+        if rows > 1 and got != int(counts.max()):
+            raise ValueError(
+                f"rows of x hold different numbers of non-NaN values ({got} to "
+                f"{int(counts.max())}) and k={k}; with nan='ignore' the result would be "
+                "ragged: pass nan='largest' (torch's convention) or a k no larger than "
+                f"{got}"
+            )
+        pos = pos[:, :got]
+        kk = got
+    return np.moveaxis(pos.reshape(lead + (kk,)), -1, ax)
+
+
+def _topk_torch_cpu(
+    x: Any, k: int, ax: int, largest: bool, nanbig: bool, method: str
+) -> tuple[Any, Any]:
+    import torch
+
+    xd = x.detach()
+    view = xd.float().numpy() if xd.dtype == torch.bfloat16 else xd.numpy()
+    idx = torch.from_numpy(np.ascontiguousarray(_positions(view, k, ax, largest, nanbig, method)))
+    return torch.gather(x, ax, idx), idx

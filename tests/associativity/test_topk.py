@@ -1,0 +1,258 @@
+"""topk and TopK against the sorted() oracle; ties, NaN, dtypes, laws, serialization.
+
+Every answer is exact, so results are compared for equality with
+``_topk_reference`` (Python's ``sorted`` over (score, id) pairs).
+"""
+
+import numba
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import propopt as pp
+from propopt.associativity import TopK, merge, topk
+from propopt.associativity import _topk_cpu as K
+from propopt.associativity import _topk_reference as ref
+
+RNG = np.random.default_rng(7)
+
+
+def _ref_1d(x, k, largest=True, nan="ignore", ids=None):
+    ids = list(range(len(x))) if ids is None else list(ids)
+    return np.array(ref.best(list(x), ids, k, largest, nan), np.int64)
+
+
+# ------------------------------------------------------------------ topk 1-D
+@pytest.mark.parametrize("n", [1, 2, 3, 17, 2047, 2049, 5000])
+@pytest.mark.parametrize("k", [1, 3, 64])
+@pytest.mark.parametrize("largest", [True, False])
+def test_topk_matches_reference_float32_with_ties(n, k, largest):
+    x = RNG.integers(0, 20, n).astype(np.float32)  # many ties
+    v, i = topk(x, k, largest=largest)
+    want = _ref_1d(x, k, largest)
+    np.testing.assert_array_equal(i, want)
+    np.testing.assert_array_equal(v, x[want])
+    assert v.dtype == x.dtype and i.dtype == np.int64
+
+
+@pytest.mark.parametrize(
+    "dtype",
+    [np.float64, np.int64, np.int32, np.int8, np.uint8, np.uint16, np.uint32, np.uint64,
+     np.float16, np.bool_],
+)  # fmt: skip
+def test_topk_dtypes_preserved(dtype):
+    if dtype == np.bool_:
+        x = RNG.integers(0, 2, 300).astype(bool)
+    elif np.dtype(dtype).kind == "u":
+        x = RNG.integers(0, 250, 300).astype(dtype)
+        if dtype == np.uint64:
+            x[:3] = [2**64 - 1, 2**63, 2**63 - 1]  # around the flipped bit
+    else:
+        x = RNG.integers(-100, 100, 300).astype(dtype)
+    for largest in (True, False):
+        v, i = topk(x, 10, largest=largest)
+        np.testing.assert_array_equal(i, _ref_1d(x, 10, largest))
+        assert v.dtype == x.dtype
+
+
+def test_topk_special_floats():
+    x = np.array([0.0, -0.0, np.inf, -np.inf, 1e-45, -1e-45, 3.0, -0.0, 0.0], np.float32)
+    for largest in (True, False):
+        np.testing.assert_array_equal(topk(x, 9, largest=largest)[1], _ref_1d(x, 9, largest))
+
+
+@pytest.mark.parametrize("largest", [True, False])
+def test_nan_policies(largest):
+    x = np.array([1.0, np.nan, 3.0, -np.nan, 2.0, np.nan, 0.5])
+    v, i = topk(x, 3, largest=largest)  # ignored by default
+    assert not np.isnan(v).any()
+    np.testing.assert_array_equal(i, _ref_1d(x, 3, largest))
+    v, i = topk(x, 5, largest=largest, nan="largest")
+    np.testing.assert_array_equal(i, _ref_1d(x, 5, largest, "largest"))
+    assert list(i[:3]) == ([1, 3, 5] if largest else [6, 0, 4])
+    # only NaN left to fill k: fewer than k come back when ignoring them
+    assert topk(x, 7)[0].shape == (4,)
+
+
+def test_nan_largest_agrees_with_torch():
+    torch = pytest.importorskip("torch")
+    x = np.array([1.0, np.nan, 3.0, 2.0, np.nan], np.float32)
+    for largest in (True, False):
+        tv, _ = torch.topk(torch.from_numpy(x), 5, largest=largest)
+        v, _ = topk(x, 5, largest=largest, nan="largest")
+        np.testing.assert_array_equal(v, tv.numpy())
+
+
+def test_k_larger_than_n_returns_all():
+    x = np.array([2, 9, 4], np.int32)
+    v, i = topk(x, 10)
+    assert v.tolist() == [9, 4, 2] and i.tolist() == [1, 2, 0]
+
+
+# ------------------------------------------------------------------ topk N-D
+@pytest.mark.parametrize("axis", [0, 1, -1, 2])
+def test_topk_axis(axis):
+    x = RNG.integers(0, 9, (4, 5, 33)).astype(np.float64)
+    v, i = topk(x, 4, axis=axis)
+    xm = np.moveaxis(x, axis, -1).reshape(-1, x.shape[axis])
+    want = ref.topk(xm, 4)
+    got = np.moveaxis(i, axis, -1).reshape(-1, min(4, x.shape[axis]))
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(v, np.take_along_axis(x, i, axis))
+
+
+def test_topk_reference_method_and_empty_axis():
+    x = RNG.normal(size=(3, 50)).astype(np.float32)
+    for a, b in zip(topk(x, 5), topk(x, 5, method="reference")):
+        np.testing.assert_array_equal(a, b)
+    v, i = topk(np.empty((3, 0)), 4)
+    assert v.shape == (3, 0) and i.shape == (3, 0)
+
+
+def test_topk_ragged_nan_rows_error():
+    x = np.array([[1.0, np.nan, 2.0], [1.0, 2.0, 3.0]])
+    with pytest.raises(ValueError, match="ragged: pass nan='largest'"):
+        topk(x, 3)
+    assert topk(x, 3, nan="largest")[1].shape == (2, 3)
+
+
+def test_topk_torch_cpu():
+    torch = pytest.importorskip("torch")
+    t = torch.from_numpy(RNG.normal(size=(6, 300)).astype(np.float32))
+    v, i = topk(t, 7, axis=1)
+    tv, ti = torch.topk(t, 7, dim=1)
+    assert isinstance(v, torch.Tensor) and i.dtype == torch.int64
+    assert torch.equal(v, tv) and torch.equal(i, ti)
+    b = t.to(torch.bfloat16)
+    bv, bi = topk(b, 3)
+    assert bv.dtype == torch.bfloat16 and torch.equal(bv, torch.gather(b, -1, bi))
+
+
+# ------------------------------------------------- agnosticism and adversary
+def test_independent_of_thread_count_and_pieces():
+    x = RNG.integers(0, 50, 300_000).astype(np.float32)  # heavy ties across pieces
+    want = _ref_1d(x, 100)
+    xs = x.reshape(1, -1)
+    for pieces in (1, 2, 3, 7):
+        pos, c, _ = K.topk_rows(xs, np.empty(0, np.int64), False, 100, pieces, True, False)
+        np.testing.assert_array_equal(pos[0, : c[0]], want)
+    old = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        np.testing.assert_array_equal(topk(x, 100)[1], want)
+    finally:
+        numba.set_num_threads(old)
+
+
+def test_ascending_input_stays_linear():
+    """Every element of ascending input beats the threshold: count the compactions.
+
+    With a buffer of ``2k + SLACK`` each compaction frees ``k + SLACK``
+    slots, so at most ``n / (k + SLACK) + 1`` compactions run per unit,
+    i.e. O(n) work in total, never a heap operation per element.
+    """
+    n, k = 200_000, 100
+    x = np.arange(n, dtype=np.float32)
+    pos, _, comp = K.topk_rows(x.reshape(1, -1), np.empty(0, np.int64), False, k, 1, True, False)
+    assert pos[0].tolist() == list(range(n - 1, n - 1 - k, -1))
+    assert comp <= n // (k + K.SLACK) + 1
+    assert comp >= (n - 2 * k - K.SLACK) // (k + K.SLACK)  # the adversary does fill it
+    _, _, comp_random = K.topk_rows(
+        RNG.permutation(x).reshape(1, -1), np.empty(0, np.int64), False, k, 1, True, False
+    )
+    assert comp_random < comp / 10
+
+
+# ---------------------------------------------------------------------- TopK
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.uint8])
+@pytest.mark.parametrize("largest", [True, False])
+def test_topk_summary_streams_equal_in_memory(dtype, largest):
+    x = RNG.integers(0, 30, 4000).astype(dtype)
+    s = TopK.empty(25, dtype, largest)
+    for chunk in np.array_split(x, 13):
+        s.update(chunk)
+    scores, ids = s.result()
+    want = _ref_1d(x, 25, largest)
+    np.testing.assert_array_equal(ids, want)
+    np.testing.assert_array_equal(scores, x[want])
+    assert scores.dtype == np.dtype(dtype) and s.n_seen == 4000
+
+
+def test_explicit_ids_break_ties():
+    s = TopK.empty(2, np.float64).update([1.0, 5.0, 5.0, 5.0], ids=[10, 30, 20, 40])
+    assert s.result()[1].tolist() == [20, 30]
+    s.update(np.array([5.0]), ids=np.array([5]))
+    assert s.result()[1].tolist() == [5, 20]
+
+
+def test_chunk_order_and_nan_largest():
+    x = np.array([np.nan, 1.0, 7.0, np.nan, 7.0, 3.0])
+    a = TopK.empty(4, np.float64, nan="largest")
+    a.update(x[:3]).update(x[3:])
+    assert a.result()[1].tolist() == [0, 3, 2, 4]
+    b = TopK.empty(4, np.float64).update(x)
+    assert b.result()[1].tolist() == [2, 4, 5, 1]
+
+
+@st.composite
+def three_summaries(draw):
+    k = draw(st.integers(1, 6))
+    largest = draw(st.booleans())
+    kind = draw(st.sampled_from(["f", "i"]))
+    out = []
+    for _ in range(3):
+        vals = draw(st.lists(st.integers(-4, 4), max_size=25))
+        ids = draw(st.lists(st.integers(0, 60), min_size=len(vals), max_size=len(vals)))
+        dt = np.float32 if kind == "f" else np.int16
+        out.append((np.array(vals, dt), np.array(ids, np.int64)))
+    return k, largest, out
+
+
+@given(three_summaries())
+def test_merge_is_associative_commutative_and_exact(case):
+    k, largest, parts = case
+    dt = parts[0][0].dtype
+    a, b, c = (TopK.empty(k, dt, largest).update(v, i) for v, i in parts)
+    assert merge(merge(a, b), c) == merge(a, merge(b, c))
+    assert merge(a, b) == merge(b, a)
+    allv = np.concatenate([p[0] for p in parts])
+    alli = np.concatenate([p[1] for p in parts])
+    want = _ref_1d(allv, k, largest, ids=alli)
+    scores, ids = merge(merge(a, b), c).result()
+    np.testing.assert_array_equal(ids, alli[want])
+    np.testing.assert_array_equal(scores, allv[want])
+
+
+# ------------------------------------------------------------ serialization
+def test_bytes_and_file_round_trip(tmp_path):
+    s = TopK.empty(5, np.float32, largest=False, nan="largest", start=100)
+    s.update(RNG.normal(size=50).astype(np.float32))
+    t = TopK.from_bytes(s.to_bytes())
+    assert t == s and t.start == 100 and t.nan == "largest" and not t.largest
+    s.save(tmp_path / "s.topk")
+    assert TopK.load(tmp_path / "s.topk") == s
+    # resume a checkpointed stream: same answer as never stopping
+    more = RNG.normal(size=40).astype(np.float32)
+    t.update(more)
+    s.update(more)
+    assert t == s
+
+
+def test_corrupted_bytes_are_detected():
+    data = bytearray(TopK.empty(3, np.int32).update(np.arange(10, dtype=np.int32)).to_bytes())
+    for pos in (10, len(data) // 2, len(data) - 1):
+        bad = bytearray(data)
+        bad[pos] ^= 0x40
+        with pytest.raises(ValueError, match="corrupted TopK bytes: checksum mismatch"):
+            TopK.from_bytes(bytes(bad))
+    with pytest.raises(ValueError, match="shorter than any serialized TopK"):
+        TopK.from_bytes(bytes(data[:10]))
+    with pytest.raises(ValueError, match="magic b'XXTOPK' is not"):
+        TopK.from_bytes(b"XX" + bytes(data[2:]))
+    with pytest.raises(ValueError, match="checksum mismatch"):
+        TopK.from_bytes(bytes(data[:-5]) + bytes(data[-4:]))
+
+
+def test_top_level_names():
+    assert pp.TopK is TopK and pp.topk is topk and pp.merge_topk is merge

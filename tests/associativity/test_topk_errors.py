@@ -1,0 +1,78 @@
+"""Bad input to topk and TopK: errors name the argument, the value and the fix."""
+
+import numpy as np
+import pytest
+
+from propopt.associativity import TopK, merge, topk
+
+
+@pytest.mark.parametrize("k", [0, -3])
+def test_k_must_be_positive(k):
+    with pytest.raises(ValueError, match=f"k={k}: k must be >= 1"):
+        topk(np.ones(4), k)
+    with pytest.raises(ValueError, match=f"k={k}: k must be >= 1"):
+        TopK.empty(k, np.float32)
+
+
+def test_k_must_be_int():
+    with pytest.raises(TypeError, match=r"k must be an int, got 2\.5"):
+        topk(np.ones(4), 2.5)
+
+
+def test_unknown_options_list_valid_ones():
+    with pytest.raises(ValueError, match="nan='drop' is not one of 'ignore', 'largest'"):
+        topk(np.ones(4), 1, nan="drop")
+    with pytest.raises(ValueError, match="method='gpu' is not one of 'auto', 'cpu'"):
+        topk(np.ones(4), 1, method="gpu")
+    with pytest.raises(ValueError, match="method='cuda' needs a CUDA tensor"):
+        topk(np.ones(4), 1, method="cuda")
+
+
+def test_axis_and_input_type():
+    with pytest.raises(ValueError, match="axis=2 is out of range"):
+        topk(np.ones((2, 3)), 1, axis=2)
+    with pytest.raises(TypeError, match="x must be a NumPy array or a torch tensor"):
+        topk([1, 2, 3], 1)
+    with pytest.raises(ValueError, match="0-dimensional"):
+        topk(np.array(1.0), 1)
+    with pytest.raises(TypeError, match="dtype=complex128 cannot be ranked"):
+        topk(np.ones(3, complex), 1)
+
+
+def test_mismatched_ids_and_scores():
+    s = TopK.empty(2, np.float64)
+    with pytest.raises(ValueError, match="ids has 3 elements but scores has 4"):
+        s.update(np.ones(4), ids=np.arange(3))
+    with pytest.raises(TypeError, match="ids must be integers"):
+        s.update(np.ones(2), ids=np.ones(2))
+    with pytest.raises(ValueError, match="scores must be 1-D"):
+        s.update(np.ones((2, 2)))
+
+
+def test_scores_dtype_must_fit():
+    with pytest.raises(TypeError, match="scores of dtype float64 do not fit this TopK of dtype"):
+        TopK.empty(2, np.float32).update(np.ones(3))
+    TopK.empty(2, np.float64).update(np.ones(3, np.float32))  # safe cast is fine
+
+
+@pytest.mark.parametrize(
+    "other, field",
+    [
+        (TopK.empty(3, np.float32), "k"),
+        (TopK.empty(2, np.float32, largest=False), "largest"),
+        (TopK.empty(2, np.float64), "dtype"),
+        (TopK.empty(2, np.float32, nan="largest"), "nan"),
+    ],
+)
+def test_merge_refuses_different_summaries(other, field):
+    with pytest.raises(ValueError, match=f"cannot merge TopK summaries with {field}="):
+        merge(TopK.empty(2, np.float32), other)
+    with pytest.raises(TypeError, match="b must be a TopK"):
+        merge(TopK.empty(2, np.float32), [1, 2])
+
+
+def test_future_version_is_refused():
+    data = bytearray(TopK.empty(2, np.float32).to_bytes())
+    data[6] = 9
+    with pytest.raises(ValueError, match="format version 9; this propopt reads version 1"):
+        TopK.from_bytes(bytes(data))
