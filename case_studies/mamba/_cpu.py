@@ -160,6 +160,100 @@ def forward(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, scale_b, h0, out,
             last[b, d] = h
 
 
+#: Channels per lane block of :func:`forward_lanes` (a runtime value on
+#: purpose: a constant trip count is fully unrolled by LLVM and then not
+#: vectorized).  16 and 32 measured alike; 8 was 3x slower.
+LANES = 16
+
+
+@njit(parallel=True, fastmath=FASTMATH, cache=True)
+def forward_lanes(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, scale_b, h0, out, last,
+                  ckpt, T, W, one):  # type: ignore[no-untyped-def]  # fmt: skip
+    """Fused forward with ``W`` channels in SIMD lanes (B and C per token, shared by them).
+
+    The per-channel kernel vectorizes over d_state and pays a horizontal sum
+    for every (token, channel); here the lanes are channels, so ``y`` needs no
+    horizontal sum and ``B_t[n]``, ``C_t[n]`` are broadcasts.  Tiles of ``T``
+    tokens of ``W`` channels are transposed into small buffers first.
+    Requires ``W`` to divide the B and C group sizes.  Measured 1.5x faster
+    than :func:`forward` at L = d_model = 2048, d_state = 16.
+    """
+    nb, D, L = u.shape
+    N = A.shape[1]
+    nblk = D // W
+    save = ckpt.shape[2] > 0
+    zero = one - one
+    token_major = u.strides[1] < u.strides[2]
+    for i in prange(nb * nblk):
+        b = i // nblk
+        d0 = (i - b * nblk) * W
+        bb = b if Bg.shape[0] > 1 else 0
+        gb = d0 // (D // Bg.shape[1])
+        bc = b if Cg.shape[0] > 1 else 0
+        gc = d0 // (D // Cg.shape[1])
+        h = np.empty((N, W), dtype=u.dtype)
+        AT = np.empty((N, W), dtype=u.dtype)
+        for n in range(N):
+            for j in range(W):
+                AT[n, j] = A[d0 + j, n]
+                h[n, j] = h0[b, d0 + j, n]
+        dtb = np.empty((T, W), dtype=u.dtype)
+        dub = np.empty((T, W), dtype=u.dtype)
+        yb = np.empty((T, W), dtype=u.dtype)
+        for t0 in range(0, L, T):
+            m = min(L, t0 + T) - t0
+            if save:
+                for j in range(W):
+                    for n in range(N):
+                        ckpt[b, d0 + j, t0 // T, n] = h[n, j]
+            if token_major:  # (batch, L, dim) memory: channels are contiguous
+                for k in range(m):
+                    for j in range(W):
+                        dt = _dt(delta[b, d0 + j, t0 + k] + bias[d0 + j], softplus)
+                        dtb[k, j] = dt
+                        ut = u[b, d0 + j, t0 + k]
+                        dub[k, j] = dt * ut if scale_b else ut
+            else:
+                for j in range(W):
+                    bias_d = bias[d0 + j]
+                    for k in range(m):
+                        dt = _dt(delta[b, d0 + j, t0 + k] + bias_d, softplus)
+                        dtb[k, j] = dt
+                        ut = u[b, d0 + j, t0 + k]
+                        dub[k, j] = dt * ut if scale_b else ut
+            for k in range(m):
+                dr = dtb[k]
+                ur = dub[k]
+                yr = yb[k]
+                for j in range(W):
+                    yr[j] = zero
+                for n in range(N):
+                    Bn = Bg[bb, gb, t0 + k, n]
+                    Cn = Cg[bc, gc, t0 + k, n]
+                    hr = h[n]
+                    ar = AT[n]
+                    for j in range(W):
+                        hn = fexp(dr[j] * ar[j]) * hr[j] + ur[j] * Bn
+                        hr[j] = hn
+                        yr[j] += hn * Cn
+            for jk in range(W * m):
+                if token_major:
+                    k = jk // W
+                    j = jk - k * W
+                else:
+                    j = jk // m
+                    k = jk - j * m
+                ut = u[b, d0 + j, t0 + k]
+                o = yb[k, j] + Dv[d0 + j] * ut
+                if has_z:
+                    zt = z[b, d0 + j, t0 + k]
+                    o = o * (zt / (one + fexp(-zt)))
+                out[b, d0 + j, t0 + k] = o
+        for n in range(N):
+            for j in range(W):
+                last[b, d0 + j, n] = h[n, j]
+
+
 @njit(parallel=True, fastmath=FASTMATH, cache=True)
 def backward(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, scale_b, ckpt, T,
              dout, dlast, du, ddelta, dz, dA_p, dB_p, dC_p, dD_p, dbias_p,
