@@ -17,6 +17,7 @@ from functools import cache
 from typing import Any
 
 import numpy as np
+from numba import cuda
 
 #: Largest d_state the kernel's per-thread state array holds (mamba_ssm's limit).
 MAX_STATE = 256
@@ -27,8 +28,6 @@ THREADS = 128
 
 @cache
 def _kernel(dtype_name: str) -> Any:
-    from numba import cuda
-
     dtype = np.dtype(dtype_name)
     zero, one, twenty = dtype.type(0), dtype.type(1), dtype.type(20)
 
@@ -90,7 +89,6 @@ def scan_torch(u: Any, delta: Any, A: Any, B: Any, C: Any, D: Any, z: Any, delta
                softplus: bool, initial_state: Any, scale_b: bool) -> tuple[Any, Any]:  # fmt: skip
     """Forward on torch CUDA tensors; returns (out in the compute dtype, last state)."""
     import torch
-    from numba import cuda
 
     cdt = torch.float64 if u.dtype == torch.float64 else torch.float32
     batch, dim, L = u.shape
