@@ -11,6 +11,10 @@ Separability and locality of a pair function or kernel
     :func:`check_low_rank` (numerical rank of a far-field block),
     :func:`check_decay` (decay exponent with distance).
 
+Symmetry of a pair function
+    :func:`check_symmetric` (``f(x_j, x_i) = +/- f(x_i, x_j)``, the law
+    :func:`propopt.pairwise_sum` halves the work with).
+
 The six-property table of the capstone chapter
     :func:`audit_table` runs every check that applies to an operator, a pair
     function or a kernel (``python -m propopt audit module:function``).
@@ -28,6 +32,7 @@ from ._laws import (
     check_identity,
 )
 from ._separability import DecayReport, LowRankReport, check_decay, check_low_rank
+from ._symmetry import PairCounterexample, SymmetryReport, check_symmetric
 from ._table import AuditTable, Verdict, audit_table
 
 __all__ = [
@@ -37,8 +42,10 @@ __all__ = [
     "DecayReport",
     "LowRankReport",
     "Pair",
+    "PairCounterexample",
     "PropertyReport",
     "Single",
+    "SymmetryReport",
     "Triple",
     "Verdict",
     "audit_table",
@@ -47,4 +54,5 @@ __all__ = [
     "check_decay",
     "check_identity",
     "check_low_rank",
+    "check_symmetric",
 ]

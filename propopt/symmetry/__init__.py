@@ -1,0 +1,24 @@
+"""Symmetry: compute half.  Each unordered pair once, credited to both ends.
+
+:func:`pairwise_sum`
+    ``out_i = sum_{j != i} w_j f(x_i, x_j)`` for a pair kernel with
+    ``f(x_j, x_i) = +/- f(x_i, x_j)``; numba threads with per-thread
+    accumulators over a tiled triangle, CUDA with shared-memory tiles, a
+    plain double loop as the reference; separate targets (no halving).
+:func:`direct_gravity`
+    Accelerations and potentials of point masses (Plummer softening, ``G``),
+    at the bodies or at separate targets; :func:`plummer` is its pair kernel.
+"""
+
+from .gravity import GRAVITY_SYMMETRY, direct_gravity, plummer
+from .pairs import METHODS, SYMMETRIES, TILE, pairwise_sum
+
+__all__ = [
+    "GRAVITY_SYMMETRY",
+    "METHODS",
+    "SYMMETRIES",
+    "TILE",
+    "direct_gravity",
+    "pairwise_sum",
+    "plummer",
+]
