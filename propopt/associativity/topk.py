@@ -112,15 +112,34 @@ _NO_IDS = np.empty(0, np.int64)
 
 
 def _best_positions(
-    x2: np.ndarray, k: int, largest: bool, nanbig: bool, ids: np.ndarray | None = None
+    x2: np.ndarray,
+    k: int,
+    largest: bool,
+    nanbig: bool,
+    ids: np.ndarray | None = None,
+    seed: tuple[Any, int] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Kernel call: best ``min(k, n)`` positions per row of ``x2`` and the counts."""
+    """Kernel call: best ``min(k, n)`` positions per row of ``x2`` and the counts.
+
+    With ``seed=(score, id)`` only pairs that beat it are returned.
+    """
     rows, n = x2.shape
     kk = min(k, n)
     xv = np.ascontiguousarray(kernel_view(x2))
     has_ids = ids is not None
+    sv = kernel_view(np.asarray([seed[0] if seed else 0], x2.dtype))[0]
+    sid = np.int64(seed[1] if seed else 0)
+    idv = ids if has_ids else _NO_IDS
+    pieces = _pieces(rows, n, kk)
+    if rows == 1 and pieces == 1:
+        p1, _ = _topk_cpu.topk_one(
+            xv[0], idv, has_ids, kk, largest, nanbig, seed is not None, sv, sid
+        )
+        pos = np.zeros((1, kk), np.int64)
+        pos[0, : p1.shape[0]] = p1
+        return pos, np.array([p1.shape[0]])
     pos, counts, _ = _topk_cpu.topk_rows(
-        xv, ids if has_ids else _NO_IDS, has_ids, kk, _pieces(rows, n, kk), largest, nanbig
+        xv, idv, has_ids, kk, pieces, largest, nanbig, seed is not None, sv, sid
     )
     return pos, counts
 
@@ -143,8 +162,10 @@ class TopK:
     -----
     Memory is ``O(k)``.  :meth:`update` with ``n`` scores costs ``O(n)``
     amortized on all threads whatever their order (a threshold filter; see
-    :func:`topk`) plus ``O(k log k)`` to merge; :func:`merge` costs
-    ``O(k log k)``.
+    :func:`topk`) plus ``O(k)`` to merge and ``O(m log m)`` to sort the
+    ``m <= k`` new winners; :func:`merge` costs ``O(k)``.  ``update``
+    releases the GIL in its kernel, so several threads may update their own
+    summaries at once.
 
     Examples
     --------
@@ -208,12 +229,16 @@ class TopK:
         return cls(k, dt, bool(largest), nan, int(start), 0, np.empty(0, dt), np.empty(0, np.int64))
 
     # ------------------------------------------------------------- feeding
-    def update(self, scores: Any, ids: Any = None) -> TopK:
+    def update(self, scores: Any, ids: Any = None, *, offset: int | None = None) -> TopK:
         """Add a chunk of scores (in place) and return ``self``.
 
         ``ids`` default to running positions: ``start + (scores seen before)``
-        ``+ arange(len(scores))``.  Explicit ids are int64-compatible integers,
-        one per score.
+        ``+ arange(len(scores))``, or ``offset + arange(len(scores))`` when
+        ``offset`` is given (chunks of one stream handed to several
+        summaries, e.g. one per thread).  Explicit ids are int64-compatible integers,
+        one per score.  Once ``k`` pairs are held, the chunk is filtered
+        against the k-th best from its first element, so streaming many
+        chunks costs about what one pass over their concatenation does.
         """
         if not hasattr(scores, "dtype"):  # a list: take it in this summary's dtype
             scores = np.asarray(scores, dtype=self.dtype)
@@ -227,6 +252,8 @@ class TopK:
                 )
             s = s.astype(self.dtype)
         n = s.shape[0]
+        if ids is not None and offset is not None:
+            raise ValueError("pass ids or offset, not both")
         if ids is not None:
             idv = _as_numpy_1d(ids, "ids")
             if idv.shape[0] != n:
@@ -238,17 +265,24 @@ class TopK:
             idv = idv.astype(np.int64, copy=False)
         if n:
             nanbig = self.nan == "largest"
+            # once k are held, only pairs beating the k-th best can enter
+            seed = (self._scores[-1], int(self._ids[-1])) if len(self) == self.k else None
             pos, counts = _best_positions(
-                s.reshape(1, n), self.k, self.largest, nanbig, None if ids is None else idv
+                s.reshape(1, n), self.k, self.largest, nanbig, None if ids is None else idv, seed
             )
             pos = pos[0, : counts[0]]
             cs = s[pos]
-            ci = idv[pos] if ids is not None else self.start + self.n_seen + pos
-            self._scores, self._ids = _merge_arrays(
+            first = self.start + self.n_seen if offset is None else int(offset)
+            ci = idv[pos] if ids is not None else first + pos
+            self._scores, self._ids = _merge_sorted_lists(
                 self._scores, self._ids, cs, ci, self.k, self.largest, nanbig
             )
         self.n_seen += n
         return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # pickled (dask, multiprocessing) through the checksummed format
+        return (TopK.from_bytes, (self.to_bytes(),))
 
     def merge(self, other: TopK) -> TopK:
         """``merge(self, other)``: a new summary of both streams."""
@@ -393,7 +427,7 @@ def _as_numpy_1d(x: Any, name: str) -> np.ndarray:
     return a
 
 
-def _merge_arrays(
+def _merge_sorted_lists(
     s1: np.ndarray,
     i1: np.ndarray,
     s2: np.ndarray,
@@ -402,18 +436,24 @@ def _merge_arrays(
     largest: bool,
     nanbig: bool,
 ) -> tuple[np.ndarray, np.ndarray]:
-    s = np.concatenate([s1, s2])
-    i = np.concatenate([i1, i2])
-    if s.shape[0] == 0:
-        return s, i
-    order = _topk_cpu.merge_sorted(kernel_view(s), i, k, largest, nanbig)
-    return s[order], i[order]
+    """Merge two summaries' lists (each sorted best first) in O(k)."""
+    if s2.shape[0] == 0:
+        return s1, i1
+    if s1.shape[0] == 0:
+        return s2[:k], i2[:k]
+    side, at = _topk_cpu.merge_two(kernel_view(s1), i1, kernel_view(s2), i2, k, largest, nanbig)
+    first = side == 0
+    s = np.empty(side.shape[0], s1.dtype)
+    i = np.empty(side.shape[0], np.int64)
+    s[first], i[first] = s1[at[first]], i1[at[first]]
+    s[~first], i[~first] = s2[at[~first]], i2[at[~first]]
+    return s, i
 
 
 def merge(a: TopK, b: TopK) -> TopK:
     """The summary of both streams: ``merge(top_k(A), top_k(B)) == top_k(A ∪ B)``.
 
-    Associative and commutative exactly; ``O(k log k)``.  Both summaries must
+    Associative and commutative exactly; ``O(k)`` (both lists are sorted).  Both summaries must
     have the same ``k``, direction, dtype and NaN policy.  ``n_seen`` adds up.
     """
     for name, s in (("a", a), ("b", b)):
@@ -426,7 +466,9 @@ def merge(a: TopK, b: TopK) -> TopK:
                 f"cannot merge TopK summaries with {field}={va!r} and {field}={vb!r}; "
                 f"build both with the same {field}"
             )
-    s, i = _merge_arrays(a._scores, a._ids, b._scores, b._ids, a.k, a.largest, a.nan == "largest")
+    s, i = _merge_sorted_lists(
+        a._scores, a._ids, b._scores, b._ids, a.k, a.largest, a.nan == "largest"
+    )
     return TopK(a.k, a.dtype, a.largest, a.nan, min(a.start, b.start), a.n_seen + b.n_seen, s, i)
 
 

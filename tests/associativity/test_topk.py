@@ -16,6 +16,7 @@ from propopt.associativity import _topk_cpu as K
 from propopt.associativity import _topk_reference as ref
 
 RNG = np.random.default_rng(7)
+NO = np.empty(0, np.int64)  # no explicit ids
 
 
 def _ref_1d(x, k, largest=True, nan="ignore", ids=None):
@@ -135,7 +136,7 @@ def test_independent_of_thread_count_and_pieces():
     want = _ref_1d(x, 100)
     xs = x.reshape(1, -1)
     for pieces in (1, 2, 3, 7):
-        pos, c, _ = K.topk_rows(xs, np.empty(0, np.int64), False, 100, pieces, True, False)
+        pos, c, _ = K.topk_rows(xs, NO, False, 100, pieces, True, False, False, np.float32(0), 0)
         np.testing.assert_array_equal(pos[0, : c[0]], want)
     old = numba.get_num_threads()
     try:
@@ -154,12 +155,12 @@ def test_ascending_input_stays_linear():
     """
     n, k = 200_000, 100
     x = np.arange(n, dtype=np.float32)
-    pos, _, comp = K.topk_rows(x.reshape(1, -1), np.empty(0, np.int64), False, k, 1, True, False)
+    pos, _, comp = K.topk_rows(x.reshape(1, -1), NO, False, k, 1, True, False, False, np.float32(0), 0)
     assert pos[0].tolist() == list(range(n - 1, n - 1 - k, -1))
     assert comp <= n // (k + K.SLACK) + 1
     assert comp >= (n - 2 * k - K.SLACK) // (k + K.SLACK)  # the adversary does fill it
     _, _, comp_random = K.topk_rows(
-        RNG.permutation(x).reshape(1, -1), np.empty(0, np.int64), False, k, 1, True, False
+        RNG.permutation(x).reshape(1, -1), NO, False, k, 1, True, False, False, np.float32(0), 0
     )
     assert comp_random < comp / 10
 

@@ -1,0 +1,73 @@
+"""The streaming case study: baselines, chunked threads, dask; all equal the exact answer."""
+
+import numpy as np
+import pytest
+
+import propopt as pp
+from case_studies.streaming_topk import heapq_loop, sort_everything, top_k_chunks
+
+RNG = np.random.default_rng(3)
+EVENT = np.dtype([("score", np.float32), ("user", np.int64), ("tag", "U3")])
+
+
+def _events(n, seed=0):
+    r = np.random.default_rng(seed)
+    ev = np.empty(n, EVENT)
+    ev["score"] = r.integers(0, 200, n)  # ties across chunks
+    ev["user"] = np.arange(n)
+    ev["tag"] = r.choice(["a", "b", "c"], n)
+    return ev
+
+
+def _exact_ids(scores, k, largest=True):
+    return pp.topk(scores, k, largest=largest)[1]
+
+
+def test_baselines_agree_with_topk():
+    x = RNG.integers(0, 50, 3000).astype(np.float64)
+    want = _exact_ids(x, 40)
+    events = [(float(s), i) for i, s in enumerate(x)]
+    key = lambda e: e[0]  # noqa: E731
+    assert [e[1] for e in sort_everything(events, 40, key=key)] == want.tolist()
+    assert [e[1] for e in heapq_loop(events, 40, key=key)] == want.tolist()
+    assert heapq_loop(x.tolist(), 5, key=None) == x[want[:5]].tolist()
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_structured_chunks(threads):
+    ev = _events(20_000)
+    chunks = np.array_split(ev, 23)
+    rows, ids = top_k_chunks(iter(chunks), 50, threads=threads)
+    want = _exact_ids(ev["score"], 50)
+    np.testing.assert_array_equal(ids, want)
+    np.testing.assert_array_equal(rows, ev[want])  # payload rows of the winners
+
+
+def test_dataframe_chunks_smallest():
+    pd = pytest.importorskip("pandas")
+    ev = _events(5000, 1)
+    df = pd.DataFrame({n: ev[n] for n in EVENT.names}).rename(columns={"score": "latency"})
+    chunks = (df.iloc[s : s + 700] for s in range(0, len(df), 700))
+    rows, ids = top_k_chunks(chunks, 30, score="latency", largest=False, threads=2)
+    want = _exact_ids(ev["score"], 30, largest=False)
+    np.testing.assert_array_equal(ids, want)
+    assert rows["user"].tolist() == want.tolist() and list(rows.columns) == list(df.columns)
+
+
+def test_k_larger_than_stream_and_empty_chunks():
+    ev = _events(30)
+    rows, ids = top_k_chunks([ev[:0], ev[:10], ev[10:10], ev[10:]], 100, threads=2)
+    assert len(rows) == 30 and ids.tolist() == _exact_ids(ev["score"], 100).tolist()
+
+
+def test_chunk_without_score_column():
+    ev = _events(10)
+    bad = ev[["user", "tag"]]
+    with pytest.raises(ValueError, match=r"chunk 1 has no column 'score' \(columns: user, tag\)"):
+        top_k_chunks([ev, bad], 3, threads=1)
+    with pytest.raises(TypeError, match="chunk 0 is a plain array"):
+        top_k_chunks([np.ones(3)], 3)
+    with pytest.raises(ValueError, match="k=0: k must be >= 1"):
+        top_k_chunks([ev], 0)
+    with pytest.raises(ValueError, match="chunks is empty"):
+        top_k_chunks([], 3)
