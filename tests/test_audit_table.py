@@ -68,3 +68,37 @@ def test_cli_audit_prints_the_table(capsys):
     assert cli.main(["audit", "numpy:subtract", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)["rows"]
     assert {r["property"]: r["verdict"] for r in rows}["associativity"] == "no"
+
+
+def _gravity(xi, xj):
+    d = xj - xi
+    return d / ((d**2).sum(-1) + 1e-4)[:, None] ** 1.5
+
+
+def _lopsided(xi, xj):
+    return 2 * xi[:, 0] + xj[:, 0]
+
+
+def test_gravity_has_five_of_six_properties():
+    v = _verdicts(audit_table(_gravity, kind="pair"))
+    assert v["symmetry"] == v["separability"] == v["redundancy"] == "applies"
+    assert v["associativity"] == "applies"
+    assert v["locality"] in ("applies", "partial") and v["sparsity"] in ("applies", "partial")
+    assert "antisymmetric" in audit_table(_gravity, kind="pair")["symmetry"].evidence
+
+
+def test_short_range_kernel_is_sparse_and_symmetric():
+    t = audit_table(lambda r: np.exp(-(r**2) / 0.01))  # one argument: a radial kernel
+    assert t.kind == "kernel"
+    v = _verdicts(t)
+    assert v["sparsity"] == v["symmetry"] == v["locality"] == "applies"
+
+
+def test_lopsided_pair_function_is_not_symmetric():
+    v = _verdicts(audit_table(_lopsided, kind="pair", dim=2))
+    assert v["symmetry"] == "no" and v["locality"] == "no"
+
+
+def test_pair_function_must_return_one_value_per_pair():
+    with pytest.raises(ValueError, match="one value"):
+        audit_table(lambda xi, xj: np.zeros(3), kind="pair")

@@ -343,8 +343,15 @@ def _far_field(f: Any, dim: int, rng: np.random.Generator) -> Verdict:
     exact = _values(f, np.repeat(target[None], m, 0), src).sum(axis=0)
     approx = m * _values(f, target[None], src.mean(axis=0)[None])[0]
     scale = np.linalg.norm(exact)
-    if not np.isfinite(scale) or scale == 0:
-        return Verdict("redundancy", "no", "far-field sum is zero or not finite")
+    if not np.isfinite(scale):
+        return Verdict("redundancy", "no", "the far-field sum is not finite")
+    if scale == 0:
+        return Verdict(
+            "redundancy",
+            "no",
+            f"nothing to approximate: the field vanishes "
+            f"{FAR:g} cluster diameters away (see sparsity)",
+        )
     err = float(np.linalg.norm(approx - exact) / scale)
     ev = f"a cluster {FAR:g} diameters away acts like its centre to {err:.1e}"
     if err <= 1e-2:
