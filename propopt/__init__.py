@@ -15,6 +15,14 @@ Separability (:mod:`propopt.separability`)
     :func:`low_rank` (randomized SVD to a rank or a tolerance), :func:`moments`
     and :class:`Moments` (multipoles: merge, evaluate; numba building blocks).
 
+Locality (:mod:`propopt.locality`)
+    :func:`morton_order` and :func:`morton_keys` (Z-order of 2-D / 3-D points);
+    tiles, tiled matmul and pair sums, :func:`roofline` in the subpackage.
+
+Symmetry (:mod:`propopt.symmetry`)
+    :func:`pairwise_sum` (each unordered pair once, credited to both ends) and
+    :func:`direct_gravity` (softened direct N-body sum, also at separate targets).
+
 Auditing (:mod:`propopt.audit`)
     :func:`propopt.audit.check_associative` tests the law a primitive relies on.
 """
@@ -34,7 +42,9 @@ from .associativity import (
     topk,
 )
 from .associativity import merge as merge_topk
+from .locality import morton_keys, morton_order
 from .separability import Moments, low_rank, moments
+from .symmetry import direct_gravity, pairwise_sum
 
 __version__ = "0.1.0"
 
@@ -45,6 +55,7 @@ __all__ = [
     "__version__",
     "add",
     "associative_scan",
+    "direct_gravity",
     "linear_recurrence",
     "logaddexp",
     "low_rank",
@@ -54,6 +65,9 @@ __all__ = [
     "minimum",
     "moments",
     "monoid",
+    "morton_keys",
+    "morton_order",
     "mul",
+    "pairwise_sum",
     "topk",
 ]
