@@ -32,7 +32,7 @@ def _kernel(dtype_name: str) -> Any:
     zero, one, twenty = dtype.type(0), dtype.type(1), dtype.type(20)
 
     @cuda.jit
-    def fwd(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, scale_b, h0, out, last):  # type: ignore[no-untyped-def]  # noqa: E501
+    def fwd(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, scale_b, h0, out, last):  # type: ignore[no-untyped-def]
         i = cuda.grid(1)
         nb, D, L = u.shape
         if i >= nb * D:

@@ -116,10 +116,12 @@ def forward(p: Prepared, save: bool, out: np.ndarray | None = None) -> tuple[np.
     one = p.u.dtype.type(1)
     seg = segment_length(batch * dim, L)
     W = _cpu.LANES
-    if (seg >= L and p.Bg.shape[2] == L and p.Cg.shape[2] == L and L > 1
-            and (dim // p.Bg.shape[1]) % W == 0 and (dim // p.Cg.shape[1]) % W == 0):  # fmt: skip
+    per_token = p.Bg.shape[2] == L and p.Cg.shape[2] == L and L > 1
+    lanes_fit = (dim // p.Bg.shape[1]) % W == 0 and (dim // p.Cg.shape[1]) % W == 0
+    if seg >= L and per_token and lanes_fit:
         _cpu.forward_lanes(p.u, p.delta, p.A, p.Bg, p.Cg, p.Dv, p.z, p.bias, p.softplus,
-                           p.has_z, p.scale_b, p.h0, out, last, ckpt, _cpu.CHUNK, W, one)  # fmt: skip
+                           p.has_z, p.scale_b, p.h0, out, last, ckpt, _cpu.CHUNK, W,
+                           one)  # fmt: skip
         return out, last, ckpt
     _cpu.forward(p.u, p.delta, p.A, p.Bg, p.Cg, p.Dv, p.z, p.bias, p.softplus, p.has_z,
                  p.scale_b, p.h0, out, last, ckpt, _cpu.CHUNK,

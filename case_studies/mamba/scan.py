@@ -279,8 +279,10 @@ def step(state: Any, x: Any, dt: Any, A: Any, B: Any, C: Any, D: Any = None, z: 
         elif M.ndim == 3 and M.shape[1] >= 1 and dim % M.shape[1] == 0:
             _checks._want(name, M, (batch, M.shape[1], N), "(batch, groups, d_state)")
         else:
-            raise ValueError(f"{name} has shape {tuple(M.shape)}; expected (batch, d_state) "
-                             f"or (batch, groups, d_state) with groups dividing dim={dim}")  # fmt: skip
+            raise ValueError(
+                f"{name} has shape {tuple(M.shape)}; expected (batch, d_state) "
+                f"or (batch, groups, d_state) with groups dividing dim={dim}"
+            )
     if D is not None:
         _checks._want("D", D, (dim,), "(dim,)")
     if z is not None:
@@ -299,9 +301,7 @@ def step(state: Any, x: Any, dt: Any, A: Any, B: Any, C: Any, D: Any = None, z: 
         rep = dim // M.shape[1]
         return xp.repeat(M, rep, 1) if kind == "numpy" else M.repeat_interleave(rep, 1)
 
-    new = xp.exp(d[..., None] * a["A"]) * a["state"] + (d * a["x"])[..., None] * per_channel(
-        a["B"]
-    )
+    new = xp.exp(d[..., None] * a["A"]) * a["state"] + (d * a["x"])[..., None] * per_channel(a["B"])
     y = (new * per_channel(a["C"])).sum(-1)
     if D is not None:
         y = y + a["D"] * a["x"]

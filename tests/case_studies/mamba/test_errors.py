@@ -52,7 +52,9 @@ def test_mixed_libraries_rejected():
     torch = pytest.importorskip("torch")
     d = _d()
     d["u"] = torch.from_numpy(d["u"])
-    with pytest.raises(TypeError, match="must all be numpy, all torch CPU or all torch CUDA; got u: torch"):
+    with pytest.raises(
+        TypeError, match="must all be numpy, all torch CPU or all torch CUDA; got u: torch"
+    ):
         selective_scan(**d)
 
 
