@@ -1,0 +1,89 @@
+"""direct_gravity: the halved sum against the brute-force loop, laws, targets, bad input."""
+
+import numpy as np
+import pytest
+
+from propopt import direct_gravity
+
+RTOL = 1e-10  # float64 sums of O(n) terms, compared to the sum of magnitudes
+
+
+def brute(pos, mass, eps, targets=None):
+    """The chapter's double loop, vectorized per target, float64."""
+    src = np.asarray(pos, np.float64)
+    tgt = src if targets is None else np.asarray(targets, np.float64)
+    acc, pot = np.zeros((len(tgt), 3)), np.zeros(len(tgt))
+    for i, t in enumerate(tgt):
+        d = src - t
+        s2 = (d**2).sum(1) + eps**2
+        keep = s2 > 0
+        if targets is None:
+            keep[i] = False
+        inv = 1 / np.sqrt(s2[keep])
+        acc[i] = (mass[keep, None] * d[keep] * inv[:, None] ** 3).sum(0)
+        pot[i] = -(mass[keep] * inv).sum()
+    return acc, pot
+
+
+@pytest.mark.parametrize("method", ["auto", "halved", "full", "untiled", "reference"])
+def test_matches_brute_force(method):
+    rng = np.random.default_rng(0)
+    pos, mass = rng.normal(size=(150, 3)), rng.uniform(0.1, 1, 150)
+    acc, pot = direct_gravity(pos, mass, eps=0.05, method=method)
+    a, p = brute(pos, mass, 0.05)
+    assert np.allclose(acc, a, rtol=0, atol=RTOL * np.abs(a).max())
+    assert np.allclose(pot, p, rtol=0, atol=RTOL * np.abs(p).max())
+
+
+def test_newtons_third_law_and_G():
+    rng = np.random.default_rng(1)
+    pos, mass = rng.normal(size=(300, 3)), rng.uniform(0.1, 1, 300)
+    acc, pot = direct_gravity(pos, mass, eps=0.01)
+    momentum = (mass[:, None] * acc).sum(0)
+    assert np.abs(momentum).max() < 1e-12 * (mass[:, None] * np.abs(acc)).sum()
+    acc2, pot2 = direct_gravity(pos, mass, eps=0.01, G=6.674e-11)
+    assert np.allclose(acc2, 6.674e-11 * acc) and np.allclose(pot2, 6.674e-11 * pot)
+    unit, _ = direct_gravity(pos, eps=0.01)
+    assert np.allclose(unit, direct_gravity(pos, np.ones(300), eps=0.01)[0])
+
+
+def test_targets_and_coincident_points():
+    rng = np.random.default_rng(2)
+    pos, mass = rng.normal(size=(80, 3)), rng.uniform(0.1, 1, 80)
+    tgt = np.vstack([rng.normal(size=(5, 3)), pos[:2]])  # two targets sit on sources
+    acc, pot = direct_gravity(pos, mass, eps=0.1, targets=tgt)
+    a, p = brute(pos, mass, 0.1, tgt)
+    assert acc.shape == (7, 3) and np.allclose(acc, a, atol=1e-12) and np.allclose(pot, p)
+    # with eps = 0 a coincident pair contributes nothing (and no NaN)
+    acc0, pot0 = direct_gravity(np.zeros((2, 3)), eps=0.0)
+    assert np.array_equal(acc0, np.zeros((2, 3))) and np.array_equal(pot0, np.zeros(2))
+
+
+def test_float32_and_empty():
+    rng = np.random.default_rng(3)
+    pos = rng.normal(size=(64, 3)).astype(np.float32)
+    acc, pot = direct_gravity(pos, eps=0.1)
+    a, p = brute(pos, np.ones(64), 0.1)
+    assert acc.dtype == np.float32 and np.allclose(acc, a, rtol=0, atol=1e-5 * np.abs(a).max())
+    acc, pot = direct_gravity(np.zeros((0, 3)))
+    assert acc.shape == (0, 3) and pot.shape == (0,)
+    acc, pot = direct_gravity(np.zeros((0, 3)), targets=np.ones((2, 3)))
+    assert np.array_equal(acc, np.zeros((2, 3))) and np.array_equal(pot, np.zeros(2))
+
+
+def test_errors():
+    pos = np.zeros((3, 3))
+    with pytest.raises(ValueError, match=r"pos has shape \(3, 2\): must be \(n, 3\)"):
+        direct_gravity(np.zeros((3, 2)))
+    with pytest.raises(ValueError, match=r"pos\[1\] = \[inf, 0.0, 0.0\] is not finite"):
+        direct_gravity(np.array([[0, 0, 0], [np.inf, 0, 0], [1, 1, 1]], float))
+    with pytest.raises(ValueError, match=r"eps=-1.0: the softening length must be >= 0"):
+        direct_gravity(pos, eps=-1.0)
+    with pytest.raises(ValueError, match=r"eps=nan"):
+        direct_gravity(pos, eps=float("nan"))
+    with pytest.raises(ValueError, match=r"mass has shape \(2,\): must be \(3,\)"):
+        direct_gravity(pos, np.ones(2))
+    with pytest.raises(ValueError, match=r"targets\[0\] = \[nan, 0.0, 0.0\] is not finite"):
+        direct_gravity(pos, targets=np.array([[np.nan, 0, 0]]))
+    with pytest.raises(ValueError, match="method='gpu' is not one of"):
+        direct_gravity(pos, method="gpu")
