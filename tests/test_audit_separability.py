@@ -2,6 +2,8 @@
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from propopt.audit import DecayReport, LowRankReport, check_decay, check_low_rank
 
@@ -137,3 +139,14 @@ def test_evidence_lines_for_the_audit_table():
     rank, decay = check_low_rank(newton, n=60), check_decay(gravity)
     assert rank.evidence in str(rank) and rank.evidence.startswith("numerical rank ")
     assert decay.evidence.startswith("|f| ~ r^-2 (R^2 = 1.000) over r in [1, 1000]")
+
+
+@settings(max_examples=15)
+@given(alpha=st.floats(0.3, 8.0), scale=st.floats(1e-3, 1e3))
+def test_hypothesis_decay_exponent_of_a_power_law(alpha, scale):
+    def power(xi, xj):
+        return scale * np.linalg.norm(xi - xj, axis=-1) ** -alpha
+
+    rep = check_decay(power, dim=2)
+    assert abs(rep.exponent - alpha) < 0.02 and rep.r2 > 0.999
+    assert rep.verdict == ("applies" if alpha > 2 else "partial")

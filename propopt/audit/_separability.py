@@ -34,7 +34,8 @@ it holds but is not enough alone; ``"no"``.  ``ok`` is ``verdict == "applies"``.
   licensed), or the decay is faster than any power (exponential, compact
   support); ``partial`` when ``0 < alpha <= d`` (each term decays, but the
   sum of the far field does not: gravity, ``alpha = 2`` in 3-D, needs a
-  multipole far field besides locality); ``no`` when ``|f|`` does not fall.
+  multipole far field besides locality); ``no`` when ``|f|`` does not fall
+  (less than halves from ``r_min`` to ``r_max``).
 """
 
 from __future__ import annotations
@@ -411,7 +412,7 @@ def check_decay(
     tail = slice(distances // 2, None)  # the asymptotic regime: the far half of the range
     alpha, r2 = _fit(lr[tail], lg[tail])
     _, r2_exp = _fit(r[tail], lg[tail])
-    falls = lg[-1] < lg[0] - np.log(10.0)  # at least a factor 10 over the range
+    falls = lg[-1] < lg[0] - np.log(2.0)  # at least halves over the range
     if falls and r2_exp > max(r2, MIN_R2) and alpha > dim:
         return DecayReport("applies", alpha, r2, "faster than any power", r, g, dim, name)
     if not falls or alpha <= 0:

@@ -204,3 +204,20 @@ def test_bad_inputs():
     with pytest.raises(ValueError, match="x has 3 rows, L has 4 columns"):
         L @ np.ones(3)
     assert isinstance(L, LowRank)
+
+
+@settings(max_examples=20)
+@given(
+    m=st.integers(1, 60),
+    n=st.integers(1, 60),
+    decay=st.floats(0.01, 0.9),
+    rtol=st.floats(1e-10, 0.5),
+    seed=st.integers(0, 2**16),
+)
+def test_hypothesis_tolerance_is_met(m, n, decay, rtol, seed):
+    s = decay ** np.arange(min(m, n))
+    M = known(m, n, s, seed)
+    L = low_rank(M, rtol=rtol, block=4, seed=seed)
+    assert spec_err(M, L) <= rtol * s[0]
+    # truncation at rtol/2 of the top singular value of Q^T M (<= s[0], close to it)
+    assert L.rank <= int(np.count_nonzero(s > rtol / 4))
