@@ -65,6 +65,7 @@ def test_float32_and_empty():
     acc, pot = direct_gravity(pos, eps=0.1)
     a, p = brute(pos, np.ones(64), 0.1)
     assert acc.dtype == np.float32 and np.allclose(acc, a, rtol=0, atol=1e-5 * np.abs(a).max())
+    assert pot.dtype == np.float32 and np.allclose(pot, p, rtol=1e-5)
     acc, pot = direct_gravity(np.zeros((0, 3)))
     assert acc.shape == (0, 3) and pot.shape == (0,)
     acc, pot = direct_gravity(np.zeros((0, 3)), targets=np.ones((2, 3)))
@@ -79,7 +80,7 @@ def test_errors():
         direct_gravity(np.array([[0, 0, 0], [np.inf, 0, 0], [1, 1, 1]], float))
     with pytest.raises(ValueError, match=r"eps=-1.0: the softening length must be >= 0"):
         direct_gravity(pos, eps=-1.0)
-    with pytest.raises(ValueError, match=r"eps=nan"):
+    with pytest.raises(ValueError, match=r"eps=nan: the softening"):
         direct_gravity(pos, eps=float("nan"))
     with pytest.raises(ValueError, match=r"mass has shape \(2,\): must be \(3,\)"):
         direct_gravity(pos, np.ones(2))

@@ -164,6 +164,6 @@ def test_errors():
         pairwise_sum(lambda a, b: np.zeros(2), X)
     with pytest.raises(TypeError, match="kernel=3 is not callable"):
         pairwise_sum(3, X)
-    with pytest.raises(TypeError, match="args=1.0: must be a tuple"):
+    with pytest.raises(TypeError, match=r"args=1\.0: must be a tuple"):
         pairwise_sum(spring_2d, X, args=1.0)
     assert SYMMETRIES == ("symmetric", "antisymmetric")
