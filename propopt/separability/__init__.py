@@ -10,12 +10,14 @@ Low rank
 
 Multipoles (object API)
     :func:`moments` -> :class:`Moments` (mass, centre of mass, quadrupole,
-    octupole), ``a + b`` / :func:`merge`, :meth:`Moments.about`,
+    octupole), ``a + b`` / :func:`merge`, :meth:`Moments.about` (``.shift``),
     :meth:`Moments.field`, ``.potential``, ``.acceleration``.
 
 Multipoles (numba building blocks, callable from other ``@njit`` code)
     A moment row is a float64 array of :data:`NMOM` = 20 numbers (see
-    :mod:`propopt.separability._kernels` for the layout).
+    :mod:`propopt.separability._kernels` for the layout).  Pass float64
+    arrays (``pos`` ``(n, 3)``, ``mass`` ``(n,)``, rows ``(k, NMOM)``) and int64
+    ``offsets``: other dtypes compile another specialization.
 
     ``moments_of_points(pos, mass, start, stop, out)``
         row of ``pos[start:stop]`` into ``out``.

@@ -201,6 +201,10 @@ class Moments:
         d = self.center - p if self.mass else np.zeros(3)
         return RawMoments(self.mass, self.mass * d, row[_I2], row[_I3])
 
+    def shift(self, point: Any) -> RawMoments:
+        """The moments re-expressed about ``point``: the same as :meth:`about`."""
+        return self.about(point)
+
     def field(
         self, targets: Any, *, order: int = 3, softening: float = 0.0
     ) -> tuple[np.ndarray, np.ndarray]:

@@ -126,6 +126,11 @@ def test_about_is_the_parallel_axis_shift():
     assert close(raw.dipole, (m[:, None] * y).sum(0))
     assert close(raw.second, np.einsum("j,ji,jk->ik", m, y, y))
     assert close(raw.third, np.einsum("j,ji,jk,jl->ikl", m, y, y, y))
+    assert np.array_equal(moments(x, m).shift(p).third, raw.third)
+    # about the centre of mass itself: no dipole, the stored moments
+    mo = moments(x, m)
+    assert np.allclose(mo.about(mo.center).dipole, 0, atol=1e-12)
+    assert close(mo.about(mo.center).second, mo.second)
 
 
 def sphere_targets(r, n=64, seed=3):
