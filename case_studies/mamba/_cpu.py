@@ -160,10 +160,12 @@ def forward(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, scale_b, h0, out,
             last[b, d] = h
 
 
-#: Channels per lane block of :func:`forward_lanes` (a runtime value on
-#: purpose: a constant trip count is fully unrolled by LLVM and then not
-#: vectorized).  16 and 32 measured alike; 8 was 3x slower.
-LANES = 16
+#: Channels per lane block of :func:`forward_lanes`, the first that divides
+#: the group sizes of B and C.  A runtime value on purpose: a constant trip
+#: count is fully unrolled by LLVM and then not vectorized (3x slower).
+#: One thread, L 2048, 1024 channels: 64 lanes 19.2-20.1 ms, 32 lanes
+#: 20.8-23.1 ms, 16 lanes 22.1-23.6 ms, the per-channel kernel 23.6-24.3 ms.
+LANES = (64, 32, 16)
 
 
 @njit(parallel=True, fastmath=FASTMATH, cache=True)
@@ -175,8 +177,7 @@ def forward_lanes(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, scale_b, h0
     for every (token, channel); here the lanes are channels, so ``y`` needs no
     horizontal sum and ``B_t[n]``, ``C_t[n]`` are broadcasts.  Tiles of ``T``
     tokens of ``W`` channels are transposed into small buffers first.
-    Requires ``W`` to divide the B and C group sizes.  Measured 1.5x faster
-    than :func:`forward` at L = d_model = 2048, d_state = 16.
+    Requires ``W`` to divide the B and C group sizes (see :data:`LANES`).
     """
     nb, D, L = u.shape
     N = A.shape[1]

@@ -115,10 +115,12 @@ def forward(p: Prepared, save: bool, out: np.ndarray | None = None) -> tuple[np.
     ckpt = np.empty((batch, dim, nck, N), p.u.dtype)
     one = p.u.dtype.type(1)
     seg = segment_length(batch * dim, L)
-    W = _cpu.LANES
     per_token = p.Bg.shape[2] == L and p.Cg.shape[2] == L and L > 1
-    lanes_fit = (dim // p.Bg.shape[1]) % W == 0 and (dim // p.Cg.shape[1]) % W == 0
-    if seg >= L and per_token and lanes_fit:
+    gb, gc = dim // p.Bg.shape[1], dim // p.Cg.shape[1]
+    threads = numba.get_num_threads()
+    fits = [w for w in _cpu.LANES if gb % w == 0 and gc % w == 0 and batch * dim // w >= threads]
+    if fits and seg >= L and per_token:
+        W = fits[0]
         _cpu.forward_lanes(p.u, p.delta, p.A, p.Bg, p.Cg, p.Dv, p.z, p.bias, p.softplus,
                            p.has_z, p.scale_b, p.h0, out, last, ckpt, _cpu.CHUNK, W,
                            one)  # fmt: skip

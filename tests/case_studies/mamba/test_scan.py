@@ -27,7 +27,12 @@ def _ref(d, softplus=True):
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize(
     "b_kind, c_kind, dim",
-    [("step", "step", 32), ("group", "group", 32), ("shared", "step", 6), ("group", "shared", 4)],
+    [
+        ("step", "step", 128),  # 64 channels in SIMD lanes
+        ("group", "group", 32),  # 16 lanes (groups of 16 channels)
+        ("shared", "step", 6),  # per-channel kernel
+        ("group", "shared", 4),
+    ],
 )
 def test_matches_reference(method, dtype, b_kind, c_kind, dim):
     d = inputs(dim=dim, b_kind=b_kind, c_kind=c_kind, dtype=dtype)
