@@ -162,32 +162,38 @@ def _compact(v, ids, pos, c, k, desc, nanbig):  # type: ignore[no-untyped-def]
     return v[t], ids[t]
 
 
-@numba.njit(cache=True)
-def _count_beating(blk, thr, desc):  # type: ignore[no-untyped-def]
-    """How many of ``blk`` beat ``thr`` (branch-free, vectorized; NaN never does)."""
-    hit = 0
+# The block tests index with unsigned integers: numba then drops its
+# negative-index wraparound check, which otherwise keeps LLVM from
+# vectorizing the loop (measured at n = 10^8 float32 on one thread: 11 ms
+# unsigned, 180 ms signed, 19 ms on array slices, whose reference counting
+# costs ~150 ns per block).  Counts are int32 so that 8 lanes fit a vector.
+@numba.njit(inline="always", cache=True)
+def _count_beating(x, s, e, thr, desc):  # type: ignore[no-untyped-def]
+    """How many of ``x[s:e]`` beat ``thr`` (branch-free, vectorized; NaN never does)."""
+    hit = np.int32(0)
     if desc:
-        for t in range(blk.shape[0]):
-            hit += blk[t] > thr
+        for t in range(s, e):
+            hit = np.int32(hit + np.int32(x[np.uintp(t)] > thr))
     else:
-        for t in range(blk.shape[0]):
-            hit += blk[t] < thr
+        for t in range(s, e):
+            hit = np.int32(hit + np.int32(x[np.uintp(t)] < thr))
     return hit
 
 
-@numba.njit(cache=True)
-def _count_nan(blk):  # type: ignore[no-untyped-def]
-    hit = 0
-    for t in range(blk.shape[0]):
-        hit += blk[t] != blk[t]
+@numba.njit(inline="always", cache=True)
+def _count_nan(x, s, e):  # type: ignore[no-untyped-def]
+    hit = np.int32(0)
+    for t in range(s, e):
+        v = x[np.uintp(t)]
+        hit = np.int32(hit + np.int32(v != v))
     return hit
 
 
-@numba.njit(cache=True)
-def _count_equal(blk, thr):  # type: ignore[no-untyped-def]
-    hit = 0
-    for t in range(blk.shape[0]):
-        hit += blk[t] == thr
+@numba.njit(inline="always", cache=True)
+def _count_equal(x, s, e, thr):  # type: ignore[no-untyped-def]
+    hit = np.int32(0)
+    for t in range(s, e):
+        hit = np.int32(hit + np.int32(x[np.uintp(t)] == thr))
     return hit
 
 
@@ -222,21 +228,20 @@ def _unit(x, xids, has_ids, s, e, k, desc, nanbig, seeded, sv, sid, ov, oi, op):
         thr_nan = thr != thr
         while j < e:
             be = min(j + BLOCK, e)
-            blk = x[j:be]
             if thr_nan and not desc:
-                hit = 1  # every number beats a NaN threshold
+                hit = np.int32(1)  # every number beats a NaN threshold
             else:
-                hit = _count_beating(blk, thr, desc)
+                hit = _count_beating(x, j, be, thr, desc)
             if hit == 0 and nanbig:
-                hit = _count_nan(blk)
+                hit = _count_nan(x, j, be)
             if hit == 0 and has_ids:
-                hit = _count_equal(blk, thr)
+                hit = _count_equal(x, j, be, thr)
             if hit != 0:
                 # locate the winners by sub-blocks of SUB, scanning only those that hit
                 for sb in range(j, be, SUB):
                     se = min(sb + SUB, be)
                     if not (thr_nan and not desc) and not nanbig and not has_ids:
-                        if _count_beating(x[sb:se], thr, desc) == 0:
+                        if _count_beating(x, sb, se, thr, desc) == 0:
                             continue
                     for t in range(sb, se):
                         xv = x[t]
