@@ -134,12 +134,14 @@ class LowRankReport:
         )
         return (
             f"numerical rank {self.rank} of {min(m, n)} at rtol={self.rtol:g} for the "
-            f"{m} x {n} block{where} (factors {self.compression:.3g}x smaller than the block; "
-            f"rank {self.rank_half} for the half-size block)"
+            f"{m} x {n} block{where} ({self.rank_half} for the half-size block)"
         )
 
     def __str__(self) -> str:
-        return f"separability of {self.name}: {self.verdict}: {self.evidence}"
+        return (
+            f"separability of {self.name}: {self.verdict}: {self.evidence}; factors "
+            f"{self.compression:.3g}x smaller than the block"
+        )
 
 
 @dataclass(frozen=True)
@@ -182,14 +184,25 @@ class DecayReport:
     def evidence(self) -> str:
         """One line: the fitted power law, its R^2 and the range of distances."""
         r0, r1 = self.distances[0], self.distances[-1]
-        fit = f"|f| ~ r^{-self.exponent + 0.0:.3g} (R^2 = {self.r2:.3f}) over r in [{r0:g}, {r1:g}]"
+        g = self.magnitudes
         if self.model == "faster than any power":
-            fit += ", faster than any power"
-        return fit
+            if (g == 0).any():
+                rz = self.distances[int(np.argmax(g == 0))]
+                return (
+                    f"|f| is 0 from r = {rz:.3g} on (r in [{r0:g}, {r1:g}]): faster than any "
+                    "power (compact support or underflow)"
+                )
+            return (
+                f"|f| falls {g[0] / g[-1]:.2g}x over r in [{r0:g}, {r1:g}], log |f| closer to "
+                "linear in r than in log r: faster than any power"
+            )
+        return (
+            f"|f| ~ r^{-self.exponent + 0.0:.3g} (R^2 = {self.r2:.3f}) over r in [{r0:g}, {r1:g}]"
+        )
 
     def __str__(self) -> str:
         if self.model == "faster than any power":
-            why = "decays faster than any power; a cutoff is licensed"
+            return f"locality of {self.name}: {self.verdict}: {self.evidence}; a cutoff is licensed"
         elif self.verdict == "applies":
             why = f"exponent > dim = {self.dim}: the far field is summable, a cutoff is licensed"
         elif self.verdict == "partial":
