@@ -209,12 +209,12 @@ def check_symmetric(
     name = _name(pair_fn)
     rng = np.random.default_rng(seed)
     n = X.shape[0]
-    i = rng.integers(0, n, trials)
-    j = rng.integers(0, n, trials)
+    first: np.ndarray = rng.integers(0, n, trials)
+    second: np.ndarray = rng.integers(0, n, trials)
     if n > 1:  # distinct points: a pair with itself says nothing about the law
-        same = i == j
-        j[same] = (j[same] + rng.integers(1, n, int(same.sum()))) % n
-    a, b = X[i], X[j]
+        same = np.asarray(first == second)
+        second[same] = (second[same] + rng.integers(1, n, int(same.sum()))) % n
+    a, b = X[first], X[second]
     fij = _values(pair_fn, a, b, name)
     fji = _values(pair_fn, b, a, name)
     if fij.shape != fji.shape:

@@ -147,14 +147,17 @@ class RooflineReport:
         return head + "\n" + "\n".join(rows)
 
 
-def _median(fn: Callable[[], object], repeats: int) -> float:
+def _best(fn: Callable[[], object], repeats: int) -> float:
+    """Shortest of ``repeats`` timed runs after a warm-up: a roof is what the machine
+    can do, and on a shared machine other jobs only ever add time (as STREAM reports
+    its best run)."""
     fn()
     ts = []
     for _ in range(repeats):
         t0 = time.perf_counter()
         fn()
         ts.append(time.perf_counter() - t0)
-    return float(np.median(ts))
+    return float(min(ts))
 
 
 def roofline(
@@ -175,7 +178,7 @@ def roofline(
         Matrix edge of the products (``2 n^3`` flops).
     dtype : float32 or float64
     repeats : int
-        Timed runs per kernel (median, after one warm-up run).
+        Timed runs per kernel; the shortest counts (after one warm-up run).
 
     Returns
     -------
@@ -226,7 +229,7 @@ def roofline(
         ("matmul tiled", mm, mb, lambda: tiled_matmul(A, B)),
         ("matmul blas", mm, mb, lambda: np.matmul(A, B)),
     ]
-    points = [KernelPoint(name, f, q, _median(fn, repeats)) for name, f, q, fn in specs]
+    points = [KernelPoint(name, f, q, _best(fn, repeats)) for name, f, q, fn in specs]
     peak_f = max(p.gflops for p in points if p.flops > 0)
     peak_b = max(p.gbs for p in points if p.intensity < 1.0 or p.flops == 0)
     return RooflineReport(peak_f, peak_b, points, dt.name, int(n), int(matmul_n))

@@ -18,9 +18,15 @@ from typing import Any
 
 import numpy as np
 
-from .pairs import METHODS, _check_method, pairwise_sum, points
+from .pairs import METHODS, Symmetry, _check_method, pairwise_sum, points
 
-GRAVITY_SYMMETRY = ("antisymmetric", "antisymmetric", "antisymmetric", "symmetric")
+GRAVITY_SYMMETRY: tuple[Symmetry, ...] = (
+    "antisymmetric",
+    "antisymmetric",
+    "antisymmetric",
+    "symmetric",
+)
+"""Laws of the outputs of :func:`plummer`: field antisymmetric, potential symmetric."""
 
 
 def plummer(xi: Any, xj: Any, eps2: float) -> tuple[float, float, float, float]:
