@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import _dispatch
 from .pairs import METHODS, Symmetry, _check_method, pairwise_sum, points
 
 GRAVITY_SYMMETRY: tuple[Symmetry, ...] = (
@@ -107,6 +108,8 @@ def direct_gravity(
     ([[0.75, 0.0, 0.0], [-0.25, 0.0, 0.0]], [-1.5, -0.5])
     """
     _check_method(method)
+    if method == "auto" and _dispatch.array_kind(pos) in (_dispatch.CUDA, _dispatch.TORCH_CUDA):
+        method = "cuda"
     X = points("pos", _maybe_host(pos), 3)
     if not (isinstance(eps, (int, float, np.floating, np.integer)) and math.isfinite(eps)):
         raise ValueError(f"eps={eps!r}: the softening length must be a finite number >= 0")
@@ -119,7 +122,7 @@ def direct_gravity(
     T = None if targets is None else points("targets", _maybe_host(targets), 3)
     res = pairwise_sum(
         plummer,
-        pos if method == "cuda" else X,
+        X,
         mass,
         symmetry=GRAVITY_SYMMETRY,
         args=(float(eps) ** 2,),

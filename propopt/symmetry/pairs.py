@@ -110,15 +110,21 @@ def signs_of(symmetry: Any, k: int) -> tuple[float, ...]:
 def _shape_of(kernel: Any, X: np.ndarray, args: tuple[Any, ...]) -> tuple[int, bool]:
     """Number of outputs ``k`` and whether the kernel returns a bare scalar."""
     f = getattr(kernel, "py_func", kernel)
-    probe = X[:2] if X.shape[0] >= 2 else np.zeros((2, X.shape[1]), X.dtype)
-    try:
-        with np.errstate(all="ignore"):
-            v = f(probe[0], probe[1], *args)
-    except Exception as e:
-        raise TypeError(
-            f"calling kernel(xi, xj{''.join(', arg' for _ in args)}) on two points failed "
-            f"({type(e).__name__}: {e}); the kernel takes two 1-D rows and the extra args"
-        ) from e
+    x0 = X[0] if X.shape[0] else np.zeros(X.shape[1], X.dtype)
+    probes = [(X[0], X[1])] if X.shape[0] >= 2 else []
+    probes.append((x0, x0 + 1))  # distinct points, for a kernel singular at r = 0
+    for k, (a, b) in enumerate(probes):
+        try:
+            with np.errstate(all="ignore"):
+                v = f(a, b, *args)
+            break
+        except Exception as e:
+            if k + 1 < len(probes):
+                continue
+            raise TypeError(
+                f"calling kernel(xi, xj{''.join(', arg' for _ in args)}) on two points failed "
+                f"({type(e).__name__}: {e}); the kernel takes two 1-D rows and the extra args"
+            ) from e
     if isinstance(v, numbers.Real):
         return 1, True
     if isinstance(v, tuple) and v and all(isinstance(x, numbers.Real) for x in v):

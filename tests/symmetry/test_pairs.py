@@ -102,7 +102,7 @@ def test_float32_in_float32_out():
     got = pairwise_sum(soft_inverse, X)
     ref = pairwise_sum(soft_inverse, X.astype(np.float64), method="reference")
     assert got.dtype == np.float32 and close(got, ref, RTOL32)
-    assert pairwise_sum(soft_inverse, np.arange(6).reshape(3, 2)).dtype == np.float64
+    assert pairwise_sum(soft_inverse, np.arange(6).reshape(2, 3)).dtype == np.float64
 
 
 def test_targets_use_every_source():
