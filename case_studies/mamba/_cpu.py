@@ -237,19 +237,25 @@ def forward_lanes(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, scale_b, h0
                         hn = fexp(dr[j] * ar[j]) * hr[j] + ur[j] * Bn
                         hr[j] = hn
                         yr[j] += hn * Cn
-            for jk in range(W * m):
-                if token_major:
-                    k = jk // W
-                    j = jk - k * W
-                else:
-                    j = jk // m
-                    k = jk - j * m
-                ut = u[b, d0 + j, t0 + k]
-                o = yb[k, j] + Dv[d0 + j] * ut
-                if has_z:
-                    zt = z[b, d0 + j, t0 + k]
-                    o = o * (zt / (one + fexp(-zt)))
-                out[b, d0 + j, t0 + k] = o
+            if token_major:
+                for k in range(m):
+                    for j in range(W):
+                        ut = u[b, d0 + j, t0 + k]
+                        o = yb[k, j] + Dv[d0 + j] * ut
+                        if has_z:
+                            zt = z[b, d0 + j, t0 + k]
+                            o = o * (zt / (one + fexp(-zt)))
+                        out[b, d0 + j, t0 + k] = o
+            else:
+                for j in range(W):
+                    dsk = Dv[d0 + j]
+                    for k in range(m):
+                        ut = u[b, d0 + j, t0 + k]
+                        o = yb[k, j] + dsk * ut
+                        if has_z:
+                            zt = z[b, d0 + j, t0 + k]
+                            o = o * (zt / (one + fexp(-zt)))
+                        out[b, d0 + j, t0 + k] = o
         for n in range(N):
             for j in range(W):
                 last[b, d0 + j, n] = h[n, j]
