@@ -47,14 +47,18 @@ class Row:
     rel_error: float
     device: str
     size: str = "default"
+    flops: float | None = None
+    bytes: float | None = None
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], size: str) -> Row:
-        names = [f.name for f in fields(cls) if f.name != "size"]
+        optional = ("size", "flops", "bytes")
+        names = [f.name for f in fields(cls) if f.name not in optional]
         missing = [n for n in names if n not in d]
         if missing:
             raise ValueError(f"review row {d.get('problem', d)!r} lacks the fields {missing}")
-        row = cls(**{n: d[n] for n in names}, size=size)
+        extra = {n: float(d[n]) for n in ("flops", "bytes") if d.get(n) is not None}
+        row = cls(**{n: d[n] for n in names}, size=size, **extra)
         for n in ("baseline_ms", "optimized_ms", "speedup", "rel_error"):
             setattr(row, n, float(getattr(row, n)))
         return row
@@ -161,7 +165,12 @@ def review_scan(size: str = "default") -> list[dict[str, Any]]:
         err: float,
         device: str,
     ) -> dict[str, Any]:
+        # minimum traffic and flops per element, for the roofline chart:
+        # add reads and writes one float32 (1 flop), the recurrence two (3 flops)
+        flops, nbytes = (n, 8 * n) if problem == "prefix sum" else (3 * n, 16 * n)
         return dict(
+            flops=flops,
+            bytes=nbytes,
             problem=problem,
             bottleneck=bottleneck,
             key_property="associativity",

@@ -67,7 +67,13 @@ def write_plots(rows: Sequence[Row], directory: str | os.PathLike[str]) -> list[
     """Write every chart into ``directory``; returns their paths."""
     out = check_plotting(directory)
     paths = [plot_speedups(rows, out / "speedup.png")]
-    from .locality import plot_roofline, roofline
+    from .locality import KernelPoint, plot_roofline, roofline
 
-    paths.append(Path(plot_roofline(roofline(), out / "roofline.png")))
+    report = roofline()
+    last = max(SIZES.index(r.size) for r in rows) if rows else 0
+    for r in rows:
+        if r.flops and r.bytes and SIZES.index(r.size) == last:
+            label = f"{r.problem} [{r.device.split(' (')[0]}]"
+            report.kernels.append(KernelPoint(label, r.flops, r.bytes, r.optimized_ms / 1e3))
+    paths.append(Path(plot_roofline(report, out / "roofline.png")))
     return paths

@@ -174,6 +174,14 @@ def _source(k: int, dtype: np.dtype, header: str, cache: bool) -> str:
     store("        ", _v("r", k))
     w("")
 
+    # one row on the calling thread: no parallel region to wake up, which on a
+    # busy machine costs more than scanning a short row
+    w("@numba.njit(nogil=True, cache=CACHE)")
+    w(f"def scan_one({_j(X)}, {_j(O)}, rev, excl, {_j(E)}):")
+    w("    N = x0.shape[0]")
+    w(f"    _block({_j(X)}, {_j(O)}, 0, N, N, rev, excl, {_j(E)}, {_j(E)})")
+    w("")
+
     # rows in parallel: each row of a (P, N) array scanned by one thread
     w("@numba.njit(parallel=True, nogil=True, cache=CACHE)")
     w(f"def scan_rows({_j(X)}, {_j(O)}, rev, excl, {_j(E)}):")
@@ -362,7 +370,10 @@ def scan(
         x2 = [x.reshape(p, n) for x in xs]
         o2 = [o.reshape(p, n) for o in os_]
         bk = block or block_elements(monoid.arity, dtype.itemsize)
-        if p >= 2 * threads or n <= 2 * bk or threads == 1:
+        if p * n <= 2 * bk or threads == 1:
+            for r in range(p):
+                mod.scan_one(*(x[r] for x in x2), *(o[r] for o in o2), rev, excl, *ident)
+        elif p >= 2 * threads or n <= 2 * bk:
             mod.scan_rows(*x2, *o2, rev, excl, *ident)
         else:
             for r in range(p):
