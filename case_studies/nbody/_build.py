@@ -1,0 +1,168 @@
+"""Numba kernels of the octree: topology from sorted Morton keys, then node moments.
+
+The tree is stored in depth-first pre-order, so a subtree is the contiguous
+run ``i .. next[i] - 1`` of nodes (and of particles): a walk needs no stack
+(go to ``i + 1`` to open a node, to ``next[i]`` to skip it).  Levels at which
+all of a node's particles fall into one child are skipped, so every internal
+node has 2..8 children and there are fewer than ``2 n`` nodes; a run of equal
+keys (particles closer than ``box / 2^21``, or coincident) becomes one leaf
+whatever its size, so coincident particles cannot recurse forever.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from propopt.locality import MORTON_BITS
+from propopt.separability import NMOM, merge_rows, moments_segments
+
+BITS = MORTON_BITS[3]  # 21 levels below the root box
+_STACK = 8 * (BITS + 2)
+
+
+@njit(cache=True, inline="always")
+def _lower_bound(keys, lo, hi, value, shift):  # pragma: no cover - numba
+    """First index in ``[lo, hi)`` with ``keys[i] >> shift >= value``."""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if (keys[mid] >> shift) < value:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(cache=True)
+def build_topology(keys, leaf_size):  # pragma: no cover - numba
+    """Pre-order octree over sorted ``keys``: ``(start, end, next, leaf, level)``, trimmed.
+
+    A node with more than ``leaf_size`` particles is split at the first level
+    where its keys differ; a node whose keys are all equal is a leaf.
+    """
+    n = keys.shape[0]
+    cap = max(2 * n, 1)
+    start = np.empty(cap, np.int64)
+    end = np.empty(cap, np.int64)
+    parent = np.empty(cap, np.int64)
+    level = np.empty(cap, np.int64)
+    leaf = np.zeros(cap, np.bool_)
+    st = np.empty((_STACK, 4), np.int64)
+    bounds = np.empty(9, np.int64)
+    nn = 0
+    if n == 0:
+        return start[:0], end[:0], start[:0].copy(), leaf[:0], level[:0]
+    sp = 1
+    st[0, 0] = 0
+    st[0, 1] = n
+    st[0, 2] = 0
+    st[0, 3] = -1
+    while sp > 0:
+        sp -= 1
+        s = st[sp, 0]
+        e = st[sp, 1]
+        L = st[sp, 2]
+        i = nn
+        nn += 1
+        start[i] = s
+        end[i] = e
+        parent[i] = st[sp, 3]
+        level[i] = L
+        if e - s <= leaf_size:
+            leaf[i] = True
+            continue
+        # descend while every key of the node falls into one child
+        while L < BITS:
+            sh = np.uint64(3 * (BITS - L - 1))
+            if (keys[s] >> sh) != (keys[e - 1] >> sh):
+                break
+            L += 1
+        if L >= BITS:
+            leaf[i] = True
+            level[i] = L
+            continue
+        level[i] = L
+        sh = np.uint64(3 * (BITS - L - 1))
+        prefix = (keys[s] >> sh) & ~np.uint64(7)
+        bounds[0] = s
+        bounds[8] = e
+        for d in range(1, 8):
+            bounds[d] = _lower_bound(keys, bounds[d - 1], e, prefix | np.uint64(d), sh)
+        for d in range(7, -1, -1):
+            if bounds[d + 1] > bounds[d]:
+                st[sp, 0] = bounds[d]
+                st[sp, 1] = bounds[d + 1]
+                st[sp, 2] = L + 1
+                st[sp, 3] = i
+                sp += 1
+    size = np.ones(nn, np.int64)
+    for i in range(nn - 1, 0, -1):
+        size[parent[i]] += size[i]
+    nxt = np.arange(nn) + size
+    return start[:nn].copy(), end[:nn].copy(), nxt, leaf[:nn].copy(), level[:nn].copy()
+
+
+@njit(cache=True, parallel=True)
+def _leaf_extents(pos, mass, e2, start, end, leaves, lo, hi, me2):  # pragma: no cover - numba
+    for q in prange(leaves.shape[0]):
+        i = leaves[q]
+        for a in range(3):
+            lo[i, a] = np.inf
+            hi[i, a] = -np.inf
+        sm = 0.0
+        se = 0.0
+        for j in range(start[i], end[i]):
+            for a in range(3):
+                lo[i, a] = min(lo[i, a], pos[j, a])
+                hi[i, a] = max(hi[i, a], pos[j, a])
+            sm += mass[j]
+            se += mass[j] * e2[j]
+        me2[i] = se / sm if sm > 0 else 0.0
+
+
+@njit(cache=True)
+def _internal(rows, nxt, leaf, lo, hi, me2):  # pragma: no cover - numba
+    """Bottom-up over internal nodes: merge the children's moments, boxes and softening."""
+    tmp = np.empty((8, NMOM))
+    for i in range(rows.shape[0] - 1, -1, -1):
+        if leaf[i]:
+            continue
+        k = 0
+        c = i + 1
+        se = 0.0
+        for a in range(3):
+            lo[i, a] = np.inf
+            hi[i, a] = -np.inf
+        while c < nxt[i]:
+            tmp[k, :] = rows[c, :]
+            se += rows[c, 0] * me2[c]
+            for a in range(3):
+                lo[i, a] = min(lo[i, a], lo[c, a])
+                hi[i, a] = max(hi[i, a], hi[c, a])
+            k += 1
+            c = nxt[c]
+        merge_rows(tmp, 0, k, rows[i])
+        me2[i] = se / rows[i, 0] if rows[i, 0] > 0 else 0.0
+
+
+def node_moments(pos, mass, e2, start, end, nxt, leaf):
+    """Moment rows (``propopt.separability`` layout), boxes and mean softening of every node.
+
+    Leaves: ``moments_segments`` over their particle ranges (threads); parents:
+    ``merge_rows`` of their children (the merge law of the separability module).
+    """
+    nn = start.shape[0]
+    rows = np.zeros((nn, NMOM))
+    lo = np.empty((nn, 3))
+    hi = np.empty((nn, 3))
+    me2 = np.zeros(nn)
+    if nn == 0:
+        return rows, lo, hi, me2
+    leaves = np.flatnonzero(leaf)
+    offsets = np.append(start[leaves], end[leaves[-1]]).astype(np.int64)
+    leaf_rows = np.empty((leaves.shape[0], NMOM))
+    moments_segments(pos, mass, offsets, leaf_rows)
+    rows[leaves] = leaf_rows
+    _leaf_extents(pos, mass, e2, start, end, leaves, lo, hi, me2)
+    _internal(rows, nxt, leaf, lo, hi, me2)
+    return rows, lo, hi, me2

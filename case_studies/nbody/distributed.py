@@ -1,0 +1,77 @@
+"""Beyond one machine: evaluate a tree's field at a large target set on a Dask cluster.
+
+The tree is built once and scattered once (``client.scatter(tree,
+broadcast=True)``): every worker holds a copy, and each task ships only its
+chunk of targets and gets back its chunk of accelerations and potentials.
+The sum over sources at a target does not depend on how the targets are
+split, so the result equals :meth:`Octree.field` on all targets at once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .barnes_hut import Octree, _as_points, _check_count
+
+__all__ = ["field_dask", "scatter_tree"]
+
+
+def scatter_tree(client: Any, tree: Octree) -> Any:
+    """Send ``tree`` to every worker once; returns the future to pass to :func:`field_dask`."""
+    if not isinstance(tree, Octree):
+        raise TypeError(f"tree has type {type(tree).__name__}: pass an Octree")
+    return client.scatter(tree, broadcast=True)
+
+
+def _chunk_field(tree: Octree, targets: np.ndarray, kwargs: dict) -> tuple[np.ndarray, np.ndarray]:
+    return tree.field(targets, **kwargs)
+
+
+def field_dask(
+    client: Any,
+    tree: Any,
+    targets: Any,
+    *,
+    chunk: int = 250_000,
+    **field_kwargs: Any,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Accelerations and potentials of ``tree`` at ``targets``, in chunks on a Dask cluster.
+
+    Parameters
+    ----------
+    client : distributed.Client
+    tree : Octree or Future
+        A tree, scattered here, or the future of :func:`scatter_tree` (reuse
+        it across calls to send the tree only once).
+    targets : array (m, 3)
+    chunk : int
+        Targets per task.
+    **field_kwargs
+        Passed to :meth:`Octree.field` (``theta``, ``quadrupole``, ``target_eps``
+        as a scalar, ``G``, ...).
+
+    Returns
+    -------
+    acc : ndarray (m, 3)
+    pot : ndarray (m,)
+    """
+    chunk = _check_count("chunk", chunk)
+    T = _as_points("targets", targets)
+    if "target_eps" in field_kwargs and np.ndim(field_kwargs["target_eps"]) != 0:
+        raise ValueError(
+            "target_eps must be a scalar for field_dask (per-target softening: split it yourself)"
+        )
+    fut = scatter_tree(client, tree) if isinstance(tree, Octree) else tree
+    parts = [
+        client.submit(_chunk_field, fut, T[s : s + chunk], field_kwargs, pure=False)
+        for s in range(0, T.shape[0], chunk)
+    ]
+    res = client.gather(parts)
+    if not res:
+        local = Octree.build(np.zeros((0, 3)))
+        return local.field(T)
+    acc = np.concatenate([r[0] for r in res])
+    pot = np.concatenate([r[1] for r in res])
+    return acc, pot

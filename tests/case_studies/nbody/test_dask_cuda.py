@@ -1,0 +1,58 @@
+"""The tree on a Dask LocalCluster (scattered once) and on CUDA (simulator, tiny N)."""
+
+import numpy as np
+import pytest
+
+from case_studies.nbody import Octree, plummer
+from case_studies.nbody.direct import direct
+from case_studies.nbody.distributed import field_dask, scatter_tree
+
+distributed = pytest.importorskip("distributed")
+
+
+@pytest.fixture(scope="module")
+def client():
+    # workers are threads of this process (processes=False): tasks and the
+    # scattered tree still go through the distributed scheduler, without
+    # paying for JIT compilation in worker processes.
+    cluster = distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None
+    )
+    c = distributed.Client(cluster)
+    try:
+        yield c
+    finally:
+        c.close()
+        cluster.close()
+
+
+def test_dask_equals_in_memory(client):
+    pos, _, m = plummer(2000, seed=0)
+    tree = Octree.build(pos, m, eps=0.01)
+    t = np.random.default_rng(1).normal(size=(3001, 3))
+    fut = scatter_tree(client, tree)
+    for kw in (dict(theta=0.5), dict(theta=0.7, quadrupole=False)):
+        a, p = field_dask(client, fut, t, chunk=700, **kw)
+        a0, p0 = tree.field(t, **kw)
+        np.testing.assert_allclose(a, a0, rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(p, p0, rtol=1e-12)
+    a, p = field_dask(client, tree, np.zeros((0, 3)))
+    assert a.shape == (0, 3)
+    with pytest.raises(ValueError, match="chunk=0: must be an int >= 1"):
+        field_dask(client, fut, t, chunk=0)
+
+
+def test_cuda_walk_simulator():
+    pytest.importorskip("numba.cuda")
+    rng = np.random.default_rng(0)
+    pos, m = rng.normal(size=(60, 3)), rng.uniform(size=60)
+    tree = Octree.build(pos, m, eps=0.05, leaf_size=4)
+    for theta, quad in ((0.0, True), (0.6, True), (0.6, False)):
+        a, _p = tree.field(theta=theta, quadrupole=quad, method="cuda")
+        # the GPU walks one target at a time: at theta = 0 both are the exact sum
+        a0, p0 = tree.field(theta=0.0)
+        e = np.linalg.norm(a - a0, axis=1) / np.linalg.norm(a0, axis=1)
+        assert np.median(e) < (1e-10 if theta == 0 else 1e-2)
+    ad, pd = direct(pos, m, eps=0.05, method="cuda")
+    np.testing.assert_allclose(ad, a0, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(pd, p0, rtol=1e-9)

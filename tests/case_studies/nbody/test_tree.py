@@ -1,0 +1,242 @@
+"""Barnes-Hut tree: structure, exactness at theta = 0, accuracy, edge cases, errors."""
+
+import numba
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import propopt as pp
+from case_studies.nbody import Octree, barnes_hut, nbody_naive, plummer
+from case_studies.nbody._reference import direct_reference
+
+# theta = 0 opens every node: the walk is the direct sum in another order.
+# float64 sums of <= 2000 terms of mixed sign: 1e-10 relative is ~1e5 ulps of slack.
+EXACT_RTOL = 1e-10
+
+
+def _relerr(a, b):
+    return np.linalg.norm(a - b, axis=1) / np.linalg.norm(b, axis=1)
+
+
+@pytest.fixture(scope="module")
+def sphere():
+    pos, _, m = plummer(3000, seed=3)
+    return pos, m
+
+
+def test_structure_and_moments(sphere):
+    pos, m = sphere
+    tree = Octree.build(pos, m, eps=0.01, leaf_size=8)
+    tree.check()
+    assert sorted(tree.order.tolist()) == list(range(len(pos)))
+    assert tree.num_nodes < 2 * len(pos)
+    root = pp.moments(pos, m)
+    np.testing.assert_allclose(tree.rows[0, :10], root.row[:10], rtol=1e-9, atol=1e-12)
+    leaves = np.flatnonzero(tree.leaf)
+    assert (tree.end[leaves] - tree.start[leaves]).max() <= 8
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 17, 300])
+@pytest.mark.parametrize("eps", [0.0, 0.05])
+def test_theta_zero_is_exact(n, eps):
+    rng = np.random.default_rng(n)
+    pos, m = rng.normal(size=(n, 3)), rng.uniform(0.5, 1.5, n)
+    a, p = barnes_hut(pos, m, eps=eps, theta=0.0, leaf_size=4, group_size=8)
+    a0, p0 = pp.direct_gravity(pos, m, eps=eps)
+    np.testing.assert_allclose(a, a0, rtol=EXACT_RTOL, atol=1e-12)
+    np.testing.assert_allclose(p, p0, rtol=EXACT_RTOL, atol=1e-12)
+    ar, pr = Octree.build(pos, m, eps=eps).field(theta=0.5, method="reference")
+    np.testing.assert_allclose(ar, a0, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(pr, p0, rtol=1e-12, atol=1e-12)
+
+
+@given(
+    st.integers(0, 60),
+    st.integers(1, 9),
+    st.integers(1, 9),
+    st.integers(0, 2**31),
+)
+def test_theta_zero_any_layout(n, leaf, group, seed):
+    rng = np.random.default_rng(seed)
+    # a few duplicated points: coincident bodies in one leaf
+    pos = rng.integers(-3, 4, size=(n, 3)).astype(float) * rng.choice([1.0, 1e-7])
+    m = rng.uniform(0, 2, n)
+    a, p = barnes_hut(pos, m, eps=0.1, theta=0.0, leaf_size=leaf, group_size=group)
+    a0, p0 = direct_reference(pos, m, np.full(n, 0.01))
+    np.testing.assert_allclose(a, a0, rtol=EXACT_RTOL, atol=1e-9)
+    np.testing.assert_allclose(p, p0, rtol=EXACT_RTOL, atol=1e-9)
+
+
+# Expected error bounds at N = 3000 (measured medians are ~3x smaller).
+@pytest.mark.parametrize(
+    ("theta", "quad", "median", "p99"),
+    [
+        (0.3, False, 1e-3, 5e-3),
+        (0.7, False, 6e-3, 3e-2),
+        (0.5, True, 1e-3, 5e-3),
+        (0.7, True, 3e-3, 2e-2),
+    ],
+)
+def test_accuracy_against_direct(sphere, theta, quad, median, p99):
+    pos, m = sphere
+    a, p = barnes_hut(pos, m, eps=0.01, theta=theta, quadrupole=quad)
+    a0, p0 = pp.direct_gravity(pos, m, eps=0.01)
+    e = _relerr(a, a0)
+    assert np.median(e) < median and np.quantile(e, 0.99) < p99
+    assert np.median(np.abs(p - p0) / np.abs(p0)) < median
+
+
+def test_quadrupole_beats_monopole(sphere):
+    pos, m = sphere
+    a0, _ = pp.direct_gravity(pos, m, eps=0.01)
+    e1 = np.median(_relerr(barnes_hut(pos, m, eps=0.01, theta=0.7, quadrupole=False)[0], a0))
+    e2 = np.median(_relerr(barnes_hut(pos, m, eps=0.01, theta=0.7, quadrupole=True)[0], a0))
+    assert e2 < 0.6 * e1
+
+
+def test_separate_targets_and_reuse(sphere):
+    pos, m = sphere
+    tree = Octree.build(pos, m, eps=0.01)
+    for seed in range(3):
+        t = np.random.default_rng(seed).normal(size=(500, 3)) * 2
+        a, p = tree.field(t, theta=0.5)
+        a0, p0 = pp.direct_gravity(pos, m, eps=0.01, targets=t)
+        assert np.median(_relerr(a, a0)) < 1e-3
+        a, p = tree.field(t, theta=0.0)
+        np.testing.assert_allclose(a, a0, rtol=EXACT_RTOL, atol=1e-12)
+        np.testing.assert_allclose(p, p0, rtol=EXACT_RTOL)
+
+
+def test_per_body_softening():
+    rng = np.random.default_rng(1)
+    pos, m, e = rng.normal(size=(400, 3)), rng.uniform(size=400), rng.uniform(0, 0.2, 400)
+    tree = Octree.build(pos, m, eps=e)
+    a, p = tree.field(theta=0.0)
+    a0, p0 = direct_reference(pos, m, e * e)
+    np.testing.assert_allclose(a, a0, rtol=EXACT_RTOL, atol=1e-12)
+    np.testing.assert_allclose(p, p0, rtol=EXACT_RTOL)
+    a, _ = tree.field(theta=0.5)
+    assert np.median(_relerr(a, a0)) < 2e-3
+    t = rng.normal(size=(50, 3))
+    a, p = tree.field(t, target_eps=0.1, theta=0.0)
+    a0, p0 = direct_reference(pos, m, e * e, t, np.full(50, 0.01))
+    np.testing.assert_allclose(a, a0, rtol=EXACT_RTOL, atol=1e-12)
+
+
+def test_coincident_bodies_one_leaf():
+    pos = np.zeros((5000, 3))
+    pos[:10] = np.random.default_rng(0).normal(size=(10, 3))
+    tree = Octree.build(pos, np.ones(5000), eps=0.1, leaf_size=4)
+    tree.check()
+    assert tree.num_nodes < 40 and tree.level.max() <= 21
+    a, p = tree.field(theta=0.7)
+    a0, _p0 = pp.direct_gravity(pos, np.ones(5000), eps=0.1)
+    assert np.median(_relerr(a, a0)) < 1e-3
+    assert np.all(np.isfinite(a)) and np.all(np.isfinite(p))
+
+
+def test_tiny_and_empty():
+    a, p = barnes_hut(np.zeros((0, 3)))
+    assert a.shape == (0, 3) and p.shape == (0,)
+    a, p = barnes_hut(np.ones((1, 3)), [2.0], eps=0.5)
+    assert a.tolist() == [[0.0, 0.0, 0.0]] and p.tolist() == [0.0]
+    a, p = barnes_hut([[0.0, 0, 0], [2.0, 0, 0]], [1.0, 3.0])
+    np.testing.assert_allclose(a, [[0.75, 0, 0], [-0.25, 0, 0]])
+    np.testing.assert_allclose(p, [-1.5, -0.5])
+    a, p = Octree.build(np.zeros((0, 3))).field(np.ones((4, 3)))
+    assert (a == 0).all() and (p == 0).all()
+    a, p = Octree.build(np.ones((4, 3))).field(np.zeros((0, 3)))
+    assert a.shape == (0, 3)
+    # two coincident bodies, no softening: no direction, no force (as direct_gravity)
+    a, p = barnes_hut(np.ones((2, 3)))
+    assert (a == 0).all()
+
+
+def test_zero_masses(sphere):
+    pos, m = sphere
+    m = m.copy()
+    m[::2] = 0.0
+    a, p = barnes_hut(pos, m, eps=0.01, theta=0.5)
+    a0, _p0 = pp.direct_gravity(pos, m, eps=0.01)
+    assert np.median(_relerr(a, a0)) < 1e-3
+    a, p = barnes_hut(pos, np.zeros(len(pos)), theta=0.5)
+    assert (a == 0).all() and (p == 0).all()
+
+
+def test_dtypes(sphere):
+    pos, m = sphere
+    a64, _ = barnes_hut(pos, m, eps=0.01)
+    a32, p32 = barnes_hut(pos.astype(np.float32), m.astype(np.float32), eps=0.01)
+    assert a32.dtype == np.float32 and p32.dtype == np.float32
+    amix, _ = barnes_hut(pos.astype(np.float32), m, eps=0.01)
+    assert amix.dtype == np.float64
+    # float32 inputs are the same numbers computed in float64: only rounding of the inputs
+    assert np.median(_relerr(a32.astype(float), a64)) < 1e-5
+    t32, _ = Octree.build(pos.astype(np.float32), m.astype(np.float32)).field(pos[:5])
+    assert t32.dtype == np.float64
+
+
+def test_thread_count_and_group_size_agnostic(sphere):
+    pos, m = sphere
+    tree = Octree.build(pos, m, eps=0.01)
+    a2, _ = tree.field(theta=0.0)
+    old = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        a1, _ = tree.field(theta=0.0)
+    finally:
+        numba.set_num_threads(old)
+    np.testing.assert_allclose(a1, a2, rtol=1e-12)
+    b, _ = tree.field(theta=0.0, group_size=7)
+    np.testing.assert_allclose(b, a2, rtol=EXACT_RTOL)
+
+
+def test_naive_matches_direct():
+    rng = np.random.default_rng(0)
+    pos, m = rng.normal(size=(40, 3)), rng.uniform(size=40)
+    a0, _ = pp.direct_gravity(pos, m)
+    np.testing.assert_allclose(nbody_naive(pos, m), a0, rtol=1e-8)
+
+
+def test_plummer_virial():
+    pos, vel, m = plummer(2000, seed=2)
+    _, p = pp.direct_gravity(pos, m)
+    kin = 0.5 * np.sum(m * (vel**2).sum(1))
+    pot = 0.5 * np.sum(m * p)
+    assert abs(2 * kin / abs(pot) - 1) < 0.1  # virial equilibrium, sampling noise ~1/sqrt(N)
+    assert abs(pot + 3 * np.pi / 32) < 0.03
+    np.testing.assert_allclose((m[:, None] * vel).sum(0), 0, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "exc", "msg"),
+    [
+        (
+            dict(pos=[[0, 0, np.nan], [1, 1, 1]]),
+            ValueError,
+            r"pos\[0\] = \[0.0, 0.0, nan\] is not finite",
+        ),
+        (dict(pos=np.ones((3, 3)), mass=[1, np.inf, 1]), ValueError, r"mass\[1\] = inf: masses"),
+        (dict(pos=np.ones((3, 3)), mass=[1, -1, 1]), ValueError, r"mass\[1\] = -1.0"),
+        (dict(pos=np.ones((3, 2))), ValueError, r"pos has shape \(3, 2\): must be \(n, 3\)"),
+        (dict(pos=np.ones((3, 3)), mass=[1, 2]), ValueError, r"mass has shape \(2,\)"),
+        (dict(pos=np.ones((3, 3)), eps=-1), ValueError, r"eps\[0\] = -1.0: softening"),
+        (dict(pos=np.ones((3, 3)), theta=-0.1), ValueError, r"theta=-0.1: the opening angle"),
+        (
+            dict(pos=np.ones((3, 3)), method="gpu"),
+            ValueError,
+            "method='gpu' is not one of 'cpu', 'cuda', 'reference'",
+        ),
+        (dict(pos=np.ones((3, 3)), leaf_size=0), ValueError, "leaf_size=0: must be an int >= 1"),
+        (dict(pos=np.ones((3, 3)), group_size=0), ValueError, "group_size=0: must be an int >= 1"),
+        (
+            dict(pos=np.ones((3, 3)), targets=[[0, np.inf, 0]]),
+            ValueError,
+            r"targets\[0\] = .* is not finite",
+        ),
+    ],
+)
+def test_errors(kwargs, exc, msg):
+    with pytest.raises(exc, match=msg):
+        barnes_hut(**kwargs)
