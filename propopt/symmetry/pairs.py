@@ -13,10 +13,11 @@ need ``f`` once per unordered pair ``{i, j}``: its value ``v`` is credited
 to ``i`` as ``w_j v`` and to ``j`` as ``\\pm w_i v``.  That is ``n(n-1)/2``
 kernel calls instead of ``n(n-1)``.
 
-Measured on the 2-core development machine (N = 20,000, the Plummer gravity
-kernel, float64, same numba and kernel both ways): the halved sum is 1.8-1.9x
-faster than the full double loop; the untiled full loop runs at about the
-speed of the tiled one (the sources fit in L2): see docs/symmetry.md.
+Measured on the 2-core development machine while it ran other jobs (N = 20,000,
+the Plummer gravity kernel, float64, 2 threads, same numba and kernel both
+ways): the halved sum is 1.5-1.7x faster than the full double loop; source
+tiles do not speed up the full loop at this size (see docs/symmetry.md and
+docs/locality.md).
 """
 
 from __future__ import annotations
