@@ -170,7 +170,7 @@ LANES = (64, 32, 16)
 
 @njit(parallel=True, fastmath=FASTMATH, cache=True)
 def forward_lanes(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, scale_b, h0, out, last,
-                  ckpt, T, W, one):  # type: ignore[no-untyped-def]  # fmt: skip
+                  ckpt, T, W, one, token_major):  # type: ignore[no-untyped-def]  # fmt: skip
     """Fused forward with ``W`` channels in SIMD lanes (B and C per token, shared by them).
 
     The per-channel kernel vectorizes over d_state and pays a horizontal sum
@@ -179,12 +179,11 @@ def forward_lanes(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, scale_b, h0
     tokens of ``W`` channels are transposed into small buffers first.
     Requires ``W`` to divide the B and C group sizes (see :data:`LANES`).
     """
-    nb, D, L = u.shape
+    nb, D, L = h0.shape[0], h0.shape[1], (u.shape[1] if token_major else u.shape[2])
     N = A.shape[1]
     nblk = D // W
     save = ckpt.shape[2] > 0
     zero = one - one
-    token_major = u.strides[1] < u.strides[2]
     for i in prange(nb * nblk):
         b = i // nblk
         d0 = (i - b * nblk) * W
@@ -207,12 +206,12 @@ def forward_lanes(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, scale_b, h0
                 for j in range(W):
                     for n in range(N):
                         ckpt[b, d0 + j, t0 // T, n] = h[n, j]
-            if token_major:  # (batch, L, dim) memory: channels are contiguous
+            if token_major:  # (batch, L, dim): channels are contiguous
                 for k in range(m):
                     for j in range(W):
-                        dt = _dt(delta[b, d0 + j, t0 + k] + bias[d0 + j], softplus)
+                        dt = _dt(delta[b, t0 + k, d0 + j] + bias[d0 + j], softplus)
                         dtb[k, j] = dt
-                        ut = u[b, d0 + j, t0 + k]
+                        ut = u[b, t0 + k, d0 + j]
                         dub[k, j] = dt * ut if scale_b else ut
             else:
                 for j in range(W):
@@ -240,12 +239,12 @@ def forward_lanes(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, scale_b, h0
             if token_major:
                 for k in range(m):
                     for j in range(W):
-                        ut = u[b, d0 + j, t0 + k]
+                        ut = u[b, t0 + k, d0 + j]
                         o = yb[k, j] + Dv[d0 + j] * ut
                         if has_z:
-                            zt = z[b, d0 + j, t0 + k]
+                            zt = z[b, t0 + k, d0 + j]
                             o = o * (zt / (one + fexp(-zt)))
-                        out[b, d0 + j, t0 + k] = o
+                        out[b, t0 + k, d0 + j] = o
             else:
                 for j in range(W):
                     dsk = Dv[d0 + j]

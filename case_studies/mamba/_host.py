@@ -93,6 +93,14 @@ def _strided(x: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(x)
 
 
+def _tm(x: np.ndarray) -> np.ndarray:
+    """The C-contiguous (batch, L, dim) array behind a transposed view (or a dummy as is)."""
+    if x.shape == (1, 1, 1):
+        return x
+    t = x.transpose(0, 2, 1)
+    return t if t.flags.c_contiguous else np.ascontiguousarray(t)
+
+
 def segment_length(pairs: int, L: int) -> int:
     """Tokens per sequence segment: all of L unless there are too few channels."""
     threads = numba.get_num_threads()
@@ -108,7 +116,9 @@ def forward(p: Prepared, save: bool, out: np.ndarray | None = None) -> tuple[np.
     """Run the fused forward; returns (out, last_state, checkpoints)."""
     batch, dim, L = p.u.shape
     N = p.A.shape[1]
-    if out is None:
+    if out is None and not p.u.flags.c_contiguous:  # the chapter's layout: out in it too
+        out = np.empty((batch, L, dim), p.u.dtype).transpose(0, 2, 1)
+    elif out is None:
         out = np.empty((batch, dim, L), p.u.dtype)
     last = np.empty((batch, dim, N), p.u.dtype)
     nck = -(-L // _cpu.CHUNK) if save else 0
@@ -121,9 +131,10 @@ def forward(p: Prepared, save: bool, out: np.ndarray | None = None) -> tuple[np.
     fits = [w for w in _cpu.LANES if gb % w == 0 and gc % w == 0 and batch * dim // w >= threads]
     if fits and seg >= L and per_token:
         W = fits[0]
-        _cpu.forward_lanes(p.u, p.delta, p.A, p.Bg, p.Cg, p.Dv, p.z, p.bias, p.softplus,
-                           p.has_z, p.scale_b, p.h0, out, last, ckpt, _cpu.CHUNK, W,
-                           one)  # fmt: skip
+        tm = not p.u.flags.c_contiguous  # the chapter's layout: pass (batch, L, dim) arrays
+        u, delta, z, o = (_tm(x) if tm else x for x in (p.u, p.delta, p.z, out))
+        _cpu.forward_lanes(u, delta, p.A, p.Bg, p.Cg, p.Dv, z, p.bias, p.softplus, p.has_z,
+                           p.scale_b, p.h0, o, last, ckpt, _cpu.CHUNK, W, one, tm)  # fmt: skip
         return out, last, ckpt
     _cpu.forward(p.u, p.delta, p.A, p.Bg, p.Cg, p.Dv, p.z, p.bias, p.softplus, p.has_z,
                  p.scale_b, p.h0, out, last, ckpt, _cpu.CHUNK,
