@@ -94,7 +94,7 @@ def test_k_larger_than_n_returns_all():
 # ------------------------------------------------------------------ topk N-D
 @pytest.mark.parametrize("axis", [0, 1, -1, 2])
 def test_topk_axis(axis):
-    x = RNG.integers(0, 9, (4, 5, 33)).astype(np.float64)
+    x = RNG.integers(0, 9, (4, 5, 33)).astype(np.float32)
     v, i = topk(x, 4, axis=axis)
     xm = np.moveaxis(x, axis, -1).reshape(-1, x.shape[axis])
     want = ref.topk(xm, 4)
@@ -112,7 +112,7 @@ def test_topk_reference_method_and_empty_axis():
 
 
 def test_topk_ragged_nan_rows_error():
-    x = np.array([[1.0, np.nan, 2.0], [1.0, 2.0, 3.0]])
+    x = np.array([[1.0, np.nan, 2.0], [1.0, 2.0, 3.0]], np.float32)
     with pytest.raises(ValueError, match="ragged: pass nan='largest'"):
         topk(x, 3)
     assert topk(x, 3, nan="largest")[1].shape == (2, 3)
@@ -155,7 +155,9 @@ def test_ascending_input_stays_linear():
     """
     n, k = 200_000, 100
     x = np.arange(n, dtype=np.float32)
-    pos, _, comp = K.topk_rows(x.reshape(1, -1), NO, False, k, 1, True, False, False, np.float32(0), 0)
+    pos, _, comp = K.topk_rows(
+        x.reshape(1, -1), NO, False, k, 1, True, False, False, np.float32(0), 0
+    )
     assert pos[0].tolist() == list(range(n - 1, n - 1 - k, -1))
     assert comp <= n // (k + K.SLACK) + 1
     assert comp >= (n - 2 * k - K.SLACK) // (k + K.SLACK)  # the adversary does fill it
@@ -257,3 +259,13 @@ def test_corrupted_bytes_are_detected():
 
 def test_top_level_names():
     assert pp.TopK is TopK and pp.topk is topk and pp.merge_topk is merge
+
+
+def test_large_updates_threaded_with_ids_and_seed():
+    """Chunks long enough to be split across threads, explicit ids, a seeded second update."""
+    x = RNG.integers(0, 40, 300_000).astype(np.float32)
+    ids = RNG.permutation(300_000).astype(np.int64)
+    s = TopK.empty(50, np.float32).update(x[:150_000], ids=ids[:150_000])
+    s.update(x[150_000:], ids=ids[150_000:])
+    want = _ref_1d(x, 50, ids=ids)
+    np.testing.assert_array_equal(s.result()[1], ids[want])
