@@ -359,20 +359,3 @@ def merge_two(v1, i1, v2, i2, k, desc, nanbig):  # type: ignore[no-untyped-def]
             at[t] = b
             b += 1
     return side, at
-
-
-@numba.njit(parallel=True, cache=True)
-def parallel_max(x):  # type: ignore[no-untyped-def]
-    """Maximum of a 1-D array on all threads (the memory-bandwidth floor of top-k)."""
-    T = numba.get_num_threads()
-    n = x.shape[0]
-    step = (n + T - 1) // T
-    part = np.empty(T, x.dtype)
-    for t in prange(T):
-        s = min(t * step, n)
-        e = min(s + step, n)
-        m = x[s] if e > s else x[0]
-        for i in range(s, e):
-            m = max(m, x[i])
-        part[t] = m
-    return part.max()

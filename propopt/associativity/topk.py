@@ -130,7 +130,7 @@ def _best_positions(
     has_ids = ids is not None
     sv = kernel_view(np.asarray([seed[0] if seed else 0], x2.dtype))[0]
     sid = np.int64(seed[1] if seed else 0)
-    idv = ids if has_ids else _NO_IDS
+    idv = ids if ids is not None else _NO_IDS
     pieces = _pieces(rows, n, kk)
     if rows == 1 and pieces == 1:
         p1, _ = _topk_cpu.topk_one(
@@ -512,9 +512,9 @@ def merge(a: TopK, b: TopK) -> TopK:
     Associative and commutative exactly; ``O(k)`` (both lists are sorted).  Both summaries must
     have the same ``k``, direction, dtype and NaN policy.  ``n_seen`` adds up.
     """
-    for name, s in (("a", a), ("b", b)):
-        if not isinstance(s, TopK):
-            raise TypeError(f"{name} must be a TopK, got {type(s).__name__}")
+    for name, arg in (("a", a), ("b", b)):
+        if not isinstance(arg, TopK):
+            raise TypeError(f"{name} must be a TopK, got {type(arg).__name__}")
     for field in ("k", "largest", "dtype", "nan"):
         va, vb = getattr(a, field), getattr(b, field)
         if va != vb:
