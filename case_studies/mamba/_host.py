@@ -134,7 +134,8 @@ def forward(p: Prepared, save: bool, out: np.ndarray | None = None) -> tuple[np.
         tm = not p.u.flags.c_contiguous  # the chapter's layout: pass (batch, L, dim) arrays
         u, delta, z, o = (_tm(x) if tm else x for x in (p.u, p.delta, p.z, out))
         _cpu.forward_lanes(u, delta, p.A, p.Bg, p.Cg, p.Dv, z, p.bias, p.softplus, p.has_z,
-                           p.scale_b, p.h0, o, last, ckpt, _cpu.CHUNK, W, one, tm)  # fmt: skip
+                           p.scale_b, p.h0, o, last, ckpt, _cpu.CHUNK, W, one, tm,
+                           _cpu.TILE)  # fmt: skip
         return out, last, ckpt
     _cpu.forward(p.u, p.delta, p.A, p.Bg, p.Cg, p.Dv, p.z, p.bias, p.softplus, p.has_z,
                  p.scale_b, p.h0, out, last, ckpt, _cpu.CHUNK,
