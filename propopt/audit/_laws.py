@@ -32,9 +32,11 @@ combines built from sums and products the absolute-value evaluation bounds
 the terms whose errors add up (``|a||b| + |c||d|`` for a matrix product), so
 the audit does not mistake rounding for a violation at any magnitude of the
 data.  The default ``rtol`` is a few hundred ulps of the result dtype (1e-2
-for float16, 1e-4 for float32, 1e-10 for float64) and ``atol`` is 0;
-integers are compared exactly.  Equal values, including two infinities of one
-sign and two NaNs, are never a violation; a NaN on one side only always is.
+for float16, 1e-4 for float32, 1e-10 for float64) and the default ``atol``
+is ``rtol`` times the smallest normal number of the dtype (subnormal results
+have absolute, not relative, precision); integers are compared exactly.
+Equal values, including two infinities of one sign and two NaNs, are never a
+violation; a NaN on one side only always is.
 """
 
 from __future__ import annotations
@@ -246,7 +248,8 @@ def check_associative(
     rtol, atol : float, optional
         Tolerance (see the module notes): by default ``rtol`` is 1e-2 for
         float16, 1e-4 for float32 and 1e-10 for float64 results, 0 for
-        integers, and ``atol`` is 0.
+        integers, and ``atol`` is ``rtol`` times the dtype's smallest normal
+        number (the reported ``atol`` is 0 when only this floor applies).
     seed : int
         Seed of the triple sampler.
 
@@ -641,7 +644,12 @@ def _compare(
                 for src in sources:
                     mag = np.abs(_wide(_rows(_to_numpy(src[i]), s.ax)))
                     scale = np.maximum(scale, np.where(np.isfinite(mag), mag, 0.0))
-            tol = at + rt * scale
+            # below the smallest normal number precision is absolute, so the
+            # default floor is rtol of it (hundreds of subnormal steps)
+            floor = at
+            if atol is None and rt > 0 and lv.dtype.kind in "fc":
+                floor = rt * float(np.finfo(lv.dtype).smallest_normal)
+            tol = floor + rt * scale
             ratio = np.full(diff.shape, np.inf)
             np.divide(diff, tol, out=ratio, where=tol > 0)
             ratio[equal] = 0.0
