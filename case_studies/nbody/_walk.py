@@ -24,17 +24,21 @@ NEAR_CAP = 4096
 
 
 @njit(cache=True, fastmath=True, error_model="numpy", inline="always")
-def _far(tx, ty, tz, te2, fb, nf, quad, out):  # pragma: no cover - numba
-    ax = 0.0
-    ay = 0.0
-    az = 0.0
-    ph = 0.0
+def _far(tx, ty, tz, te2, fb, nf, quad, c, out):  # pragma: no cover - numba
+    ax = c[0]
+    ay = c[0]
+    az = c[0]
+    ph = c[0]
+    half = c[1]
+    one = c[2]
+    three = c[3]
+    five = c[4]
     for k in range(nf):
         dx = tx - fb[1, k]
         dy = ty - fb[2, k]
         dz = tz - fb[3, k]
-        s2 = dx * dx + dy * dy + dz * dz + 0.5 * (te2 + fb[10, k])
-        inv = 1.0 / np.sqrt(s2)
+        s2 = dx * dx + dy * dy + dz * dz + half * (te2 + fb[10, k])
+        inv = one / np.sqrt(s2)
         inv2 = inv * inv
         g1 = inv * inv2
         M = fb[0, k]
@@ -44,15 +48,15 @@ def _far(tx, ty, tz, te2, fb, nf, quad, out):  # pragma: no cover - numba
         az -= mg * dz
         ph -= M * inv
         if quad:
-            g2 = 3.0 * g1 * inv2
-            g3 = 5.0 * g2 * inv2
+            g2 = three * g1 * inv2
+            g3 = five * g2 * inv2
             sdx = fb[4, k] * dx + fb[5, k] * dy + fb[6, k] * dz
             sdy = fb[5, k] * dx + fb[7, k] * dy + fb[8, k] * dz
             sdz = fb[6, k] * dx + fb[8, k] * dy + fb[9, k] * dz
             dsd = dx * sdx + dy * sdy + dz * sdz
             tr = fb[4, k] + fb[7, k] + fb[9, k]
-            ph -= 0.5 * (dsd * g2 - tr * g1)
-            c1 = 0.5 * (tr * g2 - dsd * g3)
+            ph -= half * (dsd * g2 - tr * g1)
+            c1 = half * (tr * g2 - dsd * g3)
             ax += c1 * dx + g2 * sdx
             ay += c1 * dy + g2 * sdy
             az += c1 * dz + g2 * sdz
@@ -63,17 +67,20 @@ def _far(tx, ty, tz, te2, fb, nf, quad, out):  # pragma: no cover - numba
 
 
 @njit(cache=True, fastmath=True, error_model="numpy", inline="always")
-def _near(tx, ty, tz, te2, nb, nq, out):  # pragma: no cover - numba
-    ax = 0.0
-    ay = 0.0
-    az = 0.0
-    ph = 0.0
+def _near(tx, ty, tz, te2, nb, nq, c, out):  # pragma: no cover - numba
+    ax = c[0]
+    ay = c[0]
+    az = c[0]
+    ph = c[0]
+    zero = c[0]
+    half = c[1]
+    one = c[2]
     for k in range(nq):
         dx = nb[0, k] - tx
         dy = nb[1, k] - ty
         dz = nb[2, k] - tz
-        s2 = dx * dx + dy * dy + dz * dz + 0.5 * (te2 + nb[4, k])
-        inv = 1.0 / np.sqrt(s2) if s2 > 0.0 else 0.0
+        s2 = dx * dx + dy * dy + dz * dz + half * (te2 + nb[4, k])
+        inv = one / np.sqrt(s2) if s2 > zero else zero
         w = nb[3, k] * inv
         g = w * inv * inv
         ax += g * dx
@@ -87,32 +94,37 @@ def _near(tx, ty, tz, te2, nb, nq, out):  # pragma: no cover - numba
 
 
 @njit(cache=True, fastmath=True, error_model="numpy")
-def _flush(tgt, gs, ge, fb, nf, nb, nq, quad, acc):  # pragma: no cover - numba
-    for t in range(gs, ge):
-        o = acc[t - gs]
+def _flush(tb, ng, fb, nf, nb, nq, quad, c, acc):  # pragma: no cover - numba
+    for t in range(ng):
+        o = acc[t]
         if nf and quad:
-            _far(tgt[0, t], tgt[1, t], tgt[2, t], tgt[3, t], fb, nf, True, o)
+            _far(tb[0, t], tb[1, t], tb[2, t], tb[3, t], fb, nf, True, c, o)
         elif nf:
-            _far(tgt[0, t], tgt[1, t], tgt[2, t], tgt[3, t], fb, nf, False, o)
+            _far(tb[0, t], tb[1, t], tb[2, t], tb[3, t], fb, nf, False, c, o)
         if nq:
-            _near(tgt[0, t], tgt[1, t], tgt[2, t], tgt[3, t], nb, nq, o)
+            _near(tb[0, t], tb[1, t], tb[2, t], tb[3, t], nb, nq, c, o)
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
-def walk(tgt, gstart, gend, gmax, src, nodes, nstart, nend, nxt, leaf, theta, quad, nblocks, out):
+def walk(
+    tgt, gstart, gend, gmax, src, nodes, nstart, nend, nxt, leaf, theta, quad, nblocks, c, out
+):
     """Field of the tree at the targets, one walk per group.  # pragma: no cover - numba
 
     ``tgt`` (4, t): x, y, z, eps^2 of the (sorted) targets; ``src`` (5, n):
     x, y, z, m, eps^2 of the sorted sources; ``nodes`` (13, k): M, c (3),
     S2 (6: xx xy xz yy yz zz), mean eps^2, b_max^2, size^2 of each node.
-    ``out`` (t, 4) receives ax, ay, az, phi (G = 1).
+    ``out`` (t, 4) receives ax, ay, az, phi (G = 1).  ``c`` = (0, 0.5, 1, 3, 5)
+    in the precision of the inner loops (float32 or float64): the buffers hold
+    coordinates relative to the group's centre in that precision.
     """
     ng = gstart.shape[0]
     nnode = nxt.shape[0]
     th2 = theta * theta
     for b in prange(nblocks):
-        fb = np.empty((11, FAR_CAP))
-        nb = np.empty((5, NEAR_CAP))
+        fb = np.empty((11, FAR_CAP), c.dtype)
+        nb = np.empty((5, NEAR_CAP), c.dtype)
+        tb = np.empty((4, gmax), c.dtype)
         acc = np.empty((gmax, 4))
         for g in range(b * ng // nblocks, (b + 1) * ng // nblocks):
             gs = gstart[g]
@@ -131,6 +143,14 @@ def walk(tgt, gstart, gend, gmax, src, nodes, nstart, nend, nxt, leaf, theta, qu
                 hx = max(hx, tgt[0, t])
                 hy = max(hy, tgt[1, t])
                 hz = max(hz, tgt[2, t])
+            gx = 0.5 * (lx + hx)
+            gy = 0.5 * (ly + hy)
+            gz = 0.5 * (lz + hz)
+            for t in range(gs, ge):
+                tb[0, t - gs] = tgt[0, t] - gx
+                tb[1, t - gs] = tgt[1, t] - gy
+                tb[2, t - gs] = tgt[2, t] - gz
+                tb[3, t - gs] = tgt[3, t]
             nf = 0
             nq = 0
             i = 0
@@ -148,9 +168,13 @@ def walk(tgt, gstart, gend, gmax, src, nodes, nstart, nend, nxt, leaf, theta, qu
                 d2 = dx * dx + dy * dy + dz * dz
                 if d2 > nodes[11, i] and d2 * th2 > nodes[12, i]:
                     if nf == FAR_CAP:
-                        _flush(tgt, gs, ge, fb, nf, nb, 0, quad, acc)
+                        _flush(tb, ge - gs, fb, nf, nb, 0, quad, c, acc)
                         nf = 0
-                    for q in range(11):
+                    fb[0, nf] = M
+                    fb[1, nf] = cx - gx
+                    fb[2, nf] = cy - gy
+                    fb[3, nf] = cz - gz
+                    for q in range(4, 11):
                         fb[q, nf] = nodes[q, i]
                     nf += 1
                     i = nxt[i]
@@ -158,16 +182,19 @@ def walk(tgt, gstart, gend, gmax, src, nodes, nstart, nend, nxt, leaf, theta, qu
                     j = nstart[i]
                     while j < nend[i]:
                         if nq == NEAR_CAP:
-                            _flush(tgt, gs, ge, fb, 0, nb, nq, quad, acc)
+                            _flush(tb, ge - gs, fb, 0, nb, nq, quad, c, acc)
                             nq = 0
-                        for q in range(5):
-                            nb[q, nq] = src[q, j]
+                        nb[0, nq] = src[0, j] - gx
+                        nb[1, nq] = src[1, j] - gy
+                        nb[2, nq] = src[2, j] - gz
+                        nb[3, nq] = src[3, j]
+                        nb[4, nq] = src[4, j]
                         nq += 1
                         j += 1
                     i = nxt[i]
                 else:
                     i += 1
-            _flush(tgt, gs, ge, fb, nf, nb, nq, quad, acc)
+            _flush(tb, ge - gs, fb, nf, nb, nq, quad, c, acc)
             for t in range(gs, ge):
                 for q in range(4):
                     out[t, q] = acc[t - gs, q]

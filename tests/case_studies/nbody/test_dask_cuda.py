@@ -31,11 +31,19 @@ def test_dask_equals_in_memory(client):
     tree = Octree.build(pos, m, eps=0.01)
     t = np.random.default_rng(1).normal(size=(3001, 3))
     fut = scatter_tree(client, tree)
+    # theta = 0: the exact sum, whatever the chunks
+    a, p = field_dask(client, fut, t, chunk=700, theta=0.0)
+    a0, p0 = tree.field(t, theta=0.0)
+    np.testing.assert_allclose(a, a0, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(p, p0, rtol=1e-12)
+    # theta > 0: target groups are formed inside each chunk, so the accepted
+    # cells differ slightly from one call on all targets; both are as accurate
     for kw in (dict(theta=0.5), dict(theta=0.7, quadrupole=False)):
         a, p = field_dask(client, fut, t, chunk=700, **kw)
-        a0, p0 = tree.field(t, **kw)
-        np.testing.assert_allclose(a, a0, rtol=1e-12, atol=1e-15)
-        np.testing.assert_allclose(p, p0, rtol=1e-12)
+        a1, _ = tree.field(t, **kw)
+        e = np.linalg.norm(a - a0, axis=1) / np.linalg.norm(a0, axis=1)
+        e1 = np.linalg.norm(a1 - a0, axis=1) / np.linalg.norm(a0, axis=1)
+        assert np.median(e) < 1.5 * np.median(e1) + 1e-12 and np.median(e) < 1e-2
     a, p = field_dask(client, tree, np.zeros((0, 3)))
     assert a.shape == (0, 3)
     with pytest.raises(ValueError, match="chunk=0: must be an int >= 1"):
@@ -47,12 +55,17 @@ def test_cuda_walk_simulator():
     rng = np.random.default_rng(0)
     pos, m = rng.normal(size=(60, 3)), rng.uniform(size=60)
     tree = Octree.build(pos, m, eps=0.05, leaf_size=4)
+    t = rng.normal(size=(20, 3))
     for theta, quad in ((0.0, True), (0.6, True), (0.6, False)):
-        a, _p = tree.field(theta=theta, quadrupole=quad, method="cuda")
-        # the GPU walks one target at a time: at theta = 0 both are the exact sum
-        a0, p0 = tree.field(theta=0.0)
-        e = np.linalg.norm(a - a0, axis=1) / np.linalg.norm(a0, axis=1)
-        assert np.median(e) < (1e-10 if theta == 0 else 1e-2)
+        # one GPU thread per target = the CPU walk with groups of one target
+        a, p = tree.field(theta=theta, quadrupole=quad, method="cuda")
+        a1, p1 = tree.field(theta=theta, quadrupole=quad, group_size=1)
+        np.testing.assert_allclose(a, a1, rtol=1e-10, atol=1e-13)
+        np.testing.assert_allclose(p, p1, rtol=1e-10)
+        a, p = tree.field(t, theta=theta, quadrupole=quad, method="cuda")
+        a1, p1 = tree.field(t, theta=theta, quadrupole=quad, group_size=1)
+        np.testing.assert_allclose(a, a1, rtol=1e-10, atol=1e-13)
+    a0, p0 = tree.field(theta=0.0)
     ad, pd = direct(pos, m, eps=0.05, method="cuda")
     np.testing.assert_allclose(ad, a0, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(pd, p0, rtol=1e-9)
