@@ -17,6 +17,7 @@ from __future__ import annotations
 import glob
 import math
 import os
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,7 +82,7 @@ class _Bar:
             self.bar.update(1)
             self.bar.set_postfix_str(info, refresh=False)
         elif self.enabled and (self.done % max(self.total // 10, 1) == 0):
-            print(f"leapfrog {self.done}/{self.total} {info}", flush=True)
+            print(f"leapfrog {self.done}/{self.total} {info}", file=sys.stderr, flush=True)
 
     def close(self) -> None:
         if self.bar is not None:
