@@ -12,10 +12,12 @@ threshold, so the data are read in blocks of ``BLOCK`` elements and a block
 is first tested as a whole by a branch-free count of ``x > thr`` (a compare
 and an add per element, vectorized by LLVM); only a block holding a winner is
 scanned element by element.  When the buffer is full it is *compacted* by a
-selection (quickselect, ``O(cap)``) down to the best ``k``, which raises the
-threshold.  Each compaction frees ``cap - k >= k`` slots, so even when every
-element is admitted (ascending input) the work is ``O(n)`` amortized: about
-``n / (cap - k)`` compactions of ``O(cap)`` each.  A heap would instead pay
+pass that keeps only the candidates at least as good as a sampled pivot
+ranked a little below the k-th (``_shrink``; an exact quickselect if the
+sample was unlucky), and the pivot becomes the threshold.  Each compaction
+costs ``O(cap)`` and frees at least ``SAMPLE`` (typically ``cap - 1.5k``)
+slots, so even when every element is admitted (ascending input) the work is
+``O(n)`` amortized.  A heap would instead pay
 ``O(log k)`` per admitted element.
 
 Tried and rejected: mapping scores to order-preserving integer keys first
@@ -48,6 +50,9 @@ SUB = 64
 #: admitted element, ``cap / (cap - k)`` passes, stays near one (4096 for
 #: k = 1000: a 120 KiB buffer, in L2).
 SLACK = 4096
+
+#: Candidates sampled to choose the pivot of a compaction (see ``_shrink``).
+SAMPLE = 128
 
 _stats = np.zeros(1, np.int64)  # compactions of the last call (tests, benchmarks)
 
@@ -207,6 +212,43 @@ def _count_equal(x, s, e, thr):  # type: ignore[no-untyped-def]
 
 
 @numba.njit(cache=True)
+def _shrink(v, ids, pos, c, k, desc, nanbig):  # type: ignore[no-untyped-def]
+    """Drop candidates that cannot be among the best ``k``: ``(count, thr, thr_id)``.
+
+    The pivot is a pair ranked a little below ``k / c`` in an evenly spaced
+    sample of ``SAMPLE`` candidates; one pass keeps the pairs at least as
+    good as it (usually ``~1.3 k``).  When at least ``k`` are kept, nothing
+    worse than the pivot can be in the top ``k``, so the pivot becomes the
+    threshold; otherwise (an unlucky sample) an exact quickselect runs.
+    One pass per compaction instead of a quickselect's ~3.4 with unpredictable
+    branches: ascending input (every element a winner) went from ~86 to
+    ~5 ns per element at n = 10^7, k = 1000 (random input: ~0.6).
+    """
+    ns = min(SAMPLE, c)
+    sv = np.empty(ns, v.dtype)
+    si = np.empty(ns, np.int64)
+    for t in range(ns):
+        q = (t * c) // ns
+        sv[t] = v[q]
+        si[t] = ids[q]
+    order = _sort_order(sv, si, desc, nanbig)
+    r = min(ns - 1, (ns * k) // c + 2 * int(np.sqrt(ns * k / c)) + 2)
+    pv = sv[order[r]]
+    pi = si[order[r]]
+    w = 0
+    for t in range(c):
+        if not _better(pv, pi, v[t], ids[t], desc, nanbig):  # swaps keep a permutation
+            v[w], v[t] = v[t], v[w]
+            ids[w], ids[t] = ids[t], ids[w]
+            pos[w], pos[t] = pos[t], pos[w]
+            w += 1
+    if w >= k and w <= c - SAMPLE:
+        return w, pv, pi
+    thr, tid = _compact(v, ids, pos, w if w >= k else c, k, desc, nanbig)
+    return k, thr, tid
+
+
+@numba.njit(cache=True)
 def _unit(x, xids, has_ids, s, e, k, desc, nanbig, seeded, sv, sid, ov, oi, op):  # type: ignore[no-untyped-def]
     """Top-``k`` of ``x[s:e]`` into ``ov, oi, op`` (unsorted); returns (count, compactions).
 
@@ -263,10 +305,9 @@ def _unit(x, xids, has_ids, s, e, k, desc, nanbig, seeded, sv, sid, ov, oi, op):
                             bp[c] = t
                             c += 1
                             if c == cap:
-                                thr, tid = _compact(bv, bi, bp, c, k, desc, nanbig)
+                                c, thr, tid = _shrink(bv, bi, bp, c, k, desc, nanbig)
                                 thr_nan = thr != thr
                                 compactions += 1
-                                c = k
             j = be
     if c > k:
         _compact(bv, bi, bp, c, k, desc, nanbig)

@@ -149,22 +149,28 @@ def test_independent_of_thread_count_and_pieces():
 def test_ascending_input_stays_linear():
     """Every element of ascending input beats the threshold: count the compactions.
 
-    With a buffer of ``2k + SLACK`` each compaction frees ``k + SLACK``
-    slots, so at most ``n / (k + SLACK) + 1`` compactions run per unit,
-    i.e. O(n) work in total, never a heap operation per element.
+    A compaction runs only when the buffer of ``2k + SLACK`` is full, and it
+    frees at least ``SAMPLE`` slots (else it selects exactly ``k``), so the
+    count grows linearly with n: O(n) work, never a heap operation per element.
     """
-    n, k = 200_000, 100
-    x = np.arange(n, dtype=np.float32)
-    pos, _, comp = K.topk_rows(
-        x.reshape(1, -1), NO, False, k, 1, True, False, False, np.float32(0), 0
-    )
-    assert pos[0].tolist() == list(range(n - 1, n - 1 - k, -1))
-    assert comp <= n // (k + K.SLACK) + 1
-    assert comp >= (n - 2 * k - K.SLACK) // (k + K.SLACK)  # the adversary does fill it
-    _, _, comp_random = K.topk_rows(
-        RNG.permutation(x).reshape(1, -1), NO, False, k, 1, True, False, False, np.float32(0), 0
-    )
-    assert comp_random < comp / 10
+    k = 100
+
+    def compactions(x):
+        pos, _, comp = K.topk_rows(
+            x.reshape(1, -1), NO, False, k, 1, True, False, False, np.float32(0), 0
+        )
+        return pos[0], comp
+
+    n = 200_000
+    x = np.arange(2 * n, dtype=np.float32)
+    pos, c1 = compactions(x[:n])
+    assert pos.tolist() == list(range(n - 1, n - 1 - k, -1))
+    pos, c2 = compactions(x)
+    assert pos.tolist() == list(range(2 * n - 1, 2 * n - 1 - k, -1))
+    assert n // (2 * k + K.SLACK) <= c1 <= n // K.SAMPLE + 1  # the adversary does fill it
+    assert 1.8 <= c2 / c1 <= 2.2  # linear in n
+    _, c_random = compactions(RNG.permutation(x))
+    assert c_random < c2 / 10
 
 
 # ---------------------------------------------------------------------- TopK
@@ -269,3 +275,16 @@ def test_large_updates_threaded_with_ids_and_seed():
     s.update(x[150_000:], ids=ids[150_000:])
     want = _ref_1d(x, 50, ids=ids)
     np.testing.assert_array_equal(s.result()[1], ids[want])
+
+
+@pytest.mark.parametrize("largest", [True, False])
+@pytest.mark.parametrize("nan", ["ignore", "largest"])
+def test_adversarial_order_with_ties_and_nan(largest, nan):
+    """Input sorted toward the winners (every element admitted, many compactions)."""
+    x = np.repeat(np.arange(12_000, dtype=np.float64), 3)  # ties in every compaction
+    if not largest:
+        x = x[::-1].copy()
+    x[::997] = np.nan
+    for k in (1, 50, 7000):
+        _, i = topk(x, k, largest=largest, nan=nan)
+        np.testing.assert_array_equal(i, _ref_1d(x, k, largest, nan))
