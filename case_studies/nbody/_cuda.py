@@ -31,16 +31,16 @@ def _walk_kernel(tgt, src, nodes, nstart, nend, nxt, leaf, th2, quad, out):  # p
     i = 0
     nn = nxt.shape[0]
     while i < nn:
-        M = nodes[0, i]
+        M = nodes[i, 0]
         if M == 0.0:
             i = nxt[i]
             continue
-        dx = tx - nodes[1, i]
-        dy = ty - nodes[2, i]
-        dz = tz - nodes[3, i]
+        dx = tx - nodes[i, 1]
+        dy = ty - nodes[i, 2]
+        dz = tz - nodes[i, 3]
         d2 = dx * dx + dy * dy + dz * dz
-        if d2 > nodes[11, i] and d2 * th2 > nodes[12, i]:
-            s2 = d2 + 0.5 * (te2 + nodes[10, i])
+        if d2 > nodes[i, 11] and d2 * th2 > nodes[i, 12]:
+            s2 = d2 + 0.5 * (te2 + nodes[i, 10])
             inv = 1.0 / math.sqrt(s2)
             inv2 = inv * inv
             g1 = inv * inv2
@@ -51,11 +51,11 @@ def _walk_kernel(tgt, src, nodes, nstart, nend, nxt, leaf, th2, quad, out):  # p
             if quad:
                 g2 = 3.0 * g1 * inv2
                 g3 = 5.0 * g2 * inv2
-                sdx = nodes[4, i] * dx + nodes[5, i] * dy + nodes[6, i] * dz
-                sdy = nodes[5, i] * dx + nodes[7, i] * dy + nodes[8, i] * dz
-                sdz = nodes[6, i] * dx + nodes[8, i] * dy + nodes[9, i] * dz
+                sdx = nodes[i, 4] * dx + nodes[i, 5] * dy + nodes[i, 6] * dz
+                sdy = nodes[i, 5] * dx + nodes[i, 7] * dy + nodes[i, 8] * dz
+                sdz = nodes[i, 6] * dx + nodes[i, 8] * dy + nodes[i, 9] * dz
                 dsd = dx * sdx + dy * sdy + dz * sdz
-                tr = nodes[4, i] + nodes[7, i] + nodes[9, i]
+                tr = nodes[i, 4] + nodes[i, 7] + nodes[i, 9]
                 ph -= 0.5 * (dsd * g2 - tr * g1)
                 c1 = 0.5 * (tr * g2 - dsd * g3)
                 ax += c1 * dx + g2 * sdx

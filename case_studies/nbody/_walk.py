@@ -112,7 +112,7 @@ def walk(
     """Field of the tree at the targets, one walk per group.  # pragma: no cover - numba
 
     ``tgt`` (4, t): x, y, z, eps^2 of the (sorted) targets; ``src`` (5, n):
-    x, y, z, m, eps^2 of the sorted sources; ``nodes`` (13, k): M, c (3),
+    x, y, z, m, eps^2 of the sorted sources; ``nodes`` (k, 13): M, c (3),
     S2 (6: xx xy xz yy yz zz), mean eps^2, b_max^2, size^2 of each node.
     ``out`` (t, 4) receives ax, ay, az, phi (G = 1).  ``c`` = (0, 0.5, 1, 3, 5)
     in the precision of the inner loops (float32 or float64): the buffers hold
@@ -155,18 +155,18 @@ def walk(
             nq = 0
             i = 0
             while i < nnode:
-                M = nodes[0, i]
+                M = nodes[i, 0]
                 if M == 0.0:
                     i = nxt[i]
                     continue
-                cx = nodes[1, i]
-                cy = nodes[2, i]
-                cz = nodes[3, i]
+                cx = nodes[i, 1]
+                cy = nodes[i, 2]
+                cz = nodes[i, 3]
                 dx = max(lx - cx, 0.0, cx - hx)
                 dy = max(ly - cy, 0.0, cy - hy)
                 dz = max(lz - cz, 0.0, cz - hz)
                 d2 = dx * dx + dy * dy + dz * dz
-                if d2 > nodes[11, i] and d2 * th2 > nodes[12, i]:
+                if d2 > nodes[i, 11] and d2 * th2 > nodes[i, 12]:
                     if nf == FAR_CAP:
                         _flush(tb, ge - gs, fb, nf, nb, 0, quad, c, acc)
                         nf = 0
@@ -175,7 +175,7 @@ def walk(
                     fb[2, nf] = cy - gy
                     fb[3, nf] = cz - gz
                     for q in range(4, 11):
-                        fb[q, nf] = nodes[q, i]
+                        fb[q, nf] = nodes[i, q]
                     nf += 1
                     i = nxt[i]
                 elif leaf[i]:

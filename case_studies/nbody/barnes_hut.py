@@ -134,7 +134,7 @@ class Octree:
         Moment rows (:mod:`propopt.separability` layout) about each centre of mass.
     lo, hi : ndarrays (k, 3)
         Tight bounding box of each node's bodies.
-    nodes : ndarray (13, k)
+    nodes : ndarray (k, 13)
         What the walk reads: M, centre, S2, mean eps^2, b_max^2, size^2.
     """
 
@@ -207,12 +207,12 @@ class Octree:
         pos_sorted = np.ascontiguousarray(src[:3].T)
         rows, lo, hi, me2 = node_moments(pos_sorted, src[3], src[4], start, end, nxt, leaf)
         k = start.shape[0]
-        nodes = np.empty((13, k))
-        nodes[:10] = rows[:, :10].T
-        nodes[10] = me2
+        nodes = np.empty((k, 13))  # one node per row: a visit touches 2 cache lines
+        nodes[:, :10] = rows[:, :10]
+        nodes[:, 10] = me2
         corner = np.maximum(np.abs(hi - rows[:, 1:4]), np.abs(rows[:, 1:4] - lo))
-        nodes[11] = (corner * corner).sum(axis=1)
-        nodes[12] = (hi - lo).max(axis=1) ** 2 if k else 0.0
+        nodes[:, 11] = (corner * corner).sum(axis=1)
+        nodes[:, 12] = (hi - lo).max(axis=1) ** 2 if k else 0.0
         uni = float(e[0] ** 2) if n and np.all(e == e[0]) else (0.0 if n == 0 else None)
         return cls(
             n, order, src, keys, start, end, nxt, leaf, level, rows, lo, hi, nodes,
