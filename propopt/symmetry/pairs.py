@@ -13,11 +13,11 @@ need ``f`` once per unordered pair ``{i, j}``: its value ``v`` is credited
 to ``i`` as ``w_j v`` and to ``j`` as ``\\pm w_i v``.  That is ``n(n-1)/2``
 kernel calls instead of ``n(n-1)``.
 
-Measured on the 2-core development machine while it ran other jobs (N = 20,000,
-the Plummer gravity kernel, float64, 2 threads, same numba and kernel both
-ways): the halved sum is 1.5-1.7x faster than the full double loop; source
-tiles do not speed up the full loop at this size (see docs/symmetry.md and
-docs/locality.md).
+Measured on the 2-core development machine (N = 20,000, the Plummer gravity
+kernel, float64, 2 threads, same numba, kernel and compile flags both ways,
+both vectorized): the halved sum 0.066 s, the full double loop 0.10 s, a ratio
+of about 1.5x, near the ceiling the kernel's cost allows (see
+docs/symmetry.md).
 """
 
 from __future__ import annotations
@@ -34,12 +34,12 @@ from . import _cpu, _reference
 SYMMETRIES: tuple[str, ...] = ("symmetric", "antisymmetric")
 METHODS: tuple[str, ...] = ("auto", "halved", "full", "untiled", "reference", "cuda")
 
-TILE = 128
+TILE = 256
 """Default tile (points per block) on the CPU.  A block pair touches
-``2 * TILE`` points and ``2 * TILE * k`` accumulators: 8-16 KiB for 3-D
-points, well inside the 32 KiB L1.  64, 128 and 256 ran within 5% of each
-other at N = 20,000 on the development machine; 128 balances the triangle's
-ragged diagonal against per-block overhead."""
+``2 * TILE`` points and ``TILE * k`` credit accumulators: 16-24 KiB for 3-D
+points and ``k <= 4``, inside a 32 KiB L1.  At N = 20,000 on the development
+machine 256 and 512 ran within 5% of each other and 128 10-15% slower
+(each target's vector sums are reduced once per tile)."""
 
 Symmetry = Literal["symmetric", "antisymmetric"]
 
@@ -274,15 +274,17 @@ def pairwise_sum(
     else:
         mod = _cpu.kernels(kernel, k, scalar, signs, len(args), d)
         tl = tile or TILE
+        XT = np.ascontiguousarray(X.T)  # (d, n): a tile's sources are d contiguous runs
         if method == "halved":
             nthreads = _jit.num_threads()
             acc = np.zeros((nthreads, n, k))
-            mod.halved(X, w, *args, tl, nthreads, acc)
+            mod.halved(XT, w, *args, tl, nthreads, acc)
             out = acc[0] if nthreads == 1 else acc.sum(axis=0)
         else:
             out = np.zeros((m, k))
             fn = mod.full if method == "full" else mod.untiled
-            fn(X if T is None else T, X, w, *args, tl, T is None, out)
+            TT = XT if T is None else np.ascontiguousarray(T.T)
+            fn(TT, XT, w, *args, tl, T is None, out)
     out = out.astype(X.dtype, copy=False)
     return out[:, 0] if scalar else out
 
