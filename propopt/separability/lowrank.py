@@ -338,6 +338,9 @@ def low_rank(
                 f"rank={rank}: must satisfy 1 <= rank <= min(m, n) = {kmax} for a "
                 f"{m} x {n} matrix; pass a smaller rank"
             )
+    real = (int, float, np.integer, np.floating)
+    if rtol is not None and (isinstance(rtol, bool) or not isinstance(rtol, real)):
+        raise TypeError(f"rtol={rtol!r}: must be a number in (0, 1), e.g. rtol=1e-6")
     if rtol is not None and not (np.isfinite(rtol) and 0.0 < rtol < 1.0):
         raise ValueError(f"rtol={rtol}: must lie in the open interval (0, 1), e.g. rtol=1e-6")
     for name, val, lo in (("oversample", oversample, 0), ("power_iters", power_iters, 0)):

@@ -180,6 +180,8 @@ def test_bad_arguments(kwargs, match):
 
 
 def test_bad_inputs():
+    with pytest.raises(TypeError, match=r"rtol='1e-3': must be a number in \(0, 1\)"):
+        low_rank(np.ones((4, 4)), rtol="1e-3")
     with pytest.raises(TypeError, match=r"rank=2\.0: must be an int"):
         low_rank(np.ones((5, 7)), rank=2.0)
     with pytest.raises(ValueError, match=r"M.ndim=3: M must be a 2-D matrix"):
