@@ -39,8 +39,8 @@ __all__ = ["METHODS", "Octree", "barnes_hut"]
 
 METHODS = ("cpu", "cuda", "reference")
 PRECISIONS = ("float64", "float32")
-LEAF_SIZE = 16
-GROUP_SIZE = 64
+LEAF_SIZE = 32
+GROUP_SIZE = 256
 THETA = 0.7
 
 
