@@ -43,6 +43,13 @@ MIN_PIECE_PER_K = 8
 #: ... and at least this many elements (a parallel region costs ~10 µs).
 MIN_PIECE = 1 << 16
 
+#: A seeded call (a summary that already holds k pairs taking a chunk) only
+#: filters, at memory speed; below this many elements it runs on the calling
+#: thread, above it in one parallel region (no hand-off to a pool).
+#: Filtering 100 seeded chunks of 10^6 float32: 12.7-13.5 ms on one thread,
+#: 11.8 ms in parallel regions, 22.7-24.5 ms through the thread pool.
+SEEDED_ONE_THREAD_BELOW = 1 << 18
+
 _MAGIC = b"PPTOPK"
 _VERSION = 1
 _HEAD = struct.Struct("<6sHQQQBB")  # magic, version, k, n_seen, start, largest, nan
@@ -95,9 +102,9 @@ def kernel_view(x: np.ndarray) -> np.ndarray:
     return x.astype(np.int32)
 
 
-def _pieces(rows: int, n: int, k: int) -> int:
+def _pieces(rows: int, n: int, k: int, seeded: bool = False) -> int:
     threads = _topk_cpu_threads()
-    if rows >= threads:
+    if rows >= threads or (seeded and rows * n < SEEDED_ONE_THREAD_BELOW):
         return 1
     per = max(MIN_PIECE, MIN_PIECE_PER_K * k)
     return max(1, min(threads // rows, n // per))
@@ -131,7 +138,7 @@ def _best_positions(
     sv = kernel_view(np.asarray([seed[0] if seed else 0], x2.dtype))[0]
     sid = np.int64(seed[1] if seed else 0)
     idv = ids if ids is not None else _NO_IDS
-    pieces = _pieces(rows, n, kk)
+    pieces = _pieces(rows, n, kk, seed is not None)
     if rows == 1 and pieces == 1:
         p1, _ = _topk_cpu.topk_one(
             xv[0], idv, has_ids, kk, largest, nanbig, seed is not None, sv, sid
@@ -139,7 +146,7 @@ def _best_positions(
         pos = np.zeros((1, kk), np.int64)
         pos[0, : p1.shape[0]] = p1
         return pos, np.array([p1.shape[0]])
-    if rows == 1:
+    if rows == 1 and seed is None:
         p1 = _one_row_threads(xv[0], idv, has_ids, kk, pieces, largest, nanbig, seed, sv, sid)
         pos = np.zeros((1, kk), np.int64)
         pos[0, : p1.shape[0]] = p1
@@ -187,7 +194,9 @@ def _one_row_threads(
         p = p + a
         return p, (idv[p] if has_ids else p)
 
-    parts = list(_pool.map(run, range(pieces)))
+    # the calling thread takes piece 0 itself: one hand-off fewer
+    futures = [_pool.submit(run, q) for q in range(1, pieces)]
+    parts = [run(0)] + [f.result() for f in futures]
     pos, ids = parts[0]
     for p2, i2 in parts[1:]:
         side, at = _topk_cpu.merge_two(x[pos], ids, x[p2], i2, k, largest, nanbig)
@@ -321,18 +330,26 @@ class TopK:
             idv = idv.astype(np.int64, copy=False)
         if n:
             nanbig = self.nan == "largest"
+            first = self.start + self.n_seen if offset is None else int(offset)
             # once k are held, only pairs beating the k-th best can enter
             seed = (self._scores[-1], int(self._ids[-1])) if len(self) == self.k else None
+            kernel_ids = None if ids is None else idv
+            if seed is not None and ids is None:
+                if seed[1] > first:
+                    # ids from an offset below the k-th best's: a tie can win
+                    kernel_ids = first + np.arange(n, dtype=np.int64)
+                else:  # the kernel compares positions in the chunk
+                    seed = (seed[0], seed[1] - first)
             pos, counts = _best_positions(
-                s.reshape(1, n), self.k, self.largest, nanbig, None if ids is None else idv, seed
+                s.reshape(1, n), self.k, self.largest, nanbig, kernel_ids, seed
             )
             pos = pos[0, : counts[0]]
-            cs = s[pos]
-            first = self.start + self.n_seen if offset is None else int(offset)
-            ci = idv[pos] if ids is not None else first + pos
-            self._scores, self._ids = _merge_sorted_lists(
-                self._scores, self._ids, cs, ci, self.k, self.largest, nanbig
-            )
+            if pos.shape[0]:  # late in a stream most chunks hold no winner
+                cs = s[pos]
+                ci = idv[pos] if ids is not None else first + pos
+                self._scores, self._ids = _merge_sorted_lists(
+                    self._scores, self._ids, cs, ci, self.k, self.largest, nanbig
+                )
         self.n_seen += n
         return self
 

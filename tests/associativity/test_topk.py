@@ -288,3 +288,28 @@ def test_adversarial_order_with_ties_and_nan(largest, nan):
     for k in (1, 50, 7000):
         _, i = topk(x, k, largest=largest, nan=nan)
         np.testing.assert_array_equal(i, _ref_1d(x, k, largest, nan))
+
+
+@pytest.mark.parametrize("largest", [True, False])
+@pytest.mark.parametrize("k", [1, 100, 1500])
+def test_distinct_random_floats_match_a_full_sort(largest, k):
+    """Random input, long enough for the dense early phase, compactions and threads."""
+    x = RNG.random(400_000)
+    order = np.argsort(-x if largest else x, kind="stable")[:k]
+    v, i = topk(x, k, largest=largest)
+    np.testing.assert_array_equal(i, order)
+    for pieces in (1, 2):
+        pos, c, _ = K.topk_rows(
+            x.reshape(1, -1), NO, False, k, pieces, largest, False, False, np.float64(0), 0
+        )
+        np.testing.assert_array_equal(pos[0, : c[0]], order)
+
+
+def test_offset_chunk_below_held_ids_wins_ties():
+    """An update with ``offset`` below the held ids: an equal score with a smaller id wins."""
+    s = TopK.empty(2, np.float32).update(np.array([5, 5, 1, 1], np.float32), offset=100)
+    s.update(np.array([5, 0, 0, 0], np.float32), offset=0)
+    np.testing.assert_array_equal(s.result()[1], [0, 100])
+    s = TopK.empty(2, np.float32).update(np.array([5, 5, 1, 1], np.float32), offset=0)
+    s.update(np.array([5, 0, 0, 0], np.float32), offset=100)  # later ids lose ties
+    np.testing.assert_array_equal(s.result()[1], [0, 1])
