@@ -298,6 +298,7 @@ def test_distinct_random_floats_match_a_full_sort(largest, k):
     order = np.argsort(-x if largest else x, kind="stable")[:k]
     v, i = topk(x, k, largest=largest)
     np.testing.assert_array_equal(i, order)
+    np.testing.assert_array_equal(v, x[order])
     for pieces in (1, 2):
         pos, c, _ = K.topk_rows(
             x.reshape(1, -1), NO, False, k, pieces, largest, False, False, np.float64(0), 0
