@@ -44,8 +44,7 @@ def _max_key(bits):  # type: ignore[no-untyped-def]
 
 
 @numba.njit(parallel=True, cache=True)
-def _parallel_max_bits(bits):  # type: ignore[no-untyped-def]
-    t = numba.get_num_threads()
+def _parallel_max_bits(bits, t):  # type: ignore[no-untyped-def]
     n = bits.shape[0]
     step = (n + t - 1) // t
     part = np.full(t, np.int32(-(2**31)))
@@ -57,7 +56,7 @@ def _parallel_max_bits(bits):  # type: ignore[no-untyped-def]
 
 def _parallel_max(x: np.ndarray) -> np.float32:
     """One multi-threaded pass computing ``x.max()`` (float32, no NaN)."""
-    m = np.int32(_parallel_max_bits(x.view(np.int32)))
+    m = np.int32(_parallel_max_bits(x.view(np.int32), numba.get_num_threads()))
     return np.array([m ^ ((m >> 31) & 0x7FFFFFFF)], np.int32).view(np.float32)[0]
 
 
