@@ -220,7 +220,9 @@ def bounding_box(points: Any, *, cube: bool = True) -> tuple[np.ndarray, np.ndar
 
     ``lo`` is the per-axis minimum; with ``cube=True`` (the default) every side
     is the largest extent, so that cells are cubes.  A degenerate extent (all
-    points equal along every axis) gets side 1.
+    points equal along every axis) gets side 1.  ``hi`` is at least the
+    per-axis maximum: where ``lo + side`` rounds below it, that side is
+    raised by an ulp, so every point lies inside ``[lo, hi]``.
 
     Examples
     --------
@@ -238,7 +240,13 @@ def bounding_box(points: Any, *, cube: bool = True) -> tuple[np.ndarray, np.ndar
     if cube:
         ext = np.full_like(ext, ext.max())
     ext[ext <= 0] = ext.max() if ext.max() > 0 else 1.0
-    return lo, lo + ext
+    hi = lo + ext
+    # lo + (top - lo) can round below top: raise such sides by an ulp or two
+    under = hi < top
+    while under.any():
+        hi[under] = np.nextafter(hi[under], np.inf)
+        under = hi < top
+    return lo, hi
 
 
 def _box(box: Any, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

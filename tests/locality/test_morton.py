@@ -156,3 +156,28 @@ def test_shared_box_and_errors():
         bounding_box(np.zeros((0, 3)))
     with pytest.raises(TypeError, match="dtype complex128"):
         morton_keys(np.zeros((2, 2), complex))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    hnp.arrays(
+        np.float64,
+        st.tuples(st.integers(1, 6), st.sampled_from([2, 3])),
+        elements=st.floats(-1e6, 1e6, allow_nan=False, allow_subnormal=False),
+    ),
+    st.booleans(),
+)
+def test_bounding_box_contains_every_point(p, cube):
+    """``lo + side`` can round below the maximum; the box must still hold every point."""
+    lo, hi = bounding_box(p, cube=cube)
+    assert (p >= lo).all() and (p <= hi).all() and (hi > lo).all()
+    morton_keys(p, (lo, hi))  # accepted as an explicit box: nothing outside
+
+
+def test_bounding_box_rounding_case():
+    rng = np.random.default_rng(1)
+    for _ in range(500):
+        p = rng.normal(size=(5, 3)) * 10 ** rng.uniform(-3, 3) + rng.normal(size=3) * 1e3
+        lo, hi = bounding_box(p)
+        assert (p <= hi).all()
+        assert np.allclose(hi - lo, (hi - lo)[0], rtol=1e-12)  # still a cube
