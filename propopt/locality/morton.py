@@ -222,7 +222,7 @@ def bounding_box(points: Any, *, cube: bool = True) -> tuple[np.ndarray, np.ndar
     is the largest extent, so that cells are cubes.  A degenerate extent (all
     points equal along every axis) gets side 1.  ``hi`` is at least the
     per-axis maximum: where ``lo + side`` rounds below it, that side is
-    raised by an ulp, so every point lies inside ``[lo, hi]``.
+    lengthened by an ulp, so every point lies inside ``[lo, hi]``.
 
     Examples
     --------
@@ -240,13 +240,13 @@ def bounding_box(points: Any, *, cube: bool = True) -> tuple[np.ndarray, np.ndar
     if cube:
         ext = np.full_like(ext, ext.max())
     ext[ext <= 0] = ext.max() if ext.max() > 0 else 1.0
-    hi = lo + ext
-    # lo + (top - lo) can round below top: raise such sides by an ulp or two
-    under = hi < top
+    # lo + (top - lo) can round below top: lengthen such sides by an ulp of
+    # the side (not of hi, which may be far smaller) until the box holds top
+    under = lo + ext < top
     while under.any():
-        hi[under] = np.nextafter(hi[under], np.inf)
-        under = hi < top
-    return lo, hi
+        ext[under] = np.nextafter(ext[under], np.inf)
+        under = lo + ext < top
+    return lo, lo + ext
 
 
 def _box(box: Any, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

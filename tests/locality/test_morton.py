@@ -181,3 +181,11 @@ def test_bounding_box_rounding_case():
         lo, hi = bounding_box(p)
         assert (p <= hi).all()
         assert np.allclose(hi - lo, (hi - lo)[0], rtol=1e-12)  # still a cube
+
+
+def test_bounding_box_far_apart_magnitudes():
+    # lo + side rounds to 0.0, far below a tiny positive maximum: the side,
+    # not hi, must grow by an ulp (stepping hi from 0.0 would never end)
+    p = np.array([[-1e6, 0.0], [1e-200, 1.0]])
+    lo, hi = bounding_box(p)
+    assert (p >= lo).all() and (p <= hi).all()
