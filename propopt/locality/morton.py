@@ -221,8 +221,9 @@ def bounding_box(points: Any, *, cube: bool = True) -> tuple[np.ndarray, np.ndar
     ``lo`` is the per-axis minimum; with ``cube=True`` (the default) every side
     is the largest extent, so that cells are cubes.  A degenerate extent (all
     points equal along every axis) gets side 1.  ``hi`` is at least the
-    per-axis maximum: where ``lo + side`` rounds below it, that side is
-    lengthened by an ulp, so every point lies inside ``[lo, hi]``.
+    per-axis maximum and above ``lo``: a side is at least an ulp of ``lo``,
+    and where ``lo + side`` rounds below the maximum it is lengthened by an
+    ulp, so every point lies inside ``[lo, hi]``.
 
     Examples
     --------
@@ -240,11 +241,17 @@ def bounding_box(points: Any, *, cube: bool = True) -> tuple[np.ndarray, np.ndar
     if cube:
         ext = np.full_like(ext, ext.max())
     ext[ext <= 0] = ext.max() if ext.max() > 0 else 1.0
-    # lo + (top - lo) can round below top: lengthen such sides by an ulp of
-    # the side (not of hi, which may be far smaller) until the box holds top
+    # a side below an ulp of lo would give hi == lo: at least one ulp
+    ext = np.maximum(ext, np.spacing(np.abs(lo)))
+    if cube:
+        ext[:] = ext.max()
+    # lo + (top - lo) can round below top: lengthen such sides by two ulps of
+    # the largest of |lo|, |top|, side, at least an ulp of hi, so each step
+    # raises hi (one ulp of the side alone may be far below an ulp of hi)
+    ulp = 2 * np.spacing(np.maximum(np.maximum(np.abs(lo), np.abs(top)), ext))
     under = lo + ext < top
     while under.any():
-        ext[under] = np.nextafter(ext[under], np.inf)
+        ext[under] += ulp[under]
         under = lo + ext < top
     return lo, lo + ext
 

@@ -189,3 +189,12 @@ def test_bounding_box_far_apart_magnitudes():
     p = np.array([[-1e6, 0.0], [1e-200, 1.0]])
     lo, hi = bounding_box(p)
     assert (p >= lo).all() and (p <= hi).all()
+
+
+@pytest.mark.parametrize("cube", [True, False])
+def test_bounding_box_side_below_an_ulp_of_lo(cube):
+    # the largest extent (1e-115) is below an ulp of the other axis' lo (1.0)
+    p = np.array([[7.8e-115, 1.0], [0.0, 1.0]])
+    lo, hi = bounding_box(p, cube=cube)
+    assert (hi > lo).all() and (p >= lo).all() and (p <= hi).all()
+    morton_keys(p, (lo, hi))
