@@ -57,8 +57,9 @@ class Row:
         missing = [n for n in names if n not in d]
         if missing:
             raise ValueError(f"review row {d.get('problem', d)!r} lacks the fields {missing}")
-        extra = {n: float(d[n]) for n in ("flops", "bytes") if d.get(n) is not None}
-        row = cls(**{n: d[n] for n in names}, size=size, **extra)
+        row = cls(**{n: d[n] for n in names}, size=size)
+        row.flops = None if d.get("flops") is None else float(d["flops"])
+        row.bytes = None if d.get("bytes") is None else float(d["bytes"])
         for n in ("baseline_ms", "optimized_ms", "speedup", "rel_error"):
             setattr(row, n, float(getattr(row, n)))
         return row
