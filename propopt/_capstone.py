@@ -23,6 +23,11 @@ SIZES = ("small", "default", "large")
 SCAN_LENGTH = {"small": 1 << 18, "default": 1 << 22, "large": 1 << 24}
 """Lengths of the associativity rows (float32)."""
 
+REPEATS = 15
+WARMUP_S = 0.5
+"""Timed calls per scan row (a few ms each): the median of 15 shrugs off a
+stall of the two-thread barrier that a median of 5 can report."""
+
 PROBLEMS = {
     "scan": "propopt._capstone:review_scan",
     "mamba": "case_studies.mamba.review:review",
@@ -119,8 +124,14 @@ def gpu_name() -> str | None:
 def _median_ms(
     fn: Callable[[], Any], repeats: int = 5, sync: Callable[[], Any] = lambda: None
 ) -> float:
-    fn()
-    sync()
+    # warm up for at least WARMUP_S: the first parallel regions of a process
+    # that has loaded torch run up to 15x slower for a few hundred ms
+    t_end = time.perf_counter() + WARMUP_S
+    while True:
+        fn()
+        sync()
+        if time.perf_counter() >= t_end:
+            break
     ts = []
     for _ in range(repeats):
         t0 = time.perf_counter()
@@ -194,16 +205,16 @@ def review_scan(size: str = "default") -> list[dict[str, Any]]:
         row(
             *sum_row,
             "np.cumsum",
-            _median_ms(lambda: np.cumsum(x)),
-            _median_ms(lambda: pp.associative_scan(pp.add, x)),
+            _median_ms(lambda: np.cumsum(x), REPEATS),
+            _median_ms(lambda: pp.associative_scan(pp.add, x), REPEATS),
             _rel_error(pp.associative_scan(pp.add, x), sum_exact),
             cpu,
         ),
         row(
             *rec_row,
             "sequential numba loop",
-            _median_ms(lambda: loop(a, x)),
-            _median_ms(lambda: pp.associative_scan(pp.linear_recurrence, (a, x))),
+            _median_ms(lambda: loop(a, x), REPEATS),
+            _median_ms(lambda: pp.associative_scan(pp.linear_recurrence, (a, x)), REPEATS),
             _rel_error(pp.associative_scan(pp.linear_recurrence, (a, x))[1], rec_exact),
             cpu,
         ),
@@ -240,18 +251,28 @@ def run(
     sizes: Sequence[str],
     progress: Progress | None = None,
 ) -> list[Row]:
-    """Run the review of each problem at each size; one or more rows each."""
-    rows: list[Row] = []
-    for size in sizes:
-        for name in problems:
+    """Run the review of each problem at each size; one or more rows each.
+
+    torch (when installed) is imported before anything is measured:
+    importing it after numba's OpenMP threads have started stalls the next
+    parallel regions (a 3 ms scan measured 45 ms for ten calls); the first
+    parallel regions after it is loaded are slow too, hence the warm-up in
+    ``_median_ms``.  Each problem runs at all its sizes before the next one
+    starts; rows come back ordered by size, then problem.
+    """
+    gpu_name()
+    found: dict[tuple[str, str], list[Row]] = {}
+    for name in problems:
+        for size in sizes:
             if progress is not None:
                 progress.step(f"{name} ({size})")
             out = resolve(PROBLEMS[name])(size)
-            for d in [out] if isinstance(out, dict) else out:
-                rows.append(Row.from_dict(d, size))
+            found[name, size] = [
+                Row.from_dict(d, size) for d in ([out] if isinstance(out, dict) else out)
+            ]
             if progress is not None:
                 progress.advance()
-    return rows
+    return [row for size in sizes for name in problems for row in found[name, size]]
 
 
 def table(rows: Iterable[Row]) -> str:
