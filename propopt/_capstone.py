@@ -257,13 +257,15 @@ def run(
     importing it after numba's OpenMP threads have started stalls the next
     parallel regions (a 3 ms scan measured 45 ms for ten calls); the first
     parallel regions after it is loaded are slow too, hence the warm-up in
-    ``_median_ms``.  Each problem runs at all its sizes before the next one
-    starts; rows come back ordered by size, then problem.
+    ``_median_ms``.  Each problem runs at all its sizes, largest first,
+    before the next one starts (a parallel scan right after the small rows'
+    serial kernels measured 2x slower); rows come back ordered by size, then
+    problem.
     """
     gpu_name()
     found: dict[tuple[str, str], list[Row]] = {}
     for name in problems:
-        for size in sizes:
+        for size in reversed(sizes):  # largest first: see above
             if progress is not None:
                 progress.step(f"{name} ({size})")
             out = resolve(PROBLEMS[name])(size)

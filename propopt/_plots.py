@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -46,11 +47,14 @@ def plot_speedups(rows: Sequence[Row], path: str | os.PathLike[str]) -> Path:
     fig, ax = plt.subplots(figsize=(7, 4.5))
     lines: dict[tuple[str, str], list[tuple[int, float]]] = {}
     for r in rows:
-        lines.setdefault((r.problem, r.device), []).append((SIZES.index(r.size), r.speedup))
+        # "N-body (Plummer, N=200,000)": one line across sizes, not one per N
+        problem = re.sub(r"\s*\([^)]*\d[^)]*\)$", "", r.problem)
+        lines.setdefault((problem, r.device), []).append((SIZES.index(r.size), r.speedup))
     for (problem, device), pts in lines.items():
         pts.sort()
         ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=f"{problem} [{device}]")
-    ax.set_xticks(range(len(SIZES)), SIZES)
+    used = sorted({SIZES.index(r.size) for r in rows})
+    ax.set_xticks(used, [SIZES[i] for i in used])
     ax.set_yscale("log")
     ax.axhline(1.0, color="grey", lw=0.8)
     ax.set_xlabel("problem size")
