@@ -20,8 +20,10 @@ import numpy as np
 
 SIZES = ("small", "default", "large")
 
-SCAN_LENGTH = {"small": 1 << 18, "default": 1 << 22, "large": 1 << 24}
-"""Lengths of the associativity rows (float32)."""
+SCAN_LENGTH = {"small": 1 << 20, "default": 1 << 24, "large": 1 << 26}
+"""Lengths of the associativity rows (float32).  At 2^22 a scan takes 1-3 ms
+and its time swung 2x with the state of the process; from 2^24 on the work
+dominates (the length the associativity benchmarks use)."""
 
 REPEATS = 15
 WARMUP_S = 0.5
