@@ -26,9 +26,11 @@ and its time swung 2x with the state of the process; from 2^24 on the work
 dominates (the length the associativity benchmarks use)."""
 
 REPEATS = 15
+"""Timed calls per scan row: the median of 15 shrugs off a stall of the
+two-thread barrier that a median of 5 can report."""
+
 WARMUP_S = 0.5
-"""Timed calls per scan row (a few ms each): the median of 15 shrugs off a
-stall of the two-thread barrier that a median of 5 can report."""
+"""Seconds of untimed calls before each timed series (see :func:`run`)."""
 
 PROBLEMS = {
     "scan": "propopt._capstone:review_scan",
