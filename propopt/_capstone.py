@@ -1,10 +1,11 @@
 """The capstone's review table, measured on this machine.
 
 Each problem of the capstone chapter is a *review function*: ``review(size)``
-returns one row (a dict with the fields of :class:`Row`) measuring the
-optimized tool beside its baseline at that size.  The associativity
-primitives live here; the three case studies provide theirs in
-``case_studies.<name>.review``.
+returns rows (dicts with the fields of :class:`Row`) measuring the
+optimized tool beside its baseline at that size: one on the CPU and, when
+torch sees a CUDA GPU, one on the GPU (:func:`gpu_rows`).  The
+associativity primitives live here; the three case studies provide theirs
+in ``case_studies.<name>.review``.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import importlib
 import sys
 import time
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, TextIO
@@ -125,12 +127,21 @@ def gpu_name() -> str | None:
     return str(torch.cuda.get_device_name(0))
 
 
-def _median_ms(
-    fn: Callable[[], Any], repeats: int = 5, sync: Callable[[], Any] = lambda: None
+def median_ms(
+    fn: Callable[[], Any],
+    repeats: int = 5,
+    sync: Callable[[], Any] = lambda: None,
+    warmup_s: float = WARMUP_S,
 ) -> float:
-    # warm up for at least WARMUP_S: the first parallel regions of a process
-    # that has loaded torch run up to 15x slower for a few hundred ms
-    t_end = time.perf_counter() + WARMUP_S
+    """Median wall time of ``repeats`` calls of ``fn`` in ms, after a warm-up.
+
+    The warm-up calls ``fn`` at least once (JIT compilation, caches) and
+    until ``warmup_s`` seconds have passed: the first parallel regions of a
+    process that has loaded torch run up to 15x slower for a few hundred ms.
+    ``sync`` runs after every call (``torch.cuda.synchronize`` for GPU work,
+    which is asynchronous).
+    """
+    t_end = time.perf_counter() + warmup_s
     while True:
         fn()
         sync()
@@ -143,6 +154,29 @@ def _median_ms(
         sync()
         ts.append(time.perf_counter() - t0)
     return 1e3 * float(np.median(ts))
+
+
+def gpu_rows(problem: str, make: Callable[[str], list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The rows ``make(device)`` measures on the GPU when torch sees one, else ``[]``.
+
+    ``device`` names the GPU for the table, e.g. ``'cuda (NVIDIA H100)'``.
+    A GPU row that fails (a driver or toolkit the kernels cannot use) is
+    reported as a warning naming the problem and the error; the CPU rows
+    stand.
+    """
+    name = gpu_name()
+    if name is None:
+        return []
+    try:
+        return make(f"cuda ({name})")
+    except Exception as e:  # reported below; the CPU rows stand
+        warnings.warn(
+            f"{problem}: the GPU row failed on {name} ({type(e).__name__}: {e}); "
+            "the table has the CPU rows only",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return []
 
 
 def _rel_error(got: Any, exact: np.ndarray) -> float:
@@ -209,45 +243,48 @@ def review_scan(size: str = "default") -> list[dict[str, Any]]:
         row(
             *sum_row,
             "np.cumsum",
-            _median_ms(lambda: np.cumsum(x), REPEATS),
-            _median_ms(lambda: pp.associative_scan(pp.add, x), REPEATS),
+            median_ms(lambda: np.cumsum(x), REPEATS),
+            median_ms(lambda: pp.associative_scan(pp.add, x), REPEATS),
             _rel_error(pp.associative_scan(pp.add, x), sum_exact),
             cpu,
         ),
         row(
             *rec_row,
             "sequential numba loop",
-            _median_ms(lambda: loop(a, x), REPEATS),
-            _median_ms(lambda: pp.associative_scan(pp.linear_recurrence, (a, x)), REPEATS),
+            median_ms(lambda: loop(a, x), REPEATS),
+            median_ms(lambda: pp.associative_scan(pp.linear_recurrence, (a, x)), REPEATS),
             _rel_error(pp.associative_scan(pp.linear_recurrence, (a, x))[1], rec_exact),
             cpu,
         ),
     ]
-    name = gpu_name()
-    if name is not None:
+
+    def on_gpu(device: str) -> list[dict[str, Any]]:
         import torch
 
         xg, ag = torch.from_numpy(x).cuda(), torch.from_numpy(a).cuda()
         sync = torch.cuda.synchronize
-        rows += [
+        return [
             row(
                 *sum_row,
                 "torch.cumsum",
-                _median_ms(lambda: torch.cumsum(xg, 0), sync=sync),
-                _median_ms(lambda: pp.associative_scan(pp.add, xg), sync=sync),
+                median_ms(lambda: torch.cumsum(xg, 0), REPEATS, sync),
+                median_ms(lambda: pp.associative_scan(pp.add, xg), REPEATS, sync),
                 _rel_error(pp.associative_scan(pp.add, xg), sum_exact),
-                f"cuda ({name})",
+                device,
             ),
             row(
                 *rec_row,
                 "sequential numba loop (cpu)",
                 rows[1]["baseline_ms"],
-                _median_ms(lambda: pp.associative_scan(pp.linear_recurrence, (ag, xg)), sync=sync),
+                median_ms(
+                    lambda: pp.associative_scan(pp.linear_recurrence, (ag, xg)), REPEATS, sync
+                ),
                 _rel_error(pp.associative_scan(pp.linear_recurrence, (ag, xg))[1], rec_exact),
-                f"cuda ({name})",
+                device,
             ),
         ]
-    return rows
+
+    return rows + gpu_rows("scan", on_gpu)
 
 
 def run(
@@ -261,7 +298,7 @@ def run(
     importing it after numba's OpenMP threads have started stalls the next
     parallel regions (a 3 ms scan measured 45 ms for ten calls); the first
     parallel regions after it is loaded are slow too, hence the warm-up in
-    ``_median_ms``.  Each problem runs at all its sizes, largest first,
+    ``median_ms``.  Each problem runs at all its sizes, largest first,
     before the next one starts (a parallel scan right after the small rows'
     serial kernels measured 2x slower); rows come back ordered by size, then
     problem.

@@ -31,6 +31,33 @@ def test_capstone_table_has_the_review_columns(capsys):
     assert "np.cumsum" in out
 
 
+def test_gpu_rows_measure_on_a_gpu_and_report_a_failing_one(monkeypatch):
+    assert _capstone.gpu_rows("p", lambda d: [{"device": d}]) == []  # torch sees no GPU here
+    monkeypatch.setattr(_capstone, "gpu_name", lambda: "Test GPU")
+    assert _capstone.gpu_rows("p", lambda d: [{"device": d}]) == [{"device": "cuda (Test GPU)"}]
+
+    def broken(device):
+        raise RuntimeError("no kernel image is available")
+
+    with pytest.warns(
+        RuntimeWarning,
+        match=r"p: the GPU row failed on Test GPU \(RuntimeError: "
+        r"no kernel image is available\); the table has the CPU rows only",
+    ):
+        assert _capstone.gpu_rows("p", broken) == []
+
+
+def test_a_review_keeps_its_cpu_row_when_its_gpu_row_fails(monkeypatch):
+    # torch here has no CUDA: moving the scores to the GPU raises in the GPU row
+    monkeypatch.setattr(_capstone, "gpu_name", lambda: "Test GPU")
+    from case_studies.streaming_topk import review
+
+    monkeypatch.setattr(review, "SIZES", {"small": (20_000, 5000)})
+    with pytest.warns(RuntimeWarning, match="Streaming top-K: the GPU row failed on Test GPU"):
+        (row,) = review.review("small")
+    assert row["device"].startswith("cpu") and row["rel_error"] == 0
+
+
 def test_every_problem_has_a_review_function():
     for name, path in _capstone.PROBLEMS.items():
         assert callable(_capstone.resolve(path)), name

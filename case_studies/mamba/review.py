@@ -1,12 +1,12 @@
-"""The capstone table's row for Problem 1 (``propopt`` CLI, ``_capstone.PROBLEMS``)."""
+"""The capstone table's rows for Problem 1 (``propopt`` CLI, ``_capstone.PROBLEMS``)."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+
+from propopt._capstone import gpu_rows, median_ms
 
 from ._reference import naive
 from ._workload import chapter_inputs
@@ -16,21 +16,18 @@ from .scan import chapter_scan
 SHAPES = {"small": (256, 512), "default": (2048, 2048), "large": (4096, 2048)}
 
 
-def _median_ms(fn: Callable[[], Any], repeats: int) -> float:
-    fn()
-    ts = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return 1e3 * float(np.median(ts))
+def _rel_error(got: Any, exact: np.ndarray) -> float:
+    diff = np.abs(got.cpu().numpy().astype(np.float64) - exact)
+    return float(diff.max() / max(np.abs(exact).max(), 1e-300))
 
 
-def review(size: str = "default") -> dict[str, Any]:
-    """The fused CPU scan beside the chapter's loop, error against float64.
+def review(size: str = "default") -> list[dict[str, Any]]:
+    """The fused scan beside the chapter's loop, error against float64.
 
     ``size``: 'small' (L 256, d_model 512), 'default' (2048, 2048) or
-    'large' (4096, 2048); d_state 16, batch 1, float32, negative A.
+    'large' (4096, 2048); d_state 16, batch 1, float32, negative A.  With a
+    CUDA GPU a second row runs both on it: the chapter's loop on CUDA
+    tensors against the numba.cuda kernel.
     """
     import numba
     import torch
@@ -40,20 +37,43 @@ def review(size: str = "default") -> dict[str, Any]:
     L, d_model = SHAPES[size]
     args = chapter_inputs(L, d_model)
     repeats = 5 if size == "small" else 3
-    base = _median_ms(lambda: naive(*args), repeats)
-    fast = _median_ms(lambda: chapter_scan(*args), 2 * repeats + 1)
     exact = naive(*(a.to(torch.float64) for a in args)).numpy()
-    got = chapter_scan(*args).numpy().astype(np.float64)
-    err = float(np.abs(got - exact).max() / max(np.abs(exact).max(), 1e-300))
-    return dict(
-        problem="Mamba selective scan",
-        bottleneck="sequential loop over tokens",
-        key_property="associativity + locality",
-        technique="fused scan, channels in SIMD lanes, polynomial exp",
-        baseline="chapter's torch loop",
-        baseline_ms=base,
-        optimized_ms=fast,
-        speedup=base / fast,
-        rel_error=err,
-        device=f"cpu ({numba.get_num_threads()} threads)",
+
+    def row(base: float, fast: float, err: float, technique: str, baseline: str,
+            device: str) -> dict[str, Any]:  # fmt: skip
+        return dict(
+            problem="Mamba selective scan",
+            bottleneck="sequential loop over tokens",
+            key_property="associativity + locality",
+            technique=technique,
+            baseline=baseline,
+            baseline_ms=base,
+            optimized_ms=fast,
+            speedup=base / fast,
+            rel_error=err,
+            device=device,
+        )
+
+    def on_gpu(device: str) -> list[dict[str, Any]]:
+        dev = [a.cuda() for a in args]
+        sync = torch.cuda.synchronize
+        return [
+            row(
+                median_ms(lambda: naive(*dev), repeats, sync, warmup_s=0),
+                median_ms(lambda: chapter_scan(*dev), 2 * repeats + 1, sync, warmup_s=0),
+                _rel_error(chapter_scan(*dev), exact),
+                "fused scan, a thread per channel (numba.cuda)",
+                "chapter's torch loop on the GPU",
+                device,
+            )
+        ]
+
+    cpu = row(
+        median_ms(lambda: naive(*args), repeats, warmup_s=0),
+        median_ms(lambda: chapter_scan(*args), 2 * repeats + 1, warmup_s=0),
+        _rel_error(chapter_scan(*args), exact),
+        "fused scan, channels in SIMD lanes, polynomial exp",
+        "chapter's torch loop",
+        f"cpu ({numba.get_num_threads()} threads)",
     )
+    return [cpu, *gpu_rows("Mamba selective scan", on_gpu)]

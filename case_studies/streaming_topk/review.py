@@ -1,31 +1,20 @@
-"""The capstone table's row for Problem 2 (``propopt`` CLI, ``_capstone.PROBLEMS``)."""
+"""The capstone table's rows for Problem 2 (``propopt`` CLI, ``_capstone.PROBLEMS``)."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 import propopt as pp
+from propopt._capstone import gpu_rows, median_ms
 
 #: (n, chunk) per size: float32 scores streamed in chunks, k = 1000.
 SIZES = {"small": (10**6, 10**5), "default": (10**7, 10**6), "large": (10**8, 10**6)}
 K = 1000
 
 
-def _median_ms(fn: Callable[[], Any], repeats: int) -> float:
-    fn()
-    ts = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return 1e3 * float(np.median(ts))
-
-
-def review(size: str = "default") -> dict[str, Any]:
+def review(size: str = "default") -> list[dict[str, Any]]:
     """Streaming TopK beside the chapter's sort-everything baseline.
 
     ``size``: 'small' (n = 10^6 in chunks of 10^5), 'default' (10^7 in
@@ -33,7 +22,9 @@ def review(size: str = "default") -> dict[str, Any]:
     float32 scores.  The baseline sorts everything with NumPy
     (``np.argsort``, stable: the chapter's ``sorted`` without the Python
     objects).  ``rel_error`` is the number of winners (ids) that differ from
-    the exact answer: 0 means identical, ties included.
+    the exact answer: 0 means identical, ties included.  With a CUDA GPU a
+    second row holds the scores on it: ``torch.argsort`` of everything
+    against :func:`propopt.topk` (radix select).
     """
     import numba
 
@@ -52,20 +43,49 @@ def review(size: str = "default") -> dict[str, Any]:
         return s
 
     repeats = 3 if size != "large" else 1
-    base = _median_ms(sort_everything, repeats)
-    fast = _median_ms(streamed, 2 * repeats + 1)
     exact = sort_everything()
-    got = streamed().result()[1]
-    mismatches = int((got != exact).sum()) + abs(len(got) - len(exact))
-    return dict(
-        problem="Streaming top-K",
-        bottleneck="O(n log n) sort of everything",
-        key_property="associativity + redundancy",
-        technique="threshold filter + mergeable TopK",
-        baseline="sort everything (np.argsort)",
-        baseline_ms=base,
-        optimized_ms=fast,
-        speedup=base / fast,
-        rel_error=float(mismatches),
-        device=f"cpu ({numba.get_num_threads()} threads)",
+
+    def mismatches(got: Any) -> float:
+        got = np.asarray(got)
+        return float(int((got != exact[: len(got)]).sum()) + abs(len(got) - len(exact)))
+
+    def row(base: float, fast: float, err: float, technique: str, baseline: str,
+            device: str) -> dict[str, Any]:  # fmt: skip
+        return dict(
+            problem="Streaming top-K",
+            bottleneck="O(n log n) sort of everything",
+            key_property="associativity + redundancy",
+            technique=technique,
+            baseline=baseline,
+            baseline_ms=base,
+            optimized_ms=fast,
+            speedup=base / fast,
+            rel_error=err,
+            device=device,
+        )
+
+    def on_gpu(device: str) -> list[dict[str, Any]]:
+        import torch
+
+        xg = torch.from_numpy(x).cuda()
+        sync = torch.cuda.synchronize
+        return [
+            row(
+                median_ms(lambda: torch.argsort(-xg, stable=True)[:K], repeats, sync, warmup_s=0),
+                median_ms(lambda: pp.topk(xg, K), 2 * repeats + 1, sync, warmup_s=0),
+                mismatches(pp.topk(xg, K)[1].cpu().numpy()),
+                "radix select of the k-th key (numba.cuda), in memory",
+                "sort everything (torch.argsort on the GPU)",
+                device,
+            )
+        ]
+
+    cpu = row(
+        median_ms(sort_everything, repeats, warmup_s=0),
+        median_ms(streamed, 2 * repeats + 1, warmup_s=0),
+        mismatches(streamed().result()[1]),
+        "threshold filter + mergeable TopK",
+        "sort everything (np.argsort)",
+        f"cpu ({numba.get_num_threads()} threads)",
     )
+    return [cpu, *gpu_rows("Streaming top-K", on_gpu)]
