@@ -131,7 +131,7 @@ def median_ms(
     fn: Callable[[], Any],
     repeats: int = 5,
     sync: Callable[[], Any] = lambda: None,
-    warmup_s: float = WARMUP_S,
+    warmup_s: float | None = None,
 ) -> float:
     """Median wall time of ``repeats`` calls of ``fn`` in ms, after a warm-up.
 
@@ -139,9 +139,9 @@ def median_ms(
     until ``warmup_s`` seconds have passed: the first parallel regions of a
     process that has loaded torch run up to 15x slower for a few hundred ms.
     ``sync`` runs after every call (``torch.cuda.synchronize`` for GPU work,
-    which is asynchronous).
+    which is asynchronous).  ``warmup_s`` defaults to :data:`WARMUP_S`.
     """
-    t_end = time.perf_counter() + warmup_s
+    t_end = time.perf_counter() + (WARMUP_S if warmup_s is None else warmup_s)
     while True:
         fn()
         sync()

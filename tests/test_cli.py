@@ -115,3 +115,43 @@ def test_plot_writes_pngs(tmp_path, capsys):
 
     path = plot_speedups(rows, tmp_path / "speedup.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize(
+    "problem, sizes",
+    [
+        ("scan", {"small": 1 << 12}),
+        ("mamba", {"small": (64, 32)}),
+        ("topk", {"small": (20_000, 5000)}),
+        ("nbody", {"small": (300, 10)}),
+    ],
+)
+def test_each_review_adds_a_gpu_row_when_a_gpu_is_seen(problem, sizes, monkeypatch):
+    """The GPU rows' plumbing, with torch's CUDA faked by the CPU.
+
+    torch here has no CUDA: ``Tensor.cuda`` is made the identity, so each
+    GPU row measures the CPU paths of the same calls (the N-body row runs
+    the CUDA kernels in numba's simulator).  On a machine with a GPU the
+    same code moves the data to it.
+    """
+    import importlib
+
+    import torch
+
+    monkeypatch.setattr(_capstone, "gpu_name", lambda: "Test GPU")
+    monkeypatch.setattr(torch.Tensor, "cuda", lambda self, *a, **k: self)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
+    monkeypatch.setattr(_capstone, "REPEATS", 1)
+    monkeypatch.setattr(_capstone, "WARMUP_S", 0.0)
+    module, _, fn = _capstone.PROBLEMS[problem].partition(":")
+    mod = importlib.import_module(module)
+    table = "SCAN_LENGTH" if problem == "scan" else ("SHAPES" if problem == "mamba" else "SIZES")
+    monkeypatch.setattr(mod, table, sizes)
+    rows = getattr(mod, fn)("small")
+    cpu = [r for r in rows if r["device"].startswith("cpu")]
+    gpu = [r for r in rows if r["device"] == "cuda (Test GPU)"]
+    assert len(cpu) == len(gpu) >= 1 and len(rows) == len(cpu) + len(gpu)
+    for c, g in zip(cpu, gpu):
+        assert g["problem"] == c["problem"] and g["baseline_ms"] > 0 and g["optimized_ms"] > 0
+        assert g["speedup"] == pytest.approx(g["baseline_ms"] / g["optimized_ms"])
+        assert 0 <= g["rel_error"] < 5e-3
