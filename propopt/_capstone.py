@@ -156,6 +156,34 @@ def median_ms(
     return 1e3 * float(np.median(ts))
 
 
+def review_row(
+    problem: str,
+    bottleneck: str,
+    key_property: str,
+    technique: str,
+    baseline: str,
+    baseline_ms: float,
+    optimized_ms: float,
+    rel_error: float,
+    device: str,
+    **extra: Any,
+) -> dict[str, Any]:
+    """A review function's row (the fields of :class:`Row`); speedup = baseline / optimized."""
+    return dict(
+        problem=problem,
+        bottleneck=bottleneck,
+        key_property=key_property,
+        technique=technique,
+        baseline=baseline,
+        baseline_ms=baseline_ms,
+        optimized_ms=optimized_ms,
+        speedup=baseline_ms / optimized_ms,
+        rel_error=rel_error,
+        device=device,
+        **extra,
+    )
+
+
 def gpu_rows(problem: str, make: Callable[[str], list[dict[str, Any]]]) -> list[dict[str, Any]]:
     """The rows ``make(device)`` measures on the GPU when torch sees one, else ``[]``.
 
@@ -218,20 +246,10 @@ def review_scan(size: str = "default") -> list[dict[str, Any]]:
         # minimum traffic and flops per element, for the roofline chart:
         # add reads and writes one float32 (1 flop), the recurrence two (3 flops)
         flops, nbytes = (n, 8 * n) if problem == "prefix sum" else (3 * n, 16 * n)
-        return dict(
-            flops=flops,
-            bytes=nbytes,
-            problem=problem,
-            bottleneck=bottleneck,
-            key_property="associativity",
-            technique=technique,
-            baseline=baseline,
-            baseline_ms=base,
-            optimized_ms=fast,
-            speedup=base / fast,
-            rel_error=err,
-            device=device,
-        )
+        return review_row(
+            problem, bottleneck, "associativity", technique, baseline, base, fast, err, device,
+            flops=flops, bytes=nbytes,
+        )  # fmt: skip
 
     sum_row = ("prefix sum", "one dependency chain", "3-phase parallel scan")
     rec_row = (

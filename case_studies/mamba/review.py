@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import numpy as np
 
-from propopt._capstone import gpu_rows, median_ms
+from propopt._capstone import gpu_rows, median_ms, review_row
 
 from ._reference import naive
 from ._workload import chapter_inputs
@@ -39,41 +40,29 @@ def review(size: str = "default") -> list[dict[str, Any]]:
     repeats = 5 if size == "small" else 3
     exact = naive(*(a.to(torch.float64) for a in args)).numpy()
 
-    def row(base: float, fast: float, err: float, technique: str, baseline: str,
-            device: str) -> dict[str, Any]:  # fmt: skip
-        return dict(
-            problem="Mamba selective scan",
-            bottleneck="sequential loop over tokens",
-            key_property="associativity + locality",
-            technique=technique,
-            baseline=baseline,
-            baseline_ms=base,
-            optimized_ms=fast,
-            speedup=base / fast,
-            rel_error=err,
-            device=device,
-        )
+    row = partial(review_row, "Mamba selective scan", "sequential loop over tokens",
+                  "associativity + locality")  # fmt: skip
 
     def on_gpu(device: str) -> list[dict[str, Any]]:
         dev = [a.cuda() for a in args]
         sync = torch.cuda.synchronize
         return [
             row(
+                "fused scan, a thread per channel (numba.cuda)",
+                "chapter's torch loop on the GPU",
                 median_ms(lambda: naive(*dev), repeats, sync, warmup_s=0),
                 median_ms(lambda: chapter_scan(*dev), 2 * repeats + 1, sync, warmup_s=0),
                 _rel_error(chapter_scan(*dev), exact),
-                "fused scan, a thread per channel (numba.cuda)",
-                "chapter's torch loop on the GPU",
                 device,
             )
         ]
 
     cpu = row(
+        "fused scan, channels in SIMD lanes, polynomial exp",
+        "chapter's torch loop",
         median_ms(lambda: naive(*args), repeats, warmup_s=0),
         median_ms(lambda: chapter_scan(*args), 2 * repeats + 1, warmup_s=0),
         _rel_error(chapter_scan(*args), exact),
-        "fused scan, channels in SIMD lanes, polynomial exp",
-        "chapter's torch loop",
         f"cpu ({numba.get_num_threads()} threads)",
     )
     return [cpu, *gpu_rows("Mamba selective scan", on_gpu)]

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from propopt import direct_gravity
-from propopt._capstone import gpu_rows, median_ms
+from propopt._capstone import gpu_rows, median_ms, review_row
 
 from .barnes_hut import Octree
 from .plummer import plummer
@@ -20,18 +20,11 @@ THETA = 0.65
 
 def _row(n: int, s: int, t_exact: float, t_fast: float, err: np.ndarray, technique: str,
          device: str) -> dict[str, Any]:  # fmt: skip
-    return dict(
-        problem=f"N-body (Plummer, N={n:,})",
-        bottleneck="O(N^2) all-pairs",
-        key_property="separability + locality",
-        technique=technique,
-        baseline=f"exact direct sum, timed on {s} targets and scaled to N",
-        baseline_ms=t_exact,
-        optimized_ms=t_fast,
-        speedup=t_exact / t_fast,
-        rel_error=float(np.median(err)),
-        device=device,
-    )
+    return review_row(
+        f"N-body (Plummer, N={n:,})", "O(N^2) all-pairs", "separability + locality", technique,
+        f"exact direct sum, timed on {s} targets and scaled to N", t_exact, t_fast,
+        float(np.median(err)), device,
+    )  # fmt: skip
 
 
 def _errors(a: np.ndarray, a0: np.ndarray) -> np.ndarray:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 import propopt as pp
-from propopt._capstone import gpu_rows, median_ms
+from propopt._capstone import gpu_rows, median_ms, review_row
 
 #: (n, chunk) per size: float32 scores streamed in chunks, k = 1000.
 SIZES = {"small": (10**6, 10**5), "default": (10**7, 10**6), "large": (10**8, 10**6)}
@@ -49,20 +50,8 @@ def review(size: str = "default") -> list[dict[str, Any]]:
         got = np.asarray(got)
         return float(int((got != exact[: len(got)]).sum()) + abs(len(got) - len(exact)))
 
-    def row(base: float, fast: float, err: float, technique: str, baseline: str,
-            device: str) -> dict[str, Any]:  # fmt: skip
-        return dict(
-            problem="Streaming top-K",
-            bottleneck="O(n log n) sort of everything",
-            key_property="associativity + redundancy",
-            technique=technique,
-            baseline=baseline,
-            baseline_ms=base,
-            optimized_ms=fast,
-            speedup=base / fast,
-            rel_error=err,
-            device=device,
-        )
+    row = partial(review_row, "Streaming top-K", "O(n log n) sort of everything",
+                  "associativity + redundancy")  # fmt: skip
 
     def on_gpu(device: str) -> list[dict[str, Any]]:
         import torch
@@ -71,21 +60,21 @@ def review(size: str = "default") -> list[dict[str, Any]]:
         sync = torch.cuda.synchronize
         return [
             row(
+                "radix select of the k-th key (numba.cuda), in memory",
+                "sort everything (torch.argsort on the GPU)",
                 median_ms(lambda: torch.argsort(-xg, stable=True)[:K], repeats, sync, warmup_s=0),
                 median_ms(lambda: pp.topk(xg, K), 2 * repeats + 1, sync, warmup_s=0),
                 mismatches(pp.topk(xg, K)[1].cpu().numpy()),
-                "radix select of the k-th key (numba.cuda), in memory",
-                "sort everything (torch.argsort on the GPU)",
                 device,
             )
         ]
 
     cpu = row(
+        "threshold filter + mergeable TopK",
+        "sort everything (np.argsort)",
         median_ms(sort_everything, repeats, warmup_s=0),
         median_ms(streamed, 2 * repeats + 1, warmup_s=0),
         mismatches(streamed().result()[1]),
-        "threshold filter + mergeable TopK",
-        "sort everything (np.argsort)",
         f"cpu ({numba.get_num_threads()} threads)",
     )
     return [cpu, *gpu_rows("Streaming top-K", on_gpu)]
