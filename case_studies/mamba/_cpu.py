@@ -176,7 +176,7 @@ LANES = (64, 32, 16)
 
 @njit(parallel=True, fastmath=FASTMATH, cache=True)
 def forward_lanes(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, scale_b, h0, out, last,
-                  ckpt, T, W, one, token_major, tile):  # type: ignore[no-untyped-def]  # fmt: skip
+                  ckpt, T, W, one, token_major, tile, runs):  # type: ignore[no-untyped-def]  # fmt: skip
     """Fused forward with ``W`` channels in SIMD lanes (B and C per token, shared by them).
 
     The per-channel kernel vectorizes over d_state and pays a horizontal sum
@@ -184,91 +184,127 @@ def forward_lanes(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, scale_b, h0
     horizontal sum and ``B_t[n]``, ``C_t[n]`` are broadcasts.  Tiles of ``T``
     tokens of ``W`` channels are transposed into small buffers first.
     Requires ``W`` to divide the B and C group sizes (see :data:`LANES`).
+
+    Each task owns ``D / W / runs`` adjacent blocks of one sequence and
+    walks the token tiles in its outer loop, all its blocks for each tile,
+    with their states side by side (a few hundred KiB, in L2).  A tile's
+    rows are then read and written as long contiguous runs, one page at a
+    time: with a block per task walking all tokens, every row of the
+    chapter's (batch, L, dim) layout was a new 4 KiB page (8 KiB apart at
+    d_model 2048), and the page walks cost more than the scan itself.
     """
     nb, D, L = h0.shape[0], h0.shape[1], (u.shape[1] if token_major else u.shape[2])
     N = A.shape[1]
     nblk = D // W
     save = ckpt.shape[2] > 0
     zero = one - one
-    for i in prange(nb * nblk):
-        b = i // nblk
-        d0 = (i - b * nblk) * W
+    for task in prange(nb * runs):
+        b = task // runs
+        r = task - b * runs
+        q0 = r * nblk // runs
+        nq = (r + 1) * nblk // runs - q0
         bb = b if Bg.shape[0] > 1 else 0
-        gb = d0 // (D // Bg.shape[1])
         bc = b if Cg.shape[0] > 1 else 0
-        gc = d0 // (D // Cg.shape[1])
-        h = np.empty((N, W), dtype=u.dtype)
-        AT = np.empty((N, W), dtype=u.dtype)
-        for n in range(N):
-            for j in range(W):
-                AT[n, j] = A[d0 + j, n]
-                h[n, j] = h0[b, d0 + j, n]
+        H = np.empty((nq, N, W), dtype=u.dtype)
+        ATs = np.empty((nq, N, W), dtype=u.dtype)
+        for q in range(nq):
+            d0 = (q0 + q) * W
+            for n in range(N):
+                for j in range(W):
+                    ATs[q, n, j] = A[d0 + j, n]
+                    H[q, n, j] = h0[b, d0 + j, n]
         dtb = np.empty((tile, W), dtype=u.dtype)
         dub = np.empty((tile, W), dtype=u.dtype)
         yb = np.empty((tile, W), dtype=u.dtype)
         for t0 in range(0, L, tile):
-            m = min(L, t0 + tile) - t0
-            if save and t0 % T == 0:
-                for j in range(W):
+            for q in range(nq):
+                d0 = (q0 + q) * W
+                gb = d0 // (D // Bg.shape[1])
+                gc = d0 // (D // Cg.shape[1])
+                h = H[q]
+                AT = ATs[q]
+                m = min(L, t0 + tile) - t0
+                if save and t0 % T == 0:
+                    for j in range(W):
+                        for n in range(N):
+                            ckpt[b, d0 + j, t0 // T, n] = h[n, j]
+                # Rows as 1-D views: the inner loops then index from 0 with no
+                # wraparound test and vectorize (2-3x less time than 3-D indexing).
+                bw = bias[d0 : d0 + W]
+                if token_major:  # (batch, L, dim): channels are contiguous
+                    for k in range(m):
+                        drow = delta[b, t0 + k, d0 : d0 + W]
+                        urow = u[b, t0 + k, d0 : d0 + W]
+                        dk = dtb[k]
+                        uk = dub[k]
+                        for j in range(W):
+                            dk[j] = drow[j] + bw[j]
+                            uk[j] = urow[j]
+                else:
+                    for j in range(W):
+                        drow = delta[b, d0 + j, t0 : t0 + m]
+                        urow = u[b, d0 + j, t0 : t0 + m]
+                        bj = bw[j]
+                        for k in range(m):
+                            dtb[k, j] = drow[k] + bj
+                            dub[k, j] = urow[k]
+                # Separate loops, so that the libm call of the softplus does not
+                # keep the plain case from vectorizing.
+                if softplus:
+                    for k in range(m):
+                        for j in range(W):
+                            dtb[k, j] = _dt(dtb[k, j], True)
+                if scale_b:
+                    for k in range(m):
+                        for j in range(W):
+                            dub[k, j] *= dtb[k, j]
+                for k in range(m):
+                    dr = dtb[k]
+                    ur = dub[k]
+                    yr = yb[k]
+                    for j in range(W):
+                        yr[j] = zero
                     for n in range(N):
-                        ckpt[b, d0 + j, t0 // T, n] = h[n, j]
-            if token_major:  # (batch, L, dim): channels are contiguous
-                for k in range(m):
-                    for j in range(W):
-                        dtb[k, j] = delta[b, t0 + k, d0 + j] + bias[d0 + j]
-                        dub[k, j] = u[b, t0 + k, d0 + j]
-            else:
-                for j in range(W):
+                        Bn = Bg[bb, gb, t0 + k, n]
+                        Cn = Cg[bc, gc, t0 + k, n]
+                        hr = h[n]
+                        ar = AT[n]
+                        for j in range(W):
+                            hn = fexp(dr[j] * ar[j]) * hr[j] + ur[j] * Bn
+                            hr[j] = hn
+                            yr[j] += hn * Cn
+                Dw = Dv[d0 : d0 + W]
+                if token_major:
                     for k in range(m):
-                        dtb[k, j] = delta[b, d0 + j, t0 + k] + bias[d0 + j]
-                        dub[k, j] = u[b, d0 + j, t0 + k]
-            # Separate loops, so that the libm call of the softplus does not
-            # keep the plain case from vectorizing.
-            if softplus:
-                for k in range(m):
-                    for j in range(W):
-                        dtb[k, j] = _dt(dtb[k, j], True)
-            if scale_b:
-                for k in range(m):
-                    for j in range(W):
-                        dub[k, j] *= dtb[k, j]
-            for k in range(m):
-                dr = dtb[k]
-                ur = dub[k]
-                yr = yb[k]
-                for j in range(W):
-                    yr[j] = zero
-                for n in range(N):
-                    Bn = Bg[bb, gb, t0 + k, n]
-                    Cn = Cg[bc, gc, t0 + k, n]
-                    hr = h[n]
-                    ar = AT[n]
-                    for j in range(W):
-                        hn = fexp(dr[j] * ar[j]) * hr[j] + ur[j] * Bn
-                        hr[j] = hn
-                        yr[j] += hn * Cn
-            if token_major:
-                for k in range(m):
-                    for j in range(W):
-                        ut = u[b, t0 + k, d0 + j]
-                        o = yb[k, j] + Dv[d0 + j] * ut
+                        urow = u[b, t0 + k, d0 : d0 + W]
+                        orow = out[b, t0 + k, d0 : d0 + W]
+                        yk = yb[k]
                         if has_z:
-                            zt = z[b, t0 + k, d0 + j]
-                            o = o * (zt / (one + fexp(-zt)))
-                        out[b, t0 + k, d0 + j] = o
-            else:
-                for j in range(W):
-                    dsk = Dv[d0 + j]
-                    for k in range(m):
-                        ut = u[b, d0 + j, t0 + k]
-                        o = yb[k, j] + dsk * ut
+                            zrow = z[b, t0 + k, d0 : d0 + W]
+                            for j in range(W):
+                                zt = zrow[j]
+                                orow[j] = (yk[j] + Dw[j] * urow[j]) * (zt / (one + fexp(-zt)))
+                        else:
+                            for j in range(W):
+                                orow[j] = yk[j] + Dw[j] * urow[j]
+                else:
+                    for j in range(W):
+                        urow = u[b, d0 + j, t0 : t0 + m]
+                        orow = out[b, d0 + j, t0 : t0 + m]
+                        dsk = Dw[j]
                         if has_z:
-                            zt = z[b, d0 + j, t0 + k]
-                            o = o * (zt / (one + fexp(-zt)))
-                        out[b, d0 + j, t0 + k] = o
-        for n in range(N):
-            for j in range(W):
-                last[b, d0 + j, n] = h[n, j]
+                            zrow = z[b, d0 + j, t0 : t0 + m]
+                            for k in range(m):
+                                zt = zrow[k]
+                                orow[k] = (yb[k, j] + dsk * urow[k]) * (zt / (one + fexp(-zt)))
+                        else:
+                            for k in range(m):
+                                orow[k] = yb[k, j] + dsk * urow[k]
+        for q in range(nq):
+            d0 = (q0 + q) * W
+            for n in range(N):
+                for j in range(W):
+                    last[b, d0 + j, n] = H[q, n, j]
 
 
 @njit(parallel=True, fastmath=FASTMATH, cache=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -133,9 +134,11 @@ def forward(p: Prepared, save: bool, out: np.ndarray | None = None) -> tuple[np.
         W = fits[0]
         tm = not p.u.flags.c_contiguous  # the chapter's layout: pass (batch, L, dim) arrays
         u, delta, z, o = (_tm(x) if tm else x for x in (p.u, p.delta, p.z, out))
+        # runs of blocks per sequence: batch * runs tasks, a multiple of the threads
+        runs = min(dim // W, threads // math.gcd(batch, threads))
         _cpu.forward_lanes(u, delta, p.A, p.Bg, p.Cg, p.Dv, z, p.bias, p.softplus, p.has_z,
                            p.scale_b, p.h0, o, last, ckpt, _cpu.CHUNK, W, one, tm,
-                           _cpu.TILE)  # fmt: skip
+                           _cpu.TILE, runs)  # fmt: skip
         return out, last, ckpt
     _cpu.forward(p.u, p.delta, p.A, p.Bg, p.Cg, p.Dv, p.z, p.bias, p.softplus, p.has_z,
                  p.scale_b, p.h0, out, last, ckpt, _cpu.CHUNK,

@@ -43,6 +43,29 @@ def test_matches_reference(method, dtype, b_kind, c_kind, dim):
     assert rel_err(last, ref_last) <= TOL[dtype]
 
 
+@pytest.mark.parametrize("batch, dim", [(1, 128), (3, 64), (1, 192), (2, 320)])
+@pytest.mark.parametrize("token_major", [False, True])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_lane_blocks_split_over_tasks(batch, dim, token_major, threads):
+    # The lane kernel gives each task a run of 64-channel blocks of one
+    # sequence: one or several blocks per task, runs that do not divide the
+    # blocks (192 = 3 blocks over 2 runs), several sequences; u, delta and z
+    # also as views of (batch, L, dim) memory (the chapter's layout).
+    d = inputs(batch=batch, dim=dim, L=70, N=4, dtype=np.float64)
+    if token_major:
+        for k in ("u", "delta", "z"):
+            d[k] = np.ascontiguousarray(d[k].transpose(0, 2, 1)).transpose(0, 2, 1)
+    before = numba.get_num_threads()
+    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    try:
+        out, last = selective_scan(**d, delta_softplus=True, return_last_state=True)
+    finally:
+        numba.set_num_threads(before)
+    ref_out, ref_last = _ref(d)
+    assert rel_err(out, ref_out) <= TOL[np.float64]
+    assert rel_err(last, ref_last) <= TOL[np.float64]
+
+
 @pytest.mark.parametrize("L", [0, 1, 2, 63, 64, 65, 130])
 @pytest.mark.parametrize("dim", [1, 3, 16])
 def test_edge_lengths_and_sequence_split(L, dim):
