@@ -187,7 +187,7 @@ def forward_lanes(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, scale_b, h0
 
     Each task owns ``D / W / runs`` adjacent blocks of one sequence and
     walks the token tiles in its outer loop, all its blocks for each tile,
-    with their states side by side (a few hundred KiB, in L2).  A tile's
+    with their states side by side (at most ``_host.RUN_STATE_BYTES``, in L2).  A tile's
     rows are then read and written as long contiguous runs, one page at a
     time: with a block per task walking all tokens, every row of the
     chapter's (batch, L, dim) layout was a new 4 KiB page (8 KiB apart at

@@ -113,6 +113,12 @@ def segment_length(pairs: int, L: int) -> int:
     return -(-seg // _cpu.CHUNK) * _cpu.CHUNK
 
 
+RUN_STATE_BYTES = 256 * 1024
+"""Most states and A of one task of the lane kernel (``2 N W`` values per
+block of ``W`` channels): 32 blocks of 64 channels at d_state 16 in float32,
+which stays in L2."""
+
+
 def forward(p: Prepared, save: bool, out: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
     """Run the fused forward; returns (out, last_state, checkpoints)."""
     batch, dim, L = p.u.shape
@@ -134,8 +140,12 @@ def forward(p: Prepared, save: bool, out: np.ndarray | None = None) -> tuple[np.
         W = fits[0]
         tm = not p.u.flags.c_contiguous  # the chapter's layout: pass (batch, L, dim) arrays
         u, delta, z, o = (_tm(x) if tm else x for x in (p.u, p.delta, p.z, out))
-        # runs of blocks per sequence: batch * runs tasks, a multiple of the threads
-        runs = min(dim // W, threads // math.gcd(batch, threads))
+        # Runs of blocks per sequence: batch * runs tasks, a multiple of the
+        # threads, each holding at most RUN_STATE_BYTES of states and A (L2).
+        nblk = dim // W
+        base = threads // math.gcd(batch, threads)
+        need = -(-nblk * 2 * N * W * p.u.dtype.itemsize // RUN_STATE_BYTES)
+        runs = min(nblk, base * -(-need // base))
         _cpu.forward_lanes(u, delta, p.A, p.Bg, p.Cg, p.Dv, z, p.bias, p.softplus, p.has_z,
                            p.scale_b, p.h0, o, last, ckpt, _cpu.CHUNK, W, one, tm,
                            _cpu.TILE, runs)  # fmt: skip

@@ -45,12 +45,17 @@ def test_matches_reference(method, dtype, b_kind, c_kind, dim):
 
 @pytest.mark.parametrize("batch, dim", [(1, 128), (3, 64), (1, 192), (2, 320)])
 @pytest.mark.parametrize("token_major", [False, True])
-@pytest.mark.parametrize("threads", [1, 2])
-def test_lane_blocks_split_over_tasks(batch, dim, token_major, threads):
+@pytest.mark.parametrize("threads, cap", [(1, None), (2, None), (2, 1)])
+def test_lane_blocks_split_over_tasks(batch, dim, token_major, threads, cap, monkeypatch):
     # The lane kernel gives each task a run of 64-channel blocks of one
     # sequence: one or several blocks per task, runs that do not divide the
     # blocks (192 = 3 blocks over 2 runs), several sequences; u, delta and z
-    # also as views of (batch, L, dim) memory (the chapter's layout).
+    # also as views of (batch, L, dim) memory (the chapter's layout).  A
+    # one-byte cap on a run's states gives every block its own task.
+    from case_studies.mamba import _host
+
+    if cap is not None:
+        monkeypatch.setattr(_host, "RUN_STATE_BYTES", cap)
     d = inputs(batch=batch, dim=dim, L=70, N=4, dtype=np.float64)
     if token_major:
         for k in ("u", "delta", "z"):
