@@ -16,11 +16,14 @@ import importlib.util
 import os
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import numba
+import numba.core.event
 
 _loaded: dict[str, ModuleType] = {}
 
@@ -77,3 +80,100 @@ def load_module(source: str, tag: str, namespace: dict[str, Any] | None = None) 
 def num_threads() -> int:
     """Threads numba's parallel regions use now (``numba.set_num_threads``)."""
     return int(numba.get_num_threads())
+
+
+# ------------------------------------------------------------ compile notice
+#: A burst of compilation that lasts longer than this (seconds) is announced
+#: on stderr, in one line; quicker ones stay silent.
+NOTICE_AFTER_S = 1.0
+
+#: Compilations closer together than this (seconds) belong to one burst
+#: (one call of a verb compiles several kernels in a row).
+BURST_GAP_S = 0.5
+
+_OURS = ("propopt.", "case_studies.", "_propopt_gen_")
+
+
+def _is_ours(dispatcher: Any) -> bool:
+    py = getattr(dispatcher, "py_func", None)
+    module = getattr(py, "__module__", None) or ""
+    return module.startswith(_OURS)
+
+
+def _describe(dispatcher: Any) -> tuple[str, bool]:
+    """A kernel's name for the notice, and whether numba caches it on disk."""
+    py = dispatcher.py_func
+    module = py.__module__
+    if module.startswith("_propopt_gen_"):  # generated: _propopt_gen_<tag>_<hash>
+        module = "generated " + module[len("_propopt_gen_") :].rsplit("_", 1)[0]
+    cache = getattr(dispatcher, "_cache", None)
+    cached = cache is not None and type(cache).__name__ != "NullCache"
+    return f"{py.__qualname__} ({module})", cached
+
+
+class _CompileNotice(numba.core.event.Listener):
+    """Announces a burst of compilation of propopt's kernels that lasts over a second."""
+
+    def __init__(self, stream: Any = None) -> None:
+        self.stream = stream
+        self.lock = threading.Lock()
+        self.depth = 0
+        self.burst_start = 0.0
+        self.last_end = -1e9
+        self.timer: threading.Timer | None = None
+        self.said = False
+
+    def on_start(self, event: Any) -> None:
+        disp = (event.data or {}).get("dispatcher")
+        if not _is_ours(disp):
+            return
+        with self.lock:
+            self.depth += 1
+            if self.depth > 1:
+                return
+            now = time.monotonic()
+            if now - self.last_end > BURST_GAP_S:  # a new burst
+                self.burst_start, self.said = now, False
+            if not self.said and self.timer is None:
+                wait = max(0.0, NOTICE_AFTER_S - (now - self.burst_start))
+                self.timer = threading.Timer(wait, self._say, (disp,))
+                self.timer.daemon = True
+                self.timer.start()
+
+    def on_end(self, event: Any) -> None:
+        disp = (event.data or {}).get("dispatcher")
+        if not _is_ours(disp):
+            return
+        with self.lock:
+            self.depth -= 1
+            if self.depth == 0:
+                self.last_end = time.monotonic()
+                if self.timer is not None:
+                    self.timer.cancel()
+                    self.timer = None
+
+    def _say(self, disp: Any) -> None:
+        with self.lock:
+            if self.said or self.timer is None:
+                return
+            self.said, self.timer = True, None
+        name, cached = _describe(disp)
+        after = (
+            "cached on disk afterwards, so later runs skip this"
+            if cached
+            else "not cached (a lambda or closure), so each new process repeats this"
+        )
+        stream = self.stream or sys.stderr
+        stream.write(f"propopt: compiling {name} with numba on first use; {after}\n")
+        stream.flush()
+
+
+_notice: _CompileNotice | None = None
+
+
+def install_compile_notice() -> None:
+    """Register the compile notice with numba once (``PROPOPT_COMPILE_NOTICE=0`` turns it off)."""
+    global _notice
+    if _notice is None and os.environ.get("PROPOPT_COMPILE_NOTICE", "1") != "0":
+        _notice = _CompileNotice()
+        numba.core.event.register("numba:compile", _notice)

@@ -9,6 +9,8 @@ from typing import Any
 import numba
 import numpy as np
 
+from propopt import threads
+
 from . import _cpu
 
 
@@ -119,6 +121,7 @@ block of ``W`` channels): 32 blocks of 64 channels at d_state 16 in float32,
 which stays in L2."""
 
 
+@threads.parallel
 def forward(p: Prepared, save: bool, out: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
     """Run the fused forward; returns (out, last_state, checkpoints)."""
     batch, dim, L = p.u.shape
@@ -156,6 +159,7 @@ def forward(p: Prepared, save: bool, out: np.ndarray | None = None) -> tuple[np.
     return out, last, ckpt
 
 
+@threads.parallel
 def backward(p: Prepared, ckpt: np.ndarray, dout: np.ndarray, dlast: np.ndarray) -> dict[str, Any]:
     """Gradients of every input, in the compute dtype and the inputs' shapes."""
     batch, dim, L = p.u.shape

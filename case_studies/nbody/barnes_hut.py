@@ -29,7 +29,7 @@ from typing import Any
 import numba
 import numpy as np
 
-from propopt import morton_order
+from propopt import morton_order, threads
 from propopt.locality import bounding_box
 
 from ._build import build_topology, node_moments
@@ -157,6 +157,7 @@ class Octree:
     uniform_eps2: float | None
 
     @classmethod
+    @threads.parallel
     def build(
         cls,
         pos: Any,
@@ -220,6 +221,7 @@ class Octree:
         )  # fmt: skip
 
     # -------------------------------------------------------------- evaluate
+    @threads.parallel
     def field(
         self,
         targets: Any = None,

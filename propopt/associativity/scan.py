@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _dispatch, _pytree
+from .. import _dispatch, _pytree, threads
 from ..typing import ScanMethod
 from . import _generic, _reference
 from .monoid import Monoid
@@ -364,12 +364,13 @@ def _check_kernel_dtype(m: Monoid, leaves: Leaves, method: str) -> None:
 def _scan_cpu(m: Monoid, leaves: Leaves, ax: int, reverse: bool, exclusive: bool) -> Leaves:
     from . import _cpu
 
-    if _dispatch.array_kind(leaves[0]) == _dispatch.TORCH:
-        import torch
+    with threads.sized():
+        if _dispatch.array_kind(leaves[0]) == _dispatch.TORCH:
+            import torch
 
-        out = _cpu.scan(m, [_dispatch.to_numpy_view(x) for x in leaves], ax, reverse, exclusive)
-        return [torch.from_numpy(o) for o in out]
-    return _cpu.scan(m, leaves, ax, reverse, exclusive)
+            views = [_dispatch.to_numpy_view(x) for x in leaves]
+            return [torch.from_numpy(o) for o in _cpu.scan(m, views, ax, reverse, exclusive)]
+        return _cpu.scan(m, leaves, ax, reverse, exclusive)
 
 
 def _wrap_callable(fn: Callable[[Any, Any], Any], treedef: _pytree.TreeDef) -> Any:

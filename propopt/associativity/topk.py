@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .. import _dispatch
+from .. import _dispatch, threads
 from . import _topk_cpu, _topk_reference
 
 NanPolicy = Literal["ignore", "largest"]
@@ -51,7 +51,7 @@ MIN_PIECE = 1 << 16
 SEEDED_ONE_THREAD_BELOW = 1 << 18
 
 _MAGIC = b"PPTOPK"
-_VERSION = 1
+_VERSION = 2  # 2 adds the spans of positional ids; version 1 is still read
 _HEAD = struct.Struct("<6sHQQQBB")  # magic, version, k, n_seen, start, largest, nan
 _CRC = struct.Struct("<I")
 
@@ -131,13 +131,30 @@ def _best_positions(
 
     With ``seed=(score, id)`` only pairs that beat it are returned.
     """
-    rows, n = x2.shape
+    n = x2.shape[1]
     kk = min(k, n)
     xv = np.ascontiguousarray(kernel_view(x2))
     has_ids = ids is not None
     sv = kernel_view(np.asarray([seed[0] if seed else 0], x2.dtype))[0]
     sid = np.int64(seed[1] if seed else 0)
     idv = ids if ids is not None else _NO_IDS
+    with threads.sized():
+        return _best_positions_sized(x2, kk, largest, nanbig, xv, idv, has_ids, seed, sv, sid)
+
+
+def _best_positions_sized(
+    x2: np.ndarray,
+    kk: int,
+    largest: bool,
+    nanbig: bool,
+    xv: np.ndarray,
+    idv: np.ndarray,
+    has_ids: bool,
+    seed: tuple[Any, int] | None,
+    sv: Any,
+    sid: Any,
+) -> tuple[np.ndarray, np.ndarray]:
+    rows, n = x2.shape
     pieces = _pieces(rows, n, kk, seed is not None)
     if rows == 1 and pieces == 1:
         p1, _ = _topk_cpu.topk_one(
@@ -243,7 +260,7 @@ class TopK:
     ([9.0, 7.0, 7.0], [6, 2, 4])
     """
 
-    __slots__ = ("_ids", "_scores", "dtype", "k", "largest", "n_seen", "nan", "start")
+    __slots__ = ("_ids", "_scores", "_spans", "dtype", "k", "largest", "n_seen", "nan", "start")
 
     def __init__(
         self,
@@ -255,10 +272,16 @@ class TopK:
         n_seen: int,
         scores: np.ndarray,
         ids: np.ndarray,
+        spans: tuple[tuple[int, int], ...] = (),
     ) -> None:
         self.k, self.dtype, self.largest, self.nan = k, dtype, largest, nan
         self.start, self.n_seen = start, n_seen
         self._scores, self._ids = scores, ids
+        # half-open ranges of the ids this summary numbered by position
+        # (sorted, disjoint): two summaries that both numbered position p
+        # would hold two different scores under one id, so merging them, or
+        # numbering p again, is refused instead of returning wrong ids
+        self._spans = spans
 
     @classmethod
     def empty(
@@ -319,6 +342,12 @@ class TopK:
         n = s.shape[0]
         if ids is not None and offset is not None:
             raise ValueError("pass ids or offset, not both")
+        if offset is not None and (
+            isinstance(offset, (bool, np.bool_)) or not isinstance(offset, (int, np.integer))
+        ):
+            raise TypeError(
+                f"offset={offset!r}: must be an int (the id of the chunk's first score)"
+            )
         if ids is not None:
             idv = _as_numpy_1d(ids, "ids")
             if idv.shape[0] != n:
@@ -331,6 +360,8 @@ class TopK:
         if n:
             nanbig = self.nan == "largest"
             first = self.start + self.n_seen if offset is None else int(offset)
+            if ids is None:
+                spans = _add_span(self._spans, (first, first + n), "update")
             # once k are held, only pairs beating the k-th best can enter
             seed = (self._scores[-1], int(self._ids[-1])) if len(self) == self.k else None
             kernel_ids = None if ids is None else idv
@@ -350,6 +381,8 @@ class TopK:
                 self._scores, self._ids = _merge_sorted_lists(
                     self._scores, self._ids, cs, ci, self.k, self.largest, nanbig
                 )
+            if ids is None:
+                self._spans = spans
         self.n_seen += n
         return self
 
@@ -401,6 +434,7 @@ class TopK:
             self.n_seen,
             self._scores.copy(),
             self._ids.copy(),
+            self._spans,
         )
 
     # ------------------------------------------------------- serialization
@@ -424,6 +458,8 @@ class TopK:
             + struct.pack("<Q", len(self))
             + self._scores.astype(dt).tobytes()
             + self._ids.astype("<i8").tobytes()
+            + struct.pack("<Q", len(self._spans))
+            + np.asarray(self._spans, "<i8").reshape(-1).tobytes()
         )
         return body + _CRC.pack(zlib.crc32(body))
 
@@ -441,7 +477,7 @@ class TopK:
                 f"corrupted TopK bytes: magic {magic!r} is not {_MAGIC!r}; "
                 "this is not a serialized TopK"
             )
-        if version != _VERSION:
+        if version not in (1, _VERSION):
             raise ValueError(
                 f"TopK bytes of format version {version}; this propopt reads version "
                 f"{_VERSION} (upgrade propopt)"
@@ -466,6 +502,15 @@ class TopK:
             off += count * dt.itemsize
             ids = np.frombuffer(body, "<i8", count, off).astype(np.int64)
             off += count * 8
+            spans: tuple[tuple[int, int], ...] = ()
+            if version == 1:  # positions numbered from start, as that version did
+                spans = ((start, start + n_seen),) if n_seen else ()
+            else:
+                (nspans,) = struct.unpack_from("<Q", body, off)
+                off += 8
+                flat = np.frombuffer(body, "<i8", 2 * nspans, off).tolist()
+                off += 16 * nspans
+                spans = tuple(zip(flat[::2], flat[1::2]))
         except (struct.error, ValueError, TypeError, UnicodeDecodeError) as exc:
             raise ValueError(f"corrupted TopK bytes: {exc}") from exc
         if off != len(body) or count > k or k < 1:
@@ -474,7 +519,7 @@ class TopK:
             start -= 2**64
         return cls(
             int(k), _check_dtype(dt), bool(largest), NAN_POLICIES[nanflag], start, int(n_seen),
-            scores, ids,
+            scores, ids, spans,
         )  # fmt: skip
 
     def save(self, path: str | PathLike[str]) -> None:
@@ -539,10 +584,42 @@ def merge(a: TopK, b: TopK) -> TopK:
                 f"cannot merge TopK summaries with {field}={va!r} and {field}={vb!r}; "
                 f"build both with the same {field}"
             )
+    spans = a._spans
+    for span in b._spans:
+        spans = _add_span(spans, span, "merge")
     s, i = _merge_sorted_lists(
         a._scores, a._ids, b._scores, b._ids, a.k, a.largest, a.nan == "largest"
     )
-    return TopK(a.k, a.dtype, a.largest, a.nan, min(a.start, b.start), a.n_seen + b.n_seen, s, i)
+    start = min(a.start, b.start)
+    return TopK(a.k, a.dtype, a.largest, a.nan, start, a.n_seen + b.n_seen, s, i, spans)
+
+
+def _add_span(
+    spans: tuple[tuple[int, int], ...], new: tuple[int, int], verb: str
+) -> tuple[tuple[int, int], ...]:
+    """``spans`` with the id range ``new`` added; an overlap is an error naming both."""
+    lo, hi = new
+    for a, b in spans:
+        if a < hi and lo < b:
+            where = f"ids {max(a, lo)}..{min(b, hi) - 1}"
+            if verb == "update":
+                raise ValueError(
+                    f"update would number scores by position as {where}, which this TopK "
+                    "already gave to earlier scores; pass offset= with a fresh range, or ids="
+                )
+            raise ValueError(
+                f"cannot merge: both summaries numbered scores by position as {where}, so "
+                "those ids are ambiguous; give each stream its own range "
+                "(TopK.empty(..., start=) or update(..., offset=))"
+            )
+    merged = sorted((*spans, new))
+    out = [merged[0]]
+    for a, b in merged[1:]:
+        if a == out[-1][1]:  # adjacent ranges (chunks of one stream) coalesce
+            out[-1] = (out[-1][0], b)
+        else:
+            out.append((a, b))
+    return tuple(out)
 
 
 # --------------------------------------------------------------------- topk

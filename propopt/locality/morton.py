@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 from numba import njit, prange
 
-from .. import _jit
+from .. import _jit, threads
 
 __all__ = [
     "MORTON_BITS",
@@ -215,6 +215,7 @@ def _scan(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return lo, hi
 
 
+@threads.parallel
 def bounding_box(points: Any, *, cube: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """The box ``(lo, hi)`` (float64 arrays of length ``dim``) that :func:`morton_keys` uses.
 
@@ -289,6 +290,7 @@ def _check_dim(dim: Any) -> int:
 
 
 # ------------------------------------------------------------ public verbs
+@threads.parallel
 def morton_keys(points: Any, box: Any = None) -> np.ndarray:
     """Morton (Z-order) keys of 2-D or 3-D points, as ``uint64``.
 
@@ -333,6 +335,7 @@ def morton_keys(points: Any, box: Any = None) -> np.ndarray:
     return out
 
 
+@threads.parallel
 def morton_order(points: Any, box: Any = None, *, return_keys: bool = False) -> Any:
     """The permutation that sorts points by Morton key (stable).
 
@@ -440,6 +443,7 @@ def morton_cells(keys: Any, level: int, dim: int = 3) -> np.ndarray:
     return k >> np.uint64(dim * (b - int(level)))
 
 
+@threads.parallel
 def morton_decode(keys: Any, dim: int = 3) -> np.ndarray:
     """Integer cell coordinates ``q`` (shape ``(n, dim)``, int64) of Morton keys.
 

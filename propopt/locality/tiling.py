@@ -27,6 +27,8 @@ from typing import Any
 import numpy as np
 from numba import njit, prange
 
+from .. import threads
+
 __all__ = ["MATMUL_TILE", "tiled_matmul", "tiled_pairwise", "tiles"]
 
 MATMUL_TILE = 64
@@ -127,6 +129,7 @@ def _matmul_tiled(A: Any, B: Any, C: Any, tile: int) -> None:
 MATMUL_METHODS = ("tiled", "naive", "blas", "reference")
 
 
+@threads.parallel
 def tiled_matmul(A: Any, B: Any, *, method: str = "tiled", tile: int = MATMUL_TILE) -> np.ndarray:
     """Matrix product ``C = A @ B`` by one of the acceleration chapter's three rungs.
 
@@ -196,6 +199,7 @@ def tiled_matmul(A: Any, B: Any, *, method: str = "tiled", tile: int = MATMUL_TI
     return C
 
 
+@threads.parallel
 def tiled_pairwise(
     kernel: Callable[..., Any],
     X: Any,

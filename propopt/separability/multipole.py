@@ -29,6 +29,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from .. import threads
 from . import _kernels as K
 
 __all__ = ["Moments", "RawMoments", "merge", "moments"]
@@ -205,6 +206,7 @@ class Moments:
         """The moments re-expressed about ``point``: the same as :meth:`about`."""
         return self.about(point)
 
+    @threads.parallel
     def field(
         self, targets: Any, *, order: int = 3, softening: float = 0.0
     ) -> tuple[np.ndarray, np.ndarray]:
@@ -238,6 +240,7 @@ class Moments:
         return f"Moments(mass={self.mass:.6g}, center=[{c}], radius={self.radius:.4g})"
 
 
+@threads.parallel
 def moments(points: Any, masses: Any = None) -> Moments:
     """Multipole moments (to octupole order) of point masses about their centre of mass.
 

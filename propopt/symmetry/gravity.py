@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _dispatch
+from .. import _dispatch, threads
 from .pairs import METHODS, Symmetry, _check_method, pairwise_sum, points
 
 GRAVITY_SYMMETRY: tuple[Symmetry, ...] = (
@@ -47,6 +47,7 @@ def plummer(xi: Any, xj: Any, eps2: float) -> tuple[float, float, float, float]:
     return dx * inv3, dy * inv3, dz * inv3, -inv
 
 
+@threads.parallel
 def direct_gravity(
     pos: Any,
     mass: Any = None,

@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .. import _dispatch, _jit
+from .. import _dispatch, _jit, threads
 from . import _cpu, _reference
 
 SYMMETRIES: tuple[str, ...] = ("symmetric", "antisymmetric")
@@ -151,6 +151,7 @@ def _check_tile(tile: Any) -> int:
     return int(tile)
 
 
+@threads.parallel
 def pairwise_sum(
     kernel: Callable[..., Any],
     X: Any,

@@ -1,0 +1,328 @@
+"""How many threads propopt's parallel kernels use, decided per call.
+
+A parallel kernel splits its work among ``T`` threads and waits at a barrier
+for the slowest.  On a machine where another process keeps a core busy, a
+thread that shares that core is descheduled for whole time slices and every
+barrier waits for it: measured on 2 cores beside one busy process, a scan
+with 2 threads ran several times slower than with 1.  So each call of a
+parallel verb sizes itself to the cores that are free *now*:
+
+    threads = min(limit, numba's thread count, free cores / concurrent calls)
+
+* ``limit`` is :func:`set_num_threads` (``None``: no limit of propopt's own);
+* numba's thread count is ``numba.get_num_threads()`` in the calling thread
+  (``NUMBA_NUM_THREADS``, or ``numba.set_num_threads``), so a cap set
+  through numba holds as well;
+* free cores are the usable CPUs (affinity mask and cgroup quota) minus the
+  CPU time other processes used since the last estimate (``/proc/stat``
+  minus this process's own CPU time, over at least :data:`WINDOW_S`).
+  Processes at a lower priority (``nice``) count too: the scheduler gives
+  us most of their core's time, but not at once, and every barrier pays that
+  delay (measured beside two ``nice 19`` compilers: a 2^24 scan took 110 ms
+  with 2 threads against 24 ms with 1);
+* concurrent calls from several threads of this process share the free
+  cores.
+
+A fixed count (``set_num_threads(n)``) turns the load estimate off.  Where
+``/proc/stat`` cannot be read (not Linux), all usable CPUs count as free.
+
+Results do not depend on the thread count where the documentation calls
+them exact (top-k, integer scans, Morton keys, the tree's field); floating
+point sums that are regrouped per thread differ from one count to another by
+rounding only.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import numbers
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import numba
+
+#: Shortest window (seconds) over which other processes' CPU use is
+#: averaged; ``/proc/stat`` counts in ticks of 10 ms, so a shorter window
+#: would resolve the load of 2 cores in steps of a quarter core or worse.
+WINDOW_S = 0.1
+
+#: Busy cores of other processes are rounded up from this fraction: a
+#: process that used 0.3 of a core in the window still stalls our barriers
+#: whenever it runs, so it takes the core from us.  Below it (background
+#: daemons, a terminal) the core counts as free.
+BUSY_FRACTION = 0.25
+
+_lock = threading.Lock()
+_limit: int | None = None
+
+#: How long (seconds) a count of this process's running threads is reused.
+PEERS_TTL_S = 0.01
+
+
+class _Load:
+    """Other processes' CPU use, in cores, averaged over the last window."""
+
+    def __init__(self) -> None:
+        self.others = 0.0
+        self.sample = self._read()
+
+    @staticmethod
+    def _read() -> tuple[float, float, float] | None:
+        """(wall s, busy CPU s of everyone, CPU s of this process), or None."""
+        try:
+            with open("/proc/stat", "rb") as f:
+                head = f.readline().split()
+        except OSError:
+            return None
+        # cpu user nice system idle iowait irq softirq steal ...
+        user, nice, system, _, _, irq, softirq, steal = (int(v) for v in head[1:9])
+        busy = user + nice + system + irq + softirq + steal
+        return time.monotonic(), busy / _HZ, time.process_time()
+
+    def update(self) -> float:
+        """Cores other processes kept busy over the last window (0 when unknown)."""
+        if self.sample is None:
+            return 0.0
+        now = time.monotonic()
+        if now - self.sample[0] >= WINDOW_S:
+            new = self._read()
+            if new is not None:
+                dt = new[0] - self.sample[0]
+                busy = (new[1] - self.sample[1]) - (new[2] - self.sample[2])
+                self.others = max(0.0, busy / dt)
+                self.sample = new
+        return self.others
+
+
+class _Peers:
+    """Threads of this process, other than the caller, running right now.
+
+    Another library's pool that spins after its work (XLA's keeps a core
+    busy for about 25 ms after each jax call; OpenMP pools spin too) takes a
+    core from a kernel started at that moment.  Read from
+    ``/proc/self/task/*/stat`` (about 3 us a thread), at most every
+    :data:`PEERS_TTL_S`.
+    """
+
+    def __init__(self) -> None:
+        self.when = -1.0
+        self.count = 0
+
+    def update(self) -> int:
+        now = time.monotonic()
+        if now - self.when < PEERS_TTL_S:
+            return self.count
+        me = threading.get_native_id()
+        count = 0
+        try:
+            tasks = os.listdir("/proc/self/task")
+        except OSError:
+            tasks = []
+        for t in tasks:
+            if int(t) == me:
+                continue
+            try:
+                with open(f"/proc/self/task/{t}/stat", "rb") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            if stat[stat.rindex(b")") + 2 :][:1] == b"R":
+                count += 1
+        self.when, self.count = now, count
+        return count
+
+
+_HZ = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on: the affinity mask, capped by a cgroup CPU quota."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except AttributeError:
+        n = os.cpu_count() or 1
+    try:
+        with open("/sys/fs/cgroup/cpu.max") as f:
+            quota, period = f.read().split()[:2]
+        if quota != "max":
+            n = min(n, max(1, math.ceil(int(quota) / int(period))))
+    except (OSError, ValueError):
+        pass
+    return n
+
+
+_load = _Load()
+_peers = _Peers()
+_cpus = usable_cpus()
+
+
+def free_cores() -> int:
+    """Whole cores neither other processes nor this process's other threads keep busy (>= 1)."""
+    with _lock:
+        others = _load.update()
+        peers = _peers.update()
+    busy = math.floor(others) + (1 if others % 1 >= BUSY_FRACTION else 0)
+    return max(1, _cpus - busy - peers)
+
+
+class _Setting:
+    """What :func:`set_num_threads` returns: the change is already made; ``with`` undoes it."""
+
+    def __init__(self, previous: int | None) -> None:
+        self._previous = previous
+
+    def __enter__(self) -> _Setting:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        global _limit
+        _limit = self._previous
+
+    def __repr__(self) -> str:
+        return f"set_num_threads({_limit!r})"
+
+
+def set_num_threads(n: int | None) -> _Setting:
+    """Set how many threads propopt's kernels may use; ``None`` sizes each call to the load.
+
+    The change applies at once, to the whole process.  The return value is a
+    context manager that restores the previous setting on exit, so both
+    forms work::
+
+        propopt.set_num_threads(1)              # from now on
+        with propopt.set_num_threads(1):        # for this block only
+            ...
+
+    Parameters
+    ----------
+    n : int or None
+        A fixed number of threads, from 1 to numba's thread count
+        (``NUMBA_NUM_THREADS``, which numba reads once, at its first
+        parallel call).  ``None`` (the default state) chooses per call:
+        numba's thread count, or fewer when other processes keep cores
+        busy (see the module notes).
+
+    Notes
+    -----
+    ``numba.set_num_threads`` in the calling thread caps propopt too.
+    ``OMP_NUM_THREADS`` and ``torch.set_num_threads`` size other libraries'
+    pools and do not affect propopt (see docs/threads.md).
+    """
+    global _limit
+    if n is not None:
+        if isinstance(n, bool) or not isinstance(n, numbers.Integral):
+            raise TypeError(f"n={n!r}: must be an int >= 1 or None")
+        n = int(n)
+        most = numba.config.NUMBA_NUM_THREADS
+        if not 1 <= n <= most:
+            raise ValueError(
+                f"n={n}: must be between 1 and {most}, the threads numba started with; set "
+                "NUMBA_NUM_THREADS before the first parallel call to allow more"
+            )
+    previous = _limit
+    _limit = n
+    return _Setting(previous)
+
+
+def get_num_threads() -> int:
+    """Threads the next parallel call from this thread would use."""
+    _launch()
+    cap = int(numba.get_num_threads())
+    if _limit is not None:
+        return min(_limit, cap)
+    return max(1, min(cap, free_cores()))
+
+
+@contextmanager
+def sized() -> Iterator[int]:
+    """Run the enclosed kernels with :func:`get_num_threads` threads; yields that count.
+
+    Re-entrant: a sized call inside another keeps the outer count.
+    """
+    if getattr(_local, "depth", 0):
+        _local.depth += 1
+        try:
+            yield int(numba.get_num_threads())
+        finally:
+            _local.depth -= 1
+        return
+    n = get_num_threads()
+    before = int(numba.get_num_threads())
+    _local.depth = 1
+    numba.set_num_threads(n)
+    try:
+        yield n
+    finally:
+        numba.set_num_threads(before)
+        _local.depth = 0
+
+
+_local = threading.local()
+
+#: Set for numba's OpenMP runtime when it is loaded, unless the user chose a
+#: wait policy: its threads sleep as soon as a parallel region ends instead
+#: of spinning for ~300,000 iterations.  Spinning threads take the cores of
+#: other processes' threads (and of torch's, where torch shares this
+#: runtime); on 2 cores beside two low-priority busy processes a torch loop
+#: of small ops took 4.2-4.4 s with the default policy and 42-47 ms with
+#: PASSIVE, and a 2^24 scan on an idle machine took 18.9 ms against 26.1.
+POLITE_ENV = {"OMP_WAIT_POLICY": "PASSIVE", "KMP_BLOCKTIME": "0"}
+
+_launched = False
+
+
+def _launch() -> None:
+    """Start numba's threading layer once, with :data:`POLITE_ENV` while it loads.
+
+    OpenMP runtimes read their environment when they are loaded, so the
+    variables are set around numba's launch and restored afterwards: they
+    reach no other runtime loaded later and no child process.  Nothing is
+    changed when the user set ``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT``, or
+    when numba's layer was already started (by other code in the process).
+    """
+    global _launched
+    if _launched:
+        return
+    with _lock:
+        if _launched:
+            return
+        from numba.np.ufunc import parallel
+
+        env: dict[str, str] = {}
+        user_chose = any(k in os.environ for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT"))
+        if not getattr(parallel, "_is_initialized", True) and not user_chose:
+            env = {k: v for k, v in POLITE_ENV.items() if k not in os.environ}
+        saved = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
+        try:
+            numba.get_num_threads()  # loads the layer (and its OpenMP runtime) now
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+        _launched = True
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def parallel(fn: F) -> F:
+    """Decorate a function whose numba kernels run in parallel: each call runs under :func:`sized`.
+
+    For code built on propopt that has parallel kernels of its own (the case
+    studies do), so that they follow the same thread policy.
+    """
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with sized():
+            return fn(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
