@@ -23,10 +23,15 @@ Symmetry (:mod:`propopt.symmetry`)
     :func:`pairwise_sum` (each unordered pair once, credited to both ends) and
     :func:`direct_gravity` (softened direct N-body sum, also at separate targets).
 
+Threads (:mod:`propopt.threads`)
+    :func:`set_num_threads` (also a context manager) and :func:`get_num_threads`:
+    each parallel call uses the cores that are free, unless a count is set.
+
 Auditing (:mod:`propopt.audit`)
     :func:`propopt.audit.check_associative` tests the law a primitive relies on.
 """
 
+from . import _jit
 from .associativity import (
     Monoid,
     TopK,
@@ -45,6 +50,9 @@ from .associativity import merge as merge_topk
 from .locality import morton_keys, morton_order
 from .separability import Moments, low_rank, moments
 from .symmetry import direct_gravity, pairwise_sum
+from .threads import get_num_threads, set_num_threads
+
+_jit.install_compile_notice()
 
 __version__ = "0.1.0"
 
@@ -56,6 +64,7 @@ __all__ = [
     "add",
     "associative_scan",
     "direct_gravity",
+    "get_num_threads",
     "linear_recurrence",
     "logaddexp",
     "low_rank",
@@ -69,5 +78,6 @@ __all__ = [
     "morton_order",
     "mul",
     "pairwise_sum",
+    "set_num_threads",
     "topk",
 ]

@@ -17,7 +17,6 @@ import os
 import sys
 import tempfile
 import threading
-import time
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -83,13 +82,9 @@ def num_threads() -> int:
 
 
 # ------------------------------------------------------------ compile notice
-#: A burst of compilation that lasts longer than this (seconds) is announced
-#: on stderr, in one line; quicker ones stay silent.
+#: A kernel whose compilation lasts longer than this (seconds) is announced
+#: on stderr, in one line, while it compiles; quicker ones stay silent.
 NOTICE_AFTER_S = 1.0
-
-#: Compilations closer together than this (seconds) belong to one burst
-#: (one call of a verb compiles several kernels in a row).
-BURST_GAP_S = 0.5
 
 _OURS = ("propopt.", "case_studies.", "_propopt_gen_")
 
@@ -112,51 +107,38 @@ def _describe(dispatcher: Any) -> tuple[str, bool]:
 
 
 class _CompileNotice(numba.core.event.Listener):
-    """Announces a burst of compilation of propopt's kernels that lasts over a second."""
+    """Announces each of propopt's kernels whose compilation lasts over :data:`NOTICE_AFTER_S`.
+
+    Only the outermost compilation is timed (a kernel compiles the functions
+    it calls as part of its own compilation); compilations in other threads
+    are timed apart.
+    """
 
     def __init__(self, stream: Any = None) -> None:
         self.stream = stream
-        self.lock = threading.Lock()
-        self.depth = 0
-        self.burst_start = 0.0
-        self.last_end = -1e9
-        self.timer: threading.Timer | None = None
-        self.said = False
+        self.local = threading.local()
 
     def on_start(self, event: Any) -> None:
         disp = (event.data or {}).get("dispatcher")
         if not _is_ours(disp):
             return
-        with self.lock:
-            self.depth += 1
-            if self.depth > 1:
-                return
-            now = time.monotonic()
-            if now - self.last_end > BURST_GAP_S:  # a new burst
-                self.burst_start, self.said = now, False
-            if not self.said and self.timer is None:
-                wait = max(0.0, NOTICE_AFTER_S - (now - self.burst_start))
-                self.timer = threading.Timer(wait, self._say, (disp,))
-                self.timer.daemon = True
-                self.timer.start()
+        depth = getattr(self.local, "depth", 0)
+        self.local.depth = depth + 1
+        if depth == 0:
+            timer = threading.Timer(NOTICE_AFTER_S, self._say, (disp,))
+            timer.daemon = True
+            self.local.timer = timer
+            timer.start()
 
     def on_end(self, event: Any) -> None:
         disp = (event.data or {}).get("dispatcher")
         if not _is_ours(disp):
             return
-        with self.lock:
-            self.depth -= 1
-            if self.depth == 0:
-                self.last_end = time.monotonic()
-                if self.timer is not None:
-                    self.timer.cancel()
-                    self.timer = None
+        self.local.depth -= 1
+        if self.local.depth == 0:
+            self.local.timer.cancel()
 
     def _say(self, disp: Any) -> None:
-        with self.lock:
-            if self.said or self.timer is None:
-                return
-            self.said, self.timer = True, None
         name, cached = _describe(disp)
         after = (
             "cached on disk afterwards, so later runs skip this"

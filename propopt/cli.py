@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import NoReturn
 
-from . import _capstone
+from . import _capstone, _optional
 
 
 class UserError(Exception):
@@ -128,7 +128,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             _parser().print_help()
             return 2
         if args.command == "capstone":
-            return _capstone_cmd(args)
+            try:
+                return _capstone_cmd(args)
+            except ModuleNotFoundError as e:
+                raise UserError(_optional.hint(e, "the capstone")) from None
         return _audit_cmd(args)
     except UserError as e:
         print(f"python -m propopt: error: {e}", file=sys.stderr)

@@ -155,3 +155,14 @@ def test_each_review_adds_a_gpu_row_when_a_gpu_is_seen(problem, sizes, monkeypat
         assert g["problem"] == c["problem"] and g["baseline_ms"] > 0 and g["optimized_ms"] > 0
         assert g["speedup"] == pytest.approx(g["baseline_ms"] / g["optimized_ms"])
         assert 0 <= g["rel_error"] < 5e-3
+
+
+def test_a_missing_optional_dependency_is_one_line_naming_the_extra(monkeypatch, capsys):
+    def no_torch(*args, **kwargs):
+        raise ModuleNotFoundError("No module named 'torch'", name="torch")
+
+    monkeypatch.setattr(cli, "_capstone_cmd", no_torch)
+    assert cli.main(["capstone", "--size", "small"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0
+    assert "the capstone needs the package 'torch'" in err and "pip install 'propopt[torch]'" in err

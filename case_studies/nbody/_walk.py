@@ -107,16 +107,21 @@ def _flush(tb, ng, fb, nf, nb, nq, quad, c, acc):  # pragma: no cover - numba
 
 @njit(cache=True, parallel=True, error_model="numpy")
 def walk(
-    tgt, gstart, gend, gmax, src, nodes, nstart, nend, nxt, leaf, theta, quad, nblocks, c, out
-):
+    tgt, gstart, gend, gmax, src, nodes, nstart, nend, nxt, leaf, theta, quad, nblocks, c,
+    relative, out,
+):  # fmt: skip
     """Field of the tree at the targets, one walk per group.  # pragma: no cover - numba
 
     ``tgt`` (4, t): x, y, z, eps^2 of the (sorted) targets; ``src`` (5, n):
     x, y, z, m, eps^2 of the sorted sources; ``nodes`` (k, 13): M, c (3),
     S2 (6: xx xy xz yy yz zz), mean eps^2, b_max^2, size^2 of each node.
     ``out`` (t, 4) receives ax, ay, az, phi (G = 1).  ``c`` = (0, 0.5, 1, 3, 5)
-    in the precision of the inner loops (float32 or float64): the buffers hold
-    coordinates relative to the group's centre in that precision.
+    in the precision of the inner loops (float32 or float64).  With
+    ``relative`` the buffers hold coordinates relative to the group's centre
+    (float32 keeps its precision for close pairs); without it (float64) they
+    hold the tree's coordinates, so that a target's sum does not depend on
+    which group it is in: at ``theta = 0`` every grouping of the targets
+    (one call or chunks on a Dask cluster) gives the same bits.
     """
     ng = gstart.shape[0]
     nnode = nxt.shape[0]
@@ -143,9 +148,9 @@ def walk(
                 hx = max(hx, tgt[0, t])
                 hy = max(hy, tgt[1, t])
                 hz = max(hz, tgt[2, t])
-            gx = 0.5 * (lx + hx)
-            gy = 0.5 * (ly + hy)
-            gz = 0.5 * (lz + hz)
+            gx = 0.5 * (lx + hx) if relative else 0.0
+            gy = 0.5 * (ly + hy) if relative else 0.0
+            gz = 0.5 * (lz + hz) if relative else 0.0
             for t in range(gs, ge):
                 tb[0, t - gs] = tgt[0, t] - gx
                 tb[1, t - gs] = tgt[1, t] - gy

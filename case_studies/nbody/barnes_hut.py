@@ -109,6 +109,13 @@ def _root_box(P: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return lo - pad, lo + side + 2 * pad
 
 
+def _unit_exponent(x: float) -> int:
+    """``e`` with ``2**e`` near ``x`` (0 for 0): dividing by a power of two is exact."""
+    if not x > 0:
+        return 0
+    return int(np.frexp(x)[1]) - 1
+
+
 # ------------------------------------------------------------ the tree
 @dataclass(eq=False)
 class Octree:
@@ -124,7 +131,12 @@ class Octree:
     order : ndarray (n,)
         Morton order: sorted body ``k`` is input body ``order[k]``.
     src : ndarray (5, n)
-        Sorted x, y, z, m, eps^2 (float64).
+        Sorted x, y, z, m, eps^2 (float64), in the tree's units: positions
+        from ``origin`` (the root box's low corner), lengths in units of
+        ``2**length_exp`` and masses in units of ``2**mass_exp``
+        (powers of two near the root box's side and the largest mass, so
+        that scaling is exact and bodies at any finite scale, 1e-150 or
+        1e150, neither overflow nor underflow in the moments and the walk).
     keys : ndarray (n,)
         Sorted Morton keys in the root ``box``.
     start, end, next, leaf, level : ndarrays (k,)
@@ -133,9 +145,13 @@ class Octree:
     rows : ndarray (k, 20)
         Moment rows (:mod:`propopt.separability` layout) about each centre of mass.
     lo, hi : ndarrays (k, 3)
-        Tight bounding box of each node's bodies.
+        Tight bounding box of each node's bodies (tree units).
     nodes : ndarray (k, 13)
         What the walk reads: M, centre, S2, mean eps^2, b_max^2, size^2.
+    length_exp, mass_exp : int
+        The tree's units, ``2**length_exp`` and ``2**mass_exp``.
+    origin : ndarray (3,)
+        The point the tree's positions are measured from (user units).
     """
 
     n: int
@@ -154,7 +170,10 @@ class Octree:
     box: tuple[np.ndarray, np.ndarray]
     leaf_size: int
     dtype: np.dtype
-    uniform_eps2: float | None
+    uniform_eps2: float | None  # every body's eps^2 (tree units) when all are equal
+    length_exp: int = 0
+    mass_exp: int = 0
+    origin: np.ndarray | None = None
 
     @classmethod
     @threads.parallel
@@ -200,10 +219,13 @@ class Octree:
         if box is None:
             box = _root_box(P)
         order, keys = morton_order(P, box, return_keys=True)
+        side = float(np.max(np.asarray(box[1], float) - np.asarray(box[0], float)))
+        lexp, mexp = _unit_exponent(side), _unit_exponent(float(m.max()) if n else 1.0)
         src = np.empty((5, n))
-        src[:3] = P[order].T
-        src[3] = m[order]
-        src[4] = (e * e)[order]
+        origin = np.asarray(box[0], float)
+        src[:3] = np.ldexp(P[order].T - origin[:, None], -lexp)
+        src[3] = np.ldexp(m[order], -mexp)
+        src[4] = np.ldexp(e[order], -lexp) ** 2
         start, end, nxt, leaf, level = build_topology(keys, leaf_size)
         pos_sorted = np.ascontiguousarray(src[:3].T)
         rows, lo, hi, me2 = node_moments(pos_sorted, src[3], src[4], start, end, nxt, leaf)
@@ -214,10 +236,11 @@ class Octree:
         corner = np.maximum(np.abs(hi - rows[:, 1:4]), np.abs(rows[:, 1:4] - lo))
         nodes[:, 11] = (corner * corner).sum(axis=1)
         nodes[:, 12] = (hi - lo).max(axis=1) ** 2 if k else 0.0
-        uni = float(e[0] ** 2) if n and np.all(e == e[0]) else (0.0 if n == 0 else None)
+        uni = float(src[4, 0]) if n and np.all(e == e[0]) else (0.0 if n == 0 else None)
         return cls(
             n, order, src, keys, start, end, nxt, leaf, level, rows, lo, hi, nodes,
             (np.asarray(box[0], float), np.asarray(box[1], float)), leaf_size, dtype, uni,
+            lexp, mexp, origin,
         )  # fmt: skip
 
     # -------------------------------------------------------------- evaluate
@@ -294,13 +317,16 @@ class Octree:
             T = _as_points("targets", targets)
             if T.dtype != np.float32:
                 dtype = np.dtype(np.float64)
-            default = self.uniform_eps2**0.5 if self.uniform_eps2 is not None else 0.0
+            default = 0.0
+            if self.uniform_eps2 is not None:
+                default = float(np.ldexp(self.uniform_eps2**0.5, self.length_exp))
             te = _as_per_body("target_eps", target_eps, T.shape[0], default, "softening lengths")
             torder, tkeys = morton_order(T, return_keys=True) if T.shape[0] else (
                 np.zeros(0, np.int64), np.zeros(0, np.uint64))  # fmt: skip
             tgt = np.empty((4, T.shape[0]))
-            tgt[:3] = T[torder].T
-            tgt[3] = (te * te)[torder]
+            origin = np.zeros(3) if self.origin is None else self.origin
+            tgt[:3] = np.ldexp(T[torder].T - origin[:, None], -self.length_exp)
+            tgt[3] = np.ldexp(te[torder], -self.length_exp) ** 2
         m = tgt.shape[1]
         res = np.zeros((m, 4))
         if m and self.n:
@@ -324,7 +350,8 @@ class Octree:
                     walk(
                         np.ascontiguousarray(tgt), gs, ge, gmax, self.src, self.nodes,
                         self.start, self.end, self.next, self.leaf, theta, bool(quadrupole),
-                        nblocks, np.array([0.0, 0.5, 1.0, 3.0, 5.0], precision), res,
+                        nblocks, np.array([0.0, 0.5, 1.0, 3.0, 5.0], precision),
+                        precision == "float32", res,
                     )  # fmt: skip
                 finally:
                     numba.set_parallel_chunksize(old)
@@ -333,10 +360,20 @@ class Octree:
                 e2 = self.src[4]
                 with np.errstate(divide="ignore"):
                     res[:, 3] += np.where(e2 > 0, self.src[3] / np.sqrt(np.where(e2 > 0, e2, 1)), 0)
+        # back from tree units: a ~ G M / L^2, phi ~ G M / L
+        with np.errstate(over="ignore"):
+            a_user = np.ldexp(res[:, :3] * G, self.mass_exp - 2 * self.length_exp)
+            p_user = np.ldexp(res[:, 3] * G, self.mass_exp - self.length_exp)
+        if not (np.isfinite(a_user).all() and np.isfinite(p_user).all()):
+            raise OverflowError(
+                f"the field overflows float64: bodies {2.0**self.length_exp:.1e} apart with "
+                f"masses {2.0**self.mass_exp:.1e} (G={G}) pull harder than 1.8e308; express "
+                "positions and masses in larger units"
+            )
         acc = np.empty((m, 3), dtype)
         pot = np.empty(m, dtype)
-        acc[torder] = res[:, :3] * G
-        pot[torder] = res[:, 3] * G
+        acc[torder] = a_user
+        pot[torder] = p_user
         return acc, pot
 
     def check(self) -> None:

@@ -3,8 +3,11 @@
 The tree is built once and scattered once (``client.scatter(tree,
 broadcast=True)``): every worker holds a copy, and each task ships only its
 chunk of targets and gets back its chunk of accelerations and potentials.
-The sum over sources at a target does not depend on how the targets are
-split, so the result equals :meth:`Octree.field` on all targets at once.
+At ``theta = 0`` (the exact sum) a target's sum does not depend on how the
+targets are split, so the result equals :meth:`Octree.field` on all targets
+at once, bit for bit.  At ``theta > 0`` the cells accepted for a target depend
+on the group of nearby targets it is walked with, and groups are formed inside
+each chunk, so the two agree to the tree's accuracy, not bit for bit.
 """
 
 from __future__ import annotations

@@ -479,8 +479,8 @@ class TopK:
             )
         if version not in (1, _VERSION):
             raise ValueError(
-                f"TopK bytes of format version {version}; this propopt reads version "
-                f"{_VERSION} (upgrade propopt)"
+                f"TopK bytes of format version {version}; this propopt reads versions 1 "
+                f"and {_VERSION} (upgrade propopt)"
             )
         (stored,) = _CRC.unpack_from(data, len(data) - _CRC.size)
         body = data[: -_CRC.size]

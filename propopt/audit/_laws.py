@@ -189,21 +189,23 @@ PropertyReport = AssociativityReport
 class AssociativityError(ValueError):
     """A combine given to a scan is not associative on the given data.
 
-    Raised by ``associative_scan(..., check=True)``; ``.report`` holds the
-    :class:`AssociativityReport` with the counterexample.
+    Raised by :func:`~propopt.associative_scan` when its check fails (on a
+    plain callable's first use, or with ``check=True``); ``.report`` holds
+    the :class:`AssociativityReport` with the counterexample.
     """
 
-    def __init__(self, report: AssociativityReport) -> None:
+    def __init__(self, report: AssociativityReport, automatic: bool = False) -> None:
         self.report = report
+        self.automatic = automatic
+        how = "pass check=False to skip this check" if automatic else "scan without check=True"
         super().__init__(
             f"{report}. The scan's result would depend on how the work is split; pass a "
             "combine that is associative, or, if the difference is only rounding, loosen "
-            "rtol: audit with propopt.audit.check_associative(fn, elems, rtol=...) and scan "
-            "without check=True"
+            f"rtol: audit with propopt.audit.check_associative(fn, elems, rtol=...) and {how}"
         )
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.report,))
+        return (type(self), (self.report, self.automatic))
 
 
 # --------------------------------------------------------------- the audits

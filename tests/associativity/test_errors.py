@@ -45,7 +45,9 @@ def test_identity_structure_mismatch():
 
 
 def test_fn_returns_other_structure():
-    with pytest.raises(ValueError, match=r"fn returned .* but elems is"):
+    with pytest.raises(
+        ValueError, match=r"fn returned .* (but elems is|for elements of structure)"
+    ):
         pp.associative_scan(lambda a, b: a[0] + b[0], (np.ones(3), np.ones(3)))
 
 
@@ -107,3 +109,42 @@ def test_mixed_array_types():
 def test_monoid_combine_arity_checked():
     with pytest.raises(ValueError, match="takes 3 arguments but the identity has 1"):
         pp.Monoid(lambda a, b, c: a, identity=0.0)
+
+
+def test_a_non_associative_callable_is_caught_by_default():
+    from propopt.audit import AssociativityError
+
+    x = np.random.default_rng(0).normal(size=1000)
+    with pytest.raises(AssociativityError, match="pass check=False to skip this check") as info:
+        pp.associative_scan(lambda p, q: p - q, x)
+    assert info.value.automatic and not info.value.report.ok
+    # opting out gives the (split-dependent) result without a check
+    out = pp.associative_scan(lambda p, q: p - q, x, check=False, method="reference")
+    assert out[1] == x[0] - x[1]
+    # check=True names the explicit flag instead
+    with pytest.raises(AssociativityError, match="scan without check=True"):
+        pp.associative_scan(lambda p, q: p - q, x, check=True)
+
+
+def test_the_automatic_check_runs_once_per_callable(monkeypatch):
+    from propopt.associativity import scan as scan_mod
+
+    calls = []
+
+    def add(p, q):
+        calls.append(len(p))
+        return p + q
+
+    x = np.arange(500.0)
+    np.testing.assert_array_equal(pp.associative_scan(add, x), np.cumsum(x))
+    first = len(calls)
+    pp.associative_scan(add, x)
+    second = len(calls) - first
+    assert first > second  # the audit's four batched calls happen once
+    # lambdas written in a loop share their code and are checked once too
+    for _ in range(3):
+        pp.associative_scan(lambda p, q: p + q, x)
+    assert any(code is not None for code in scan_mod._passed_code.values())
+    # monoids are not audited automatically (built-ins hold the law)
+    monkeypatch.setattr(scan_mod, "_unchecked", lambda fn: pytest.fail("audited a monoid"))
+    pp.associative_scan(pp.add, x)

@@ -74,5 +74,47 @@ def test_merge_refuses_different_summaries(other, field):
 def test_future_version_is_refused():
     data = bytearray(TopK.empty(2, np.float32).to_bytes())
     data[6] = 9
-    with pytest.raises(ValueError, match="format version 9; this propopt reads version 1"):
+    with pytest.raises(ValueError, match="format version 9; this propopt reads versions 1 and 2"):
         TopK.from_bytes(bytes(data))
+
+
+def test_merging_summaries_that_numbered_the_same_positions_is_refused():
+    x = np.arange(100, dtype=np.float32)
+    a = TopK.empty(5, np.float32).update(x[:60])
+    b = TopK.empty(5, np.float32).update(x[60:])  # also numbered from 0
+    with pytest.raises(
+        ValueError, match=r"cannot merge: both summaries numbered scores by position as ids 0\.\.39"
+    ):
+        a.merge(b)
+    good = TopK.empty(5, np.float32).update(x[60:], offset=60)
+    assert a.merge(good).result()[1].tolist() == [99, 98, 97, 96, 95]
+    # explicit ids are the caller's: no span is recorded for them
+    c = TopK.empty(5, np.float32).update(x[60:], ids=np.arange(1000, 1040))
+    assert a.merge(c).result()[1].tolist() == [1039, 1038, 1037, 1036, 1035]
+
+
+def test_numbering_a_position_twice_is_refused_and_leaves_the_summary_unchanged():
+    s = TopK.empty(3, np.float32).update(np.array([1, 2, 3], np.float32))
+    before = s.copy()
+    with pytest.raises(ValueError, match=r"update would number scores by position as ids 1\.\.2"):
+        s.update(np.array([9, 9], np.float32), offset=1)
+    assert s == before and s._spans == ((0, 3),)
+    with pytest.raises(TypeError, match=r"offset=1\.0: must be an int"):
+        s.update(np.array([9], np.float32), offset=1.0)
+
+
+def test_spans_survive_serialization_and_old_format_is_read():
+    import struct
+    import zlib
+
+    s = TopK.empty(2, np.float32).update(np.array([1, 5, 3], np.float32))
+    s = s.merge(TopK.empty(2, np.float32, start=10).update(np.array([4, 2], np.float32)))
+    t = TopK.from_bytes(s.to_bytes())
+    assert t == s and t._spans == ((0, 3), (10, 12))
+    with pytest.raises(ValueError, match="cannot merge"):
+        t.merge(TopK.empty(2, np.float32, start=11).update(np.array([0], np.float32)))
+    # a version-1 blob (no spans): positions from start over n_seen
+    body = s.to_bytes()[: -4 - 8 - 16 * 2]
+    body = body[:6] + struct.pack("<H", 1) + body[8:]
+    old = TopK.from_bytes(body + struct.pack("<I", zlib.crc32(body)))
+    assert old._spans == ((0, 5),) and old.result()[1].tolist() == s.result()[1].tolist()

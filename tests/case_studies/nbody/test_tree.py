@@ -31,7 +31,9 @@ def test_structure_and_moments(sphere):
     tree.check()
     assert sorted(tree.order.tolist()) == list(range(len(pos)))
     assert tree.num_nodes < 2 * len(pos)
-    root = pp.moments(pos, m)
+    # the tree holds positions from its origin in units of 2**length_exp, masses in 2**mass_exp
+    unit_pos = np.ldexp(pos - tree.origin, -tree.length_exp)
+    root = pp.moments(unit_pos, np.ldexp(m, -tree.mass_exp))
     np.testing.assert_allclose(tree.rows[0, :10], root.row[:10], rtol=1e-9, atol=1e-12)
     leaves = np.flatnonzero(tree.leaf)
     assert (tree.end[leaves] - tree.start[leaves]).max() <= 8
@@ -254,3 +256,30 @@ def test_plummer_virial():
 def test_errors(kwargs, exc, msg):
     with pytest.raises(exc, match=msg):
         barnes_hut(**kwargs)
+
+
+@pytest.mark.parametrize("scale", [1e-150, 1e-100, 1e64, 1e80, 1e150])
+def test_any_finite_scale_gives_the_field_of_unit_scale(scale):
+    # the tree works in units of a power of two near the box and the largest mass,
+    # so 1e-150 or 1e150 neither underflows nor overflows in the moments or the walk
+    rng = np.random.default_rng(3)
+    pos, m = rng.normal(size=(1500, 3)), rng.uniform(0.5, 1.5, size=1500)
+    a1, p1 = barnes_hut(pos, m, eps=0.01, theta=0.5)
+    mass_scale = 1e-200 if scale < 1 else 1e200  # keep the answer representable
+    a, p = barnes_hut(pos * scale, m * mass_scale, eps=0.01 * scale, theta=0.5)
+    # a ~ M / L^2 and phi ~ M / L: compare in unit scale (powers of ten are not exact)
+    np.testing.assert_allclose(
+        a / mass_scale * scale * scale, a1, rtol=1e-9, atol=1e-9 * np.abs(a1).max()
+    )
+    np.testing.assert_allclose(p / mass_scale * scale, p1, rtol=1e-9)
+    a0, _ = direct_reference(pos, m, np.full(1500, 1e-4))
+    err = np.linalg.norm(a / mass_scale * scale * scale - a0, axis=1) / np.linalg.norm(a0, axis=1)
+    assert np.median(err) < 1e-3
+
+
+def test_a_field_beyond_float64_is_a_clear_error():
+    pos = np.random.default_rng(0).normal(size=(50, 3)) * 1e-200
+    with pytest.raises(
+        OverflowError, match="the field overflows float64: bodies .* apart with masses"
+    ):
+        barnes_hut(pos, np.ones(50))
