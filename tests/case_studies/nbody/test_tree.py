@@ -280,6 +280,6 @@ def test_any_finite_scale_gives_the_field_of_unit_scale(scale):
 def test_a_field_beyond_float64_is_a_clear_error():
     pos = np.random.default_rng(0).normal(size=(50, 3)) * 1e-200
     with pytest.raises(
-        OverflowError, match="the field overflows float64: bodies .* apart with masses"
+        OverflowError, match=r"the field overflows float64: bodies .* apart with masses"
     ):
         barnes_hut(pos, np.ones(50))
