@@ -39,7 +39,7 @@ def _parser() -> argparse.ArgumentParser:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub = p.add_subparsers(dest="command", metavar="{capstone,audit}", parser_class=_Parser)
+    sub = p.add_subparsers(dest="command", metavar="{capstone,audit,warmup}", parser_class=_Parser)
     cap = sub.add_parser("capstone", help="measure the capstone's three problems on this machine")
     cap.add_argument(
         "--size",
@@ -68,6 +68,16 @@ def _parser() -> argparse.ArgumentParser:
     )
     aud.add_argument("--dim", type=int, default=3, help="point dimension for pair functions")
     aud.add_argument("--json", action="store_true", help="print the table as JSON")
+    warm = sub.add_parser("warmup", help="compile the common kernels now (cached on disk)")
+    warm.add_argument(
+        "--jobs", type=int, default=None, help="processes compiling at once (default: all CPUs)"
+    )
+    warm.add_argument(
+        "--dtype",
+        action="append",
+        choices=("float32", "float64"),
+        help="dtypes to compile for (repeatable; default: both)",
+    )
     return p
 
 
@@ -120,6 +130,19 @@ def _audit_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
+def _warmup_cmd(args: argparse.Namespace) -> int:
+    from . import _warmup
+    from .threads import usable_cpus
+
+    jobs = usable_cpus() if args.jobs is None else args.jobs
+    if jobs < 1:
+        raise UserError(f"--jobs {jobs}: must be >= 1")
+    dtypes = args.dtype or list(_warmup.DTYPES)
+    todo = len(_warmup.tasks(dtypes))
+    print(f"propopt warmup: {todo} tasks in {jobs} processes", file=sys.stderr)
+    return 1 if _warmup.run(jobs, dtypes) else 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit status."""
     try:
@@ -132,6 +155,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return _capstone_cmd(args)
             except ModuleNotFoundError as e:
                 raise UserError(_optional.hint(e, "the capstone")) from None
+        if args.command == "warmup":
+            return _warmup_cmd(args)
         return _audit_cmd(args)
     except UserError as e:
         print(f"python -m propopt: error: {e}", file=sys.stderr)

@@ -64,39 +64,70 @@ _limit: int | None = None
 PEERS_TTL_S = 0.01
 
 
+def _cpu_sample() -> tuple[float, float, float] | None:
+    """(wall s, busy CPU s of every process, CPU s of this process), or None off Linux."""
+    try:
+        with open("/proc/stat", "rb") as f:
+            head = f.readline().split()
+    except OSError:
+        return None
+    # cpu user nice system idle iowait irq softirq steal ...
+    user, nice, system, _, _, irq, softirq, steal = (int(v) for v in head[1:9])
+    busy = user + nice + system + irq + softirq + steal
+    return time.monotonic(), busy / _HZ, time.process_time()
+
+
+def _others(a: tuple[float, float, float], b: tuple[float, float, float]) -> float:
+    """Cores other processes kept busy from sample ``a`` to sample ``b``."""
+    dt = b[0] - a[0]
+    return max(0.0, ((b[1] - a[1]) - (b[2] - a[2])) / dt) if dt > 0 else 0.0
+
+
 class _Load:
     """Other processes' CPU use, in cores, averaged over the last window."""
 
     def __init__(self) -> None:
         self.others = 0.0
-        self.sample = self._read()
-
-    @staticmethod
-    def _read() -> tuple[float, float, float] | None:
-        """(wall s, busy CPU s of everyone, CPU s of this process), or None."""
-        try:
-            with open("/proc/stat", "rb") as f:
-                head = f.readline().split()
-        except OSError:
-            return None
-        # cpu user nice system idle iowait irq softirq steal ...
-        user, nice, system, _, _, irq, softirq, steal = (int(v) for v in head[1:9])
-        busy = user + nice + system + irq + softirq + steal
-        return time.monotonic(), busy / _HZ, time.process_time()
+        self.sample = _cpu_sample()
 
     def update(self) -> float:
         """Cores other processes kept busy over the last window (0 when unknown)."""
         if self.sample is None:
             return 0.0
-        now = time.monotonic()
-        if now - self.sample[0] >= WINDOW_S:
-            new = self._read()
+        if time.monotonic() - self.sample[0] >= WINDOW_S:
+            new = _cpu_sample()
             if new is not None:
-                dt = new[0] - self.sample[0]
-                busy = (new[1] - self.sample[1]) - (new[2] - self.sample[2])
-                self.others = max(0.0, busy / dt)
+                self.others = _others(self.sample, new)
                 self.sample = new
         return self.others
+
+
+class LoadMeter:
+    """How busy other processes kept the machine while a block ran, in cores.
+
+    >>> from propopt.threads import LoadMeter
+    >>> with LoadMeter() as meter:
+    ...     pass
+    >>> meter.cores >= 0.0
+    True
+
+    ``cores`` is the CPU time other processes used in the block divided by
+    its wall time (``nan`` where ``/proc/stat`` cannot be read).  Benchmarks
+    use it to flag figures measured on a busy machine.
+    """
+
+    def __init__(self) -> None:
+        self.cores = math.nan
+        self._start: tuple[float, float, float] | None = None
+
+    def __enter__(self) -> LoadMeter:
+        self._start = _cpu_sample()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        end = _cpu_sample()
+        if self._start is not None and end is not None:
+            self.cores = _others(self._start, end)
 
 
 class _Peers:

@@ -25,6 +25,7 @@ def test_there_are_benchmarks():
     assert MODULES
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cls, meth", list(_cases()))
 def test_benchmark_runs_at_smallest_size(cls, meth):
     params = cls.params if isinstance(cls.params[0], list) else [cls.params]

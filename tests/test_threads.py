@@ -89,7 +89,7 @@ def test_load_window_measures_a_busy_neighbour():
         import time
 
         time.sleep(0.35)
-        load.sample = load._read()
+        load.sample = threads._cpu_sample()
         time.sleep(0.2)
         busy = load.update()
     finally:

@@ -89,8 +89,14 @@ def _unpack(names: Sequence[str]) -> str:
     return _j(names) + ","
 
 
-def _source(k: int, dtype: np.dtype, header: str, cache: bool) -> str:
-    """Python source of the CPU kernels for arity ``k`` and ``dtype``."""
+def _source(k: int, dtype: np.dtype, header: str, cache: bool, rev: bool, excl: bool) -> str:
+    """Python source of the CPU kernels for arity ``k``, ``dtype`` and one direction.
+
+    The unrolled lane loop of ``_block`` is written for the one (``rev``,
+    ``excl``) variant the module serves: the four variants in one function
+    made numba compile four times the code on every first use, for the one
+    that runs (``rev`` and ``excl`` remain arguments of the other loops).
+    """
     L = lanes_for(k)
     X, O, E, C = _v("x", k), _v("o", k), _v("e", k), _v("c", k)
     A = [f"x{i}[u]" for i in range(k)]
@@ -137,17 +143,14 @@ def _source(k: int, dtype: np.dtype, header: str, cache: bool) -> str:
     w(f"        {_unpack(lanes[0])} = {_unpack(C)}")
     for j in range(1, L):
         w(f"        {_unpack(lanes[j])} = {_unpack(E)}")
-    for rv in (False, True):
-        for ex in (False, True):
-            w(f"        if {'' if rv else 'not '}rev and {'' if ex else 'not '}excl:")
-            w("            for i in range(SL):")
-            for j in range(L):
-                w(f"                u = {idx(rv, f'{j}*SL + i')}")
-                if ex:
-                    store("                ", lanes[j])
-                w(f"                {_unpack(lanes[j])} = comb({_j(lanes[j] + XU)})")
-                if not ex:
-                    store("                ", lanes[j])
+    w("        for i in range(SL):")
+    for j in range(L):
+        w(f"            u = {idx(rev, f'{j}*SL + i')}")
+        if excl:
+            store("            ", lanes[j])
+        w(f"            {_unpack(lanes[j])} = comb({_j(lanes[j] + XU)})")
+        if not excl:
+            store("            ", lanes[j])
     # carries into lanes 1.., then a vectorizable fix-up of those lanes
     kk = [[f"k{j}_{i}" for i in range(k)] for j in range(L)]
     w(f"        {_unpack(kk[1])} = {_unpack(lanes[0])}")
@@ -182,14 +185,6 @@ def _source(k: int, dtype: np.dtype, header: str, cache: bool) -> str:
     store("        ", _v("r", k))
     w("")
 
-    # one row on the calling thread: no parallel region to wake up, which on a
-    # busy machine costs more than scanning a short row
-    w("@numba.njit(nogil=True, cache=CACHE)")
-    w(f"def scan_one({_j(X)}, {_j(O)}, rev, excl, {_j(E)}):")
-    w("    N = x0.shape[0]")
-    w(f"    _block({_j(X)}, {_j(O)}, 0, N, N, rev, excl, {_j(E)}, {_j(E)})")
-    w("")
-
     # rows in parallel: each row of a (P, N) array scanned by one thread
     w("@numba.njit(parallel=True, nogil=True, cache=CACHE)")
     w(f"def scan_rows({_j(X)}, {_j(O)}, rev, excl, {_j(E)}):")
@@ -197,7 +192,7 @@ def _source(k: int, dtype: np.dtype, header: str, cache: bool) -> str:
     w("    for p in prange(P):")
     w(
         f"        _block({_j(x + '[p]' for x in X)}, {_j(o + '[p]' for o in O)}, "
-        f"0, N, N, rev, excl, {_j(E)}, {_j(E)})"
+        f"np.int64(0), N, N, rev, excl, {_j(E)}, {_j(E)})"
     )
     w("")
 
@@ -331,20 +326,21 @@ def _combine_import(py: Any) -> str | None:
     return f"# combine source sha256: {digest}\nfrom {mod} import {qual} as _py_combine"
 
 
-def kernels(monoid: Monoid, dtype: np.dtype) -> Any:
-    """The compiled-on-demand kernel module for ``monoid`` and ``dtype``."""
-    dtype = np.dtype(dtype)
-    cache: dict[np.dtype, Any] = monoid.__dict__.setdefault("_cpu_kernels", {})
-    if dtype not in cache:
+def kernels(monoid: Monoid, dtype: np.dtype, rev: bool = False, excl: bool = False) -> Any:
+    """The compiled-on-demand kernel module for ``monoid``, ``dtype`` and one direction."""
+    key = (np.dtype(dtype), bool(rev), bool(excl))
+    cache: dict[tuple[np.dtype, bool, bool], Any] = monoid.__dict__.setdefault("_cpu_kernels", {})
+    if key not in cache:
+        dt = key[0]
         imp = _combine_import(monoid.scalar)
-        tag = f"cpu_{monoid.name}_{dtype.name}".replace("-", "_")
+        tag = f"cpu_{monoid.name}_{dt.name}".replace("-", "_")
         if imp is not None:
-            mod = _jit.load_module(_source(monoid.arity, dtype, imp, True), tag)
+            mod = _jit.load_module(_source(monoid.arity, dt, imp, True, *key[1:]), tag)
         else:
-            src = _source(monoid.arity, dtype, "", False)
+            src = _source(monoid.arity, dt, "", False, *key[1:])
             mod = _jit.load_module(src, tag, {"_py_combine": monoid.scalar})
-        cache[dtype] = mod
-    return cache[dtype]
+        cache[key] = mod
+    return cache[key]
 
 
 def block_elements(arity: int, itemsize: int) -> int:
@@ -372,18 +368,22 @@ def scan(
     if n * p * q * dtype.itemsize >= 1 << 20:
         settle_allocator()
     os_ = [np.empty((p, n, q), dtype) for _ in leaves]
-    mod = kernels(monoid, dtype)
+    rev, excl = bool(reverse), bool(exclusive)
+    mod = kernels(monoid, dtype, rev, excl)
     ident = tuple(dtype.type(v) for v in monoid.identity(dtype))
     threads = _jit.num_threads()
-    rev, excl = bool(reverse), bool(exclusive)
     if q == 1:
         x2 = [x.reshape(p, n) for x in xs]
         o2 = [o.reshape(p, n) for o in os_]
         bk = block or block_elements(monoid.arity, dtype.itemsize)
         tile = LANE * lanes_for(monoid.arity)
         if p * n <= 2 * bk or threads == 1:
+            # row by row on the calling thread: no parallel region to wake up,
+            # which on a busy machine costs more than scanning a short row
+            n64 = np.int64(n)
             for r in range(p):
-                mod.scan_one(*(x[r] for x in x2), *(o[r] for o in o2), rev, excl, *ident)
+                xr, orow = [x[r] for x in x2], [o[r] for o in o2]
+                mod._block(*xr, *orow, np.int64(0), n64, n64, rev, excl, *ident, *ident)
         elif p >= 2 * threads or n <= 2 * bk:
             mod.scan_rows(*x2, *o2, rev, excl, *ident)
         else:

@@ -87,9 +87,10 @@ def associative_scan(
         :class:`propopt.audit.AssociativityError` on a violation beyond
         rounding.  ``None`` (default): the same check, on
         :data:`AUTO_CHECK_TRIALS` sampled triples, the first time each plain
-        callable is used (a :class:`~propopt.Monoid` is trusted); its cost is
-        four calls of ``fn`` on that many elements, about 0.1 ms for NumPy
-        ops.  ``False``: no check.
+        callable is used; its cost is four calls of ``fn`` on that many
+        elements, about 0.1 ms for NumPy ops.  A :class:`~propopt.Monoid` is
+        trusted, and dask arrays are not sampled (that would compute them
+        before the scan is built).  ``False``: no check.
 
     Returns
     -------
@@ -156,7 +157,8 @@ def associative_scan(
     chosen = _choose_method(method, fn, kind, leaves)
 
     n = leaves[0].shape[ax]
-    if n > 0 and (check or (check is None and not isinstance(fn, Monoid) and _unchecked(fn))):
+    auto = check is None and kind != _dispatch.DASK and not isinstance(fn, Monoid)
+    if n > 0 and (check or (auto and _unchecked(fn))):
         from ..audit import AssociativityError, check_associative
 
         trials = 200 if check else AUTO_CHECK_TRIALS

@@ -67,9 +67,23 @@ def cases(m, dtype):
     return out
 
 
-@pytest.mark.parametrize("m", MONOIDS, ids=lambda m: m.name)
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
-@pytest.mark.parametrize("method", ["cpu", "generic"])
+# compiling the CPU kernels of one (monoid, dtype) takes seconds: the default
+# run covers one dtype per monoid family; the rest of the matrix is slow
+FAST = {("add", "float32"), ("linear_recurrence", "float64"), ("maximum", "int64"),
+        ("matmul2x2", "float64"), ("logaddexp", "float64")}  # fmt: skip
+
+
+def _matrix():
+    for method in ("cpu", "generic"):
+        for dtype in (np.float32, np.float64, np.int64):
+            for m in MONOIDS:
+                fast = method == "generic" or (m.name, np.dtype(dtype).name) in FAST
+                marks = () if fast else (pytest.mark.slow,)
+                yield pytest.param(m, dtype, method, marks=marks,
+                                   id=f"{method}-{np.dtype(dtype).name}-{m.name}")  # fmt: skip
+
+
+@pytest.mark.parametrize(("m", "dtype", "method"), list(_matrix()))
 def test_backends_match_reference(m, dtype, method):
     if not m.accepts(dtype):
         with pytest.raises(TypeError, match="cannot combine"):

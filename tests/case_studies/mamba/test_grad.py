@@ -27,9 +27,9 @@ def _fn(method):
 @pytest.mark.parametrize(
     "b_kind, c_kind, dim, L, fast",
     [
-        ("step", "step", 4, 5, False),
+        pytest.param("step", "step", 4, 5, False, marks=pytest.mark.slow),
         ("group", "shared", 4, 7, True),
-        ("shared", "group", 2, 1, False),
+        pytest.param("shared", "group", 2, 1, False, marks=pytest.mark.slow),
     ],
 )
 def test_gradcheck_float64(b_kind, c_kind, dim, L, fast):
@@ -38,6 +38,7 @@ def test_gradcheck_float64(b_kind, c_kind, dim, L, fast):
     assert torch.autograd.gradcheck(_fn("cpu"), _tensors(d), fast_mode=fast)
 
 
+@pytest.mark.slow
 def test_gradcheck_float64_across_chunks():
     # L = 70 crosses a checkpoint (every 64 tokens); fast_mode checks random
     # projections of the Jacobian instead of every column.
@@ -45,7 +46,8 @@ def test_gradcheck_float64_across_chunks():
     assert torch.autograd.gradcheck(_fn("cpu"), _tensors(d), fast_mode=True)
 
 
-@pytest.mark.parametrize("L", [1, 64, 65, 200])
+@pytest.mark.parametrize("L", [1, 65, pytest.param(64, marks=pytest.mark.slow),
+                               pytest.param(200, marks=pytest.mark.slow)])  # fmt: skip
 def test_gradients_match_autograd_of_the_reference(L):
     # Chunked recomputation (CHUNK = 64) crosses chunk boundaries at L > 64.
     d = inputs(batch=2, dim=16, L=L, N=3, b_kind="group", c_kind="step")
@@ -78,6 +80,7 @@ def test_gradient_through_the_last_state_only():
         np.testing.assert_allclose(a.grad.numpy(), want, rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.slow
 def test_float32_gradients_and_half_dtypes():
     d = inputs(batch=1, dim=16, L=100, N=4, dtype=np.float32)
     xs = [torch.from_numpy(d[k]).to(torch.bfloat16).requires_grad_() for k in NAMES]
@@ -95,6 +98,7 @@ def test_float32_gradients_and_half_dtypes():
         assert err <= 1e-4, name  # float32 sums over up to L * dim terms
 
 
+@pytest.mark.slow
 def test_chapter_layout_gradients_match_the_chapter_loop():
     from case_studies.mamba import chapter_scan, naive
 

@@ -1,0 +1,181 @@
+"""Timing that holds on a busy machine: interleaved rounds, each side at its best thread count.
+
+Shared by the capstone's reviews and the asv suites in ``benchmarks/``.  Three
+rules, each learnt from a figure that did not hold:
+
+* **Interleave.**  Baseline and optimized calls alternate, round by round
+  (``b o``, then ``o b``), and the figure is the median of the per-round
+  ratios.  A stall of the machine then hits both sides of a round, instead
+  of a whole block of one side: measured as blocks, the linear-recurrence
+  row read 0.09x, 0.4x, 0.7x and 1.6x in four runs with one core busy.
+* **Best thread count for each side.**  A torch baseline is timed with one
+  thread and with all usable cores, and runs the rounds with the faster
+  setting (a loop of small ops, like the chapter's Mamba loop, is fastest on
+  one thread and, with two, slowed from 51 ms to 3,162 ms when one core was
+  busy).  propopt sizes its own threads per call (:mod:`propopt.threads`).
+* **Say when the machine was busy.**  Other processes' CPU use during the
+  rounds is measured (:class:`propopt.threads.LoadMeter`); a row measured
+  while they kept half a core or more busy is flagged.
+
+The spread reported with a ratio is the range of the middle half of the
+per-round ratios (25th to 75th percentile).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from propopt.threads import LoadMeter, usable_cpus
+
+#: Other processes' average load (cores) from which a comparison is flagged busy.
+BUSY_CORES = 0.5
+
+#: Rounds of a comparison by default (each round: one call of each side).
+ROUNDS = 7
+
+
+@dataclass
+class Comparison:
+    """Baseline and optimized timed in interleaved rounds."""
+
+    baseline_ms: float
+    optimized_ms: float
+    ratio: float
+    ratio_lo: float
+    ratio_hi: float
+    rounds: int
+    load: float
+    baseline_threads: int | None = None
+
+    @property
+    def busy(self) -> bool:
+        """Did other processes keep :data:`BUSY_CORES` or more busy during the rounds?"""
+        return bool(self.load >= BUSY_CORES)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["busy"] = self.busy
+        return d
+
+
+def _nop() -> None:
+    return None
+
+
+def _time_once(fn: Callable[[], Any], sync: Callable[[], Any]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    sync()
+    return time.perf_counter() - t0
+
+
+@contextmanager
+def torch_threads(n: int | None) -> Iterator[None]:
+    """Run torch's intra-op pool with ``n`` threads inside the block (``None``: unchanged)."""
+    if n is None:
+        yield
+        return
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def best_torch_threads(fn: Callable[[], Any], sync: Callable[[], Any] = _nop, calls: int = 2) -> int:
+    """1 or all usable cores: whichever runs ``fn`` faster (best of ``calls`` each)."""
+    options = sorted({1, usable_cpus()})
+    best, best_t = options[0], math.inf
+    for n in options:
+        with torch_threads(n):
+            t = min(_time_once(fn, sync) for _ in range(calls))
+        if t < best_t:
+            best, best_t = n, t
+    return best
+
+
+def compare(
+    baseline: Callable[[], Any],
+    optimized: Callable[[], Any],
+    *,
+    rounds: int = ROUNDS,
+    sync: Callable[[], Any] = _nop,
+    torch_baseline: bool = False,
+    budget_s: float | None = None,
+    tick: Callable[[], Any] = _nop,
+) -> Comparison:
+    """Time ``baseline`` and ``optimized`` in interleaved rounds.
+
+    Parameters
+    ----------
+    baseline, optimized : callable
+        Called with no arguments; what they return is ignored.
+    rounds : int
+        Rounds to run (each calls both once, alternating which goes first).
+    sync : callable
+        Called after every timed call (``torch.cuda.synchronize`` for GPU work).
+    torch_baseline : bool
+        The baseline runs torch ops: choose its thread count with
+        :func:`best_torch_threads` first, and report it.
+    budget_s : float, optional
+        Stop after the round that exceeds this many seconds (at least 3 rounds).
+    tick : callable
+        Called after each round (progress bars).
+
+    Returns
+    -------
+    Comparison
+        Medians of each side, the median per-round ratio ``baseline /
+        optimized`` with its interquartile range, the rounds run, the load
+        of other processes and the baseline's torch thread count.
+    """
+    if rounds < 1:
+        raise ValueError(f"rounds={rounds}: must be >= 1")
+    # warm-up: compilation, caches, allocator; one call each
+    threads = best_torch_threads(baseline, sync) if torch_baseline else None
+    with torch_threads(threads):
+        _time_once(baseline, sync)
+    _time_once(optimized, sync)
+    tb: list[float] = []
+    to: list[float] = []
+    t_start = time.perf_counter()
+    with LoadMeter() as meter, torch_threads(threads):
+        for r in range(rounds):
+            if r % 2 == 0:
+                tb.append(_time_once(baseline, sync))
+                to.append(_time_once(optimized, sync))
+            else:
+                to.append(_time_once(optimized, sync))
+                tb.append(_time_once(baseline, sync))
+            tick()
+            if budget_s is not None and r >= 2 and time.perf_counter() - t_start > budget_s:
+                break
+    ratios = np.array(tb) / np.array(to)
+    lo, mid, hi = np.percentile(ratios, [25, 50, 75])
+    return Comparison(
+        baseline_ms=1e3 * float(np.median(tb)),
+        optimized_ms=1e3 * float(np.median(to)),
+        ratio=float(mid),
+        ratio_lo=float(lo),
+        ratio_hi=float(hi),
+        rounds=len(tb),
+        load=float(meter.cores),
+        baseline_threads=threads,
+    )
+
+
+def median_seconds(fn: Callable[[], Any], repeats: int = 5, sync: Callable[[], Any] = _nop) -> float:
+    """Median wall time of ``fn`` over ``repeats`` calls, after one warm-up call."""
+    fn()
+    sync()
+    return float(np.median([_time_once(fn, sync) for _ in range(repeats)]))

@@ -1,0 +1,85 @@
+"""The strongest fair peers the capstone and the benchmarks compare with, written in torch.
+
+Each is written here from its published definition, so that no peer library
+becomes a dependency:
+
+* :func:`selective_scan_ref` - mamba_ssm's reference selective scan
+  (``mamba_ssm.ops.selective_scan_interface.selective_scan_ref``), what CPU
+  users of mamba_ssm run today: layout (batch, dim, L), ``exp(delta A)`` and
+  ``delta B u`` formed for all tokens by ``einsum``, then a loop over tokens.
+* :func:`hf_mixer_scan` - the scan of the Hugging Face ``MambaMixer``'s CPU
+  path (``slow_forward``): the same discretization formed for all tokens,
+  then a loop that reads out each token with a matrix product.
+
+Both take mamba_ssm's arguments with time-varying ``B`` and ``C`` of shape
+(batch, d_state, L), as the capstone's workload has.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _prepare(u: Any, delta: Any, delta_bias: Any, delta_softplus: bool) -> tuple[Any, Any]:
+    import torch.nn.functional as F
+
+    u, delta = u.float(), delta.float()
+    if delta_bias is not None:
+        delta = delta + delta_bias[..., None].float()
+    if delta_softplus:
+        delta = F.softplus(delta)
+    return u, delta
+
+
+def _finish(y: Any, u: Any, D: Any, z: Any, dtype: Any) -> Any:
+    import torch.nn.functional as F
+
+    out = y if D is None else y + u * D[:, None]
+    if z is not None:
+        out = out * F.silu(z)
+    return out.to(dtype)
+
+
+def selective_scan_ref(u: Any, delta: Any, A: Any, B: Any, C: Any, D: Any = None, z: Any = None,
+                       delta_bias: Any = None, delta_softplus: bool = False) -> Any:  # fmt: skip
+    """mamba_ssm's reference scan: ``h_t = exp(delta_t A) h_{t-1} + delta_t B_t u_t``, ``y_t = C_t h_t``.
+
+    ``u, delta, z``: (batch, dim, L); ``A``: (dim, N); ``B, C``: (batch, N, L);
+    ``D``: (dim,).  Returns (batch, dim, L) in ``u``'s dtype.
+    """
+    import torch
+
+    dtype = u.dtype
+    u, delta = _prepare(u, delta, delta_bias, delta_softplus)
+    deltaA = torch.exp(torch.einsum("bdl,dn->bdln", delta, A))
+    deltaB_u = torch.einsum("bdl,bnl,bdl->bdln", delta, B, u)
+    h = A.new_zeros((u.shape[0], A.shape[0], A.shape[1]))
+    ys = []
+    for i in range(u.shape[2]):
+        h = deltaA[:, :, i] * h + deltaB_u[:, :, i]
+        ys.append(torch.einsum("bdn,bn->bd", h, C[:, :, i]))
+    y = torch.stack(ys, dim=2) if ys else u.new_zeros(u.shape)
+    return _finish(y, u, D, z, dtype)
+
+
+def hf_mixer_scan(u: Any, delta: Any, A: Any, B: Any, C: Any, D: Any = None, z: Any = None,
+                  delta_bias: Any = None, delta_softplus: bool = False) -> Any:  # fmt: skip
+    """The Hugging Face ``MambaMixer`` CPU scan: discretize every token, then loop with matmuls.
+
+    Same arguments and result as :func:`selective_scan_ref`.
+    """
+    import torch
+
+    dtype = u.dtype
+    u, delta = _prepare(u, delta, delta_bias, delta_softplus)
+    discrete_A = torch.exp(A[None, :, None, :] * delta[:, :, :, None])  # (b, d, L, N)
+    discrete_B = delta[:, :, :, None] * B[:, None, :, :].transpose(2, 3).float()  # (b, d, L, N)
+    deltaB_u = discrete_B * u[:, :, :, None]
+    h = torch.zeros(u.shape[0], A.shape[0], A.shape[1], dtype=u.dtype)
+    ys = []
+    Ct = C.transpose(1, 2).float()  # (b, L, N)
+    for i in range(u.shape[2]):
+        h = discrete_A[:, :, i, :] * h + deltaB_u[:, :, i, :]
+        ys.append(torch.matmul(h, Ct[:, i, :].unsqueeze(-1))[:, :, 0])
+    y = torch.stack(ys, dim=-1) if ys else u.new_zeros(u.shape)
+    return _finish(y, u, D, z, dtype)
