@@ -92,7 +92,9 @@ def torch_threads(n: int | None) -> Iterator[None]:
         torch.set_num_threads(before)
 
 
-def best_torch_threads(fn: Callable[[], Any], sync: Callable[[], Any] = _nop, calls: int = 2) -> int:
+def best_torch_threads(
+    fn: Callable[[], Any], sync: Callable[[], Any] = _nop, calls: int = 2
+) -> int:
     """1 or all usable cores: whichever runs ``fn`` faster (best of ``calls`` each)."""
     options = sorted({1, usable_cpus()})
     best, best_t = options[0], math.inf
@@ -174,7 +176,9 @@ def compare(
     )
 
 
-def median_seconds(fn: Callable[[], Any], repeats: int = 5, sync: Callable[[], Any] = _nop) -> float:
+def median_seconds(
+    fn: Callable[[], Any], repeats: int = 5, sync: Callable[[], Any] = _nop
+) -> float:
     """Median wall time of ``fn`` over ``repeats`` calls, after one warm-up call."""
     fn()
     sync()

@@ -26,7 +26,9 @@ class Progress:
         Shortest time between two redraws (lines, off a terminal).
     """
 
-    def __init__(self, plan_s: float, stream: TextIO | None = None, min_interval_s: float = 1.0) -> None:
+    def __init__(
+        self, plan_s: float, stream: TextIO | None = None, min_interval_s: float = 1.0
+    ) -> None:
         self.plan = max(plan_s, 1e-9)
         self.stream = sys.stderr if stream is None else stream
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())

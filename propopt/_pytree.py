@@ -7,6 +7,7 @@ order does not depend on insertion order.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -47,8 +48,13 @@ def _is_namedtuple(x: Any) -> bool:
     return isinstance(x, tuple) and hasattr(type(x), "_fields")
 
 
+LEAF = TreeDef("leaf")
+
+
 def flatten(tree: Any) -> tuple[list[Any], TreeDef]:
     """Return the leaves of ``tree`` in a fixed order and its structure."""
+    if not isinstance(tree, (tuple, list, dict)):  # a single array: the common case
+        return [tree], LEAF
     leaves: list[Any] = []
     return leaves, _flatten(tree, leaves)
 
@@ -65,7 +71,7 @@ def _flatten(tree: Any, leaves: list[Any]) -> TreeDef:
         keys = tuple(sorted(tree))
         return TreeDef("dict", tuple(_flatten(tree[k], leaves) for k in keys), keys=keys)
     leaves.append(tree)
-    return TreeDef("leaf")
+    return LEAF
 
 
 def unflatten(treedef: TreeDef, leaves: Sequence[Any]) -> Any:
@@ -89,12 +95,13 @@ def _unflatten(td: TreeDef, it: Any) -> Any:
     return td.cls(*kids)
 
 
-def leaf_paths(treedef: TreeDef, prefix: str = "elems") -> list[str]:
-    """Names such as ``elems[0]`` or ``elems['a']`` for each leaf, for messages."""
+@functools.lru_cache(maxsize=256)
+def leaf_paths(treedef: TreeDef, prefix: str = "elems") -> tuple[str, ...]:
+    """Names such as ``elems[0]`` or ``elems['a']`` for each leaf, for messages (cached)."""
     if treedef.kind == "leaf":
-        return [prefix]
+        return (prefix,)
     out: list[str] = []
     for i, c in enumerate(treedef.children):
         key = treedef.keys[i] if treedef.kind == "dict" else i
         out.extend(leaf_paths(c, f"{prefix}[{key!r}]"))
-    return out
+    return tuple(out)

@@ -282,14 +282,19 @@ def sized() -> Iterator[int]:
         finally:
             _local.depth -= 1
         return
-    n = get_num_threads()
+    _launch()
     before = int(numba.get_num_threads())
+    n = before if _limit is None else min(_limit, before)
+    if _limit is None and n > 1:
+        n = max(1, min(n, free_cores()))
     _local.depth = 1
-    numba.set_num_threads(n)
+    if n != before:
+        numba.set_num_threads(n)
     try:
         yield n
     finally:
-        numba.set_num_threads(before)
+        if n != before:
+            numba.set_num_threads(before)
         _local.depth = 0
 
 

@@ -27,12 +27,13 @@ from __future__ import annotations
 import hashlib
 import importlib
 import inspect
+import math
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import _jit
+from .. import _jit, threads
 from .._memory import settle_allocator
 
 if TYPE_CHECKING:
@@ -339,6 +340,7 @@ def kernels(monoid: Monoid, dtype: np.dtype, rev: bool = False, excl: bool = Fal
         else:
             src = _source(monoid.arity, dt, "", False, *key[1:])
             mod = _jit.load_module(src, tag, {"_py_combine": monoid.scalar})
+        mod.IDENTITY = tuple(dt.type(v) for v in monoid.identity(dt))
         cache[key] = mod
     return cache[key]
 
@@ -358,50 +360,61 @@ def scan(
     *,
     block: int | None = None,
 ) -> list[np.ndarray]:
-    """Scan NumPy arrays of one shape and dtype along ``axis``."""
+    """Scan NumPy arrays of one shape and dtype along ``axis``.
+
+    Short scans (at most two blocks) run on the calling thread; longer ones
+    take the threads :func:`propopt.threads.sized` grants the call.
+    """
     shape = leaves[0].shape
     dtype = leaves[0].dtype
     n = shape[axis]
-    p = int(np.prod(shape[:axis], dtype=np.int64))
-    q = int(np.prod(shape[axis + 1 :], dtype=np.int64))
+    p = math.prod(shape[:axis])
+    q = math.prod(shape[axis + 1 :])
     xs = [np.ascontiguousarray(x).reshape(p, n, q) for x in leaves]
-    if n * p * q * dtype.itemsize >= 1 << 20:
+    if n * p * q * dtype.itemsize >= 1 << 17:  # above glibc's first mmap threshold
         settle_allocator()
     os_ = [np.empty((p, n, q), dtype) for _ in leaves]
     rev, excl = bool(reverse), bool(exclusive)
     mod = kernels(monoid, dtype, rev, excl)
-    ident = tuple(dtype.type(v) for v in monoid.identity(dtype))
-    threads = _jit.num_threads()
+    ident = mod.IDENTITY
     if q == 1:
         x2 = [x.reshape(p, n) for x in xs]
         o2 = [o.reshape(p, n) for o in os_]
         bk = block or block_elements(monoid.arity, dtype.itemsize)
-        tile = LANE * lanes_for(monoid.arity)
-        if p * n <= 2 * bk or threads == 1:
-            # row by row on the calling thread: no parallel region to wake up,
-            # which on a busy machine costs more than scanning a short row
-            n64 = np.int64(n)
-            for r in range(p):
-                xr, orow = [x[r] for x in x2], [o[r] for o in o2]
-                mod._block(*xr, *orow, np.int64(0), n64, n64, rev, excl, *ident, *ident)
-        elif p >= 2 * threads or n <= 2 * bk:
-            mod.scan_rows(*x2, *o2, rev, excl, *ident)
+        if p * n <= 2 * bk:
+            _rows_here(mod, x2, o2, rev, excl, ident)
         else:
-            for r in range(p):
-                b0 = bk + int(bk * LEAD_SHARE) // tile * tile
-                mod.scan_1d(
-                    *(x[r] for x in x2), *(o[r] for o in o2), rev, excl, threads, bk, b0, *ident
-                )
+            with threads.sized() as T:
+                if T == 1:
+                    _rows_here(mod, x2, o2, rev, excl, ident)
+                elif p >= 2 * T or n <= 2 * bk:
+                    mod.scan_rows(*x2, *o2, rev, excl, *ident)
+                else:
+                    tile = LANE * lanes_for(monoid.arity)
+                    b0 = bk + int(bk * LEAD_SHARE) // tile * tile
+                    for r in range(p):
+                        xr, orow = [x[r] for x in x2], [o[r] for o in o2]
+                        mod.scan_1d(*xr, *orow, rev, excl, T, bk, b0, *ident)
     else:
-        tasks = p * -(-q // COL_BLOCK)
-        if tasks >= 2 * threads or n < 64 * threads or threads == 1:
-            mod.scan_cols(*xs, *os_, rev, excl, COL_BLOCK, *ident)
-        else:
-            for r in range(p):
-                mod.scan_cols_chunked(
-                    *(x[r] for x in xs), *(o[r] for o in os_), rev, excl, threads, *ident
-                )
+        with threads.sized() as T:
+            tasks = p * -(-q // COL_BLOCK)
+            if tasks >= 2 * T or n < 64 * T or T == 1:
+                mod.scan_cols(*xs, *os_, rev, excl, COL_BLOCK, *ident)
+            else:
+                for r in range(p):
+                    xr, orow = [x[r] for x in xs], [o[r] for o in os_]
+                    mod.scan_cols_chunked(*xr, *orow, rev, excl, T, *ident)
     return [o.reshape(shape) for o in os_]
+
+
+def _rows_here(mod: Any, x2: list[np.ndarray], o2: list[np.ndarray], rev: bool, excl: bool,
+               ident: tuple[Any, ...]) -> None:  # fmt: skip
+    """Each row on the calling thread: no parallel region to wake up, which on a
+    busy machine costs more than scanning a short row."""
+    n = np.int64(x2[0].shape[1])
+    zero = np.int64(0)
+    for r in range(x2[0].shape[0]):
+        mod._block(*(x[r] for x in x2), *(o[r] for o in o2), zero, n, n, rev, excl, *ident, *ident)
 
 
 def elementwise(monoid: Monoid, a: Sequence[Any], b: Sequence[Any]) -> list[Any]:

@@ -14,14 +14,15 @@ from __future__ import annotations
 
 import contextlib
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from .. import _dispatch, _pytree, threads
+from .. import _dispatch, _pytree
 from ..typing import ScanMethod
 from . import _generic, _reference
+from ._cpu import SUPPORTED
 from .monoid import Monoid
 
 METHODS: tuple[str, ...] = ("auto", "reference", "generic", "cpu", "cuda", "dask")
@@ -145,8 +146,6 @@ def associative_scan(
     if isinstance(fn, Monoid):
         _check_monoid(fn, leaves, paths)
         ident = None if identity is None else _identity_leaves(identity, treedef, leaves, ax)
-        if ident is None:
-            ident = _monoid_identity(fn, leaves, ax)
     else:
         if exclusive and identity is None:
             raise ValueError(
@@ -169,6 +168,8 @@ def associative_scan(
             _checked_ok(fn)
 
     combine = fn.combine_leaves if isinstance(fn, Monoid) else _wrap_callable(fn, treedef)
+    if ident is None and isinstance(fn, Monoid) and chosen in ("dask", "reference", "generic"):
+        ident = _monoid_identity(fn, leaves, ax)
     if chosen == "dask":
         from . import _dask
 
@@ -220,7 +221,7 @@ def _checked_ok(fn: Callable[..., Any]) -> None:
 
 
 # ----------------------------------------------------------------- helpers
-def _check_axis(axis: Any, leaves: Leaves, paths: list[str]) -> int:
+def _check_axis(axis: Any, leaves: Leaves, paths: Sequence[str]) -> int:
     if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool):
         raise TypeError(f"axis must be an int, got {axis!r}")
     nd = len(leaves[0].shape)
@@ -249,7 +250,7 @@ def _check_axis(axis: Any, leaves: Leaves, paths: list[str]) -> int:
     return ax
 
 
-def _check_monoid(m: Monoid, leaves: Leaves, paths: list[str]) -> None:
+def _check_monoid(m: Monoid, leaves: Leaves, paths: Sequence[str]) -> None:
     if len(leaves) != m.arity:
         raise ValueError(
             f"monoid {m.name!r} combines elements of {m.arity} array(s) but elems has "
@@ -379,7 +380,6 @@ def _choose_method(method: str, fn: Any, kind: str, leaves: Leaves) -> str:
                 "torch CUDA tensors"
             )
         return "generic"
-    from ._cpu import SUPPORTED
 
     if _np_dtype(leaves[0].dtype) not in SUPPORTED:
         if kind == _dispatch.CUDA:
@@ -389,7 +389,6 @@ def _choose_method(method: str, fn: Any, kind: str, leaves: Leaves) -> str:
 
 
 def _check_kernel_dtype(m: Monoid, leaves: Leaves, method: str) -> None:
-    from ._cpu import SUPPORTED
 
     dtype = _np_dtype(leaves[0].dtype)
     if dtype not in SUPPORTED:
@@ -404,13 +403,12 @@ def _check_kernel_dtype(m: Monoid, leaves: Leaves, method: str) -> None:
 def _scan_cpu(m: Monoid, leaves: Leaves, ax: int, reverse: bool, exclusive: bool) -> Leaves:
     from . import _cpu
 
-    with threads.sized():
-        if _dispatch.array_kind(leaves[0]) == _dispatch.TORCH:
-            import torch
+    if _dispatch.array_kind(leaves[0]) == _dispatch.TORCH:
+        import torch
 
-            views = [_dispatch.to_numpy_view(x) for x in leaves]
-            return [torch.from_numpy(o) for o in _cpu.scan(m, views, ax, reverse, exclusive)]
-        return _cpu.scan(m, leaves, ax, reverse, exclusive)
+        views = [_dispatch.to_numpy_view(x) for x in leaves]
+        return [torch.from_numpy(o) for o in _cpu.scan(m, views, ax, reverse, exclusive)]
+    return _cpu.scan(m, leaves, ax, reverse, exclusive)
 
 
 def _wrap_callable(fn: Callable[[Any, Any], Any], treedef: _pytree.TreeDef) -> Any:

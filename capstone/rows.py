@@ -1,0 +1,130 @@
+"""A row of the review table: one optimized tool beside one named peer, measured in one run."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from .measure import Comparison
+
+SIZES = ("small", "default", "large")
+
+#: What the error column holds, per kind (one metric per column; see docs/capstone.md).
+ERROR_KINDS = {
+    "max rel": "largest |propopt - exact| over the largest |exact|, float64 reference",
+    "median rel": "median over targets of |a - a_exact| / |a_exact| (accelerations)",
+    "ids": "number of returned ids that differ from the exact answer (0: identical, ties too)",
+}
+
+
+@dataclass
+class Row:
+    """One line of the review table.
+
+    ``speedup`` is the median of the per-round ratios ``peer / propopt``;
+    ``spread`` their interquartile range.  ``floor`` names the physical
+    floor timed in the same run (a copy of the inputs, one read pass, the
+    exps alone) and ``floor_ratio`` is propopt's time over it.
+    """
+
+    problem: str
+    size: str
+    bottleneck: str
+    key_property: str
+    technique: str
+    peer: str
+    peer_ms: float
+    propopt_ms: float
+    speedup: float
+    spread_lo: float
+    spread_hi: float
+    rounds: int
+    error: float
+    error_kind: str
+    device: str
+    load: float
+    busy: bool
+    floor: str = ""
+    floor_ms: float | None = None
+    flops: float | None = None
+    bytes: float | None = None
+
+    @property
+    def floor_ratio(self) -> float | None:
+        return None if not self.floor_ms else self.propopt_ms / self.floor_ms
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Row:
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+def row(
+    problem: str,
+    size: str,
+    bottleneck: str,
+    key_property: str,
+    technique: str,
+    peer: str,
+    c: Comparison,
+    error: float,
+    error_kind: str,
+    device: str,
+    **extra: Any,
+) -> Row:
+    """A row from a :class:`~capstone.measure.Comparison`; the peer's torch threads are named."""
+    if error_kind not in ERROR_KINDS:
+        raise ValueError(f"error_kind={error_kind!r} is not one of {', '.join(ERROR_KINDS)}")
+    if c.baseline_threads is not None:
+        peer = f"{peer}, {c.baseline_threads} torch thread{'s' if c.baseline_threads > 1 else ''}"
+    return Row(
+        problem, size, bottleneck, key_property, technique, peer, c.baseline_ms, c.optimized_ms,
+        c.ratio, c.ratio_lo, c.ratio_hi, c.rounds, float(error), error_kind, device, c.load,
+        c.busy, **extra,
+    )  # fmt: skip
+
+
+def _ms(v: float) -> str:
+    return f"{v:.0f}" if v >= 100 else f"{v:.1f}" if v >= 1 else f"{v:.2f}"
+
+
+def _x(v: float) -> str:
+    return f"{v:.0f}x" if v >= 100 else f"{v:.1f}x"
+
+
+def _error(r: Row) -> str:
+    return f"{int(r.error)} ids" if r.error_kind == "ids" else f"{r.error:.1e} {r.error_kind}"
+
+
+def cells(r: Row) -> list[str]:
+    """The table's cells of one row, as text."""
+    floor = "" if r.floor_ratio is None else f"{r.floor_ratio:.1f}x {r.floor}"
+    note = f" (busy: {r.load:.1f} cores)" if r.busy else ""
+    return [
+        r.problem, r.key_property, r.technique, r.peer, _ms(r.peer_ms), _ms(r.propopt_ms),
+        f"{_x(r.speedup)} ({r.spread_lo:.1f}-{r.spread_hi:.1f})", floor, _error(r),
+        r.device + note,
+    ]  # fmt: skip
+
+
+HEAD = ["problem", "property", "technique", "peer", "peer ms", "propopt ms",
+        "speedup (IQR)", "vs floor", "error", "device"]  # fmt: skip
+
+
+def table(rows: list[Row]) -> str:
+    """The review table as aligned text."""
+    body = [cells(r) for r in rows]
+    widths = [max(len(str(c)) for c in col) for col in zip(HEAD, *body)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in [HEAD, *body]]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def markdown(rows: list[Row]) -> str:
+    """The review table as a markdown table."""
+    out = ["| " + " | ".join(HEAD) + " |", "|" + "---|" * len(HEAD)]
+    out += ["| " + " | ".join(cells(r)) + " |" for r in rows]
+    return "\n".join(out)
