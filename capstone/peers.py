@@ -42,7 +42,7 @@ def _finish(y: Any, u: Any, D: Any, z: Any, dtype: Any) -> Any:
 
 def selective_scan_ref(u: Any, delta: Any, A: Any, B: Any, C: Any, D: Any = None, z: Any = None,
                        delta_bias: Any = None, delta_softplus: bool = False) -> Any:  # fmt: skip
-    """mamba_ssm's reference scan: ``h_t = exp(delta_t A) h_{t-1} + delta_t B_t u_t``, ``y_t = C_t h_t``.
+    """mamba_ssm's reference: ``h_t = exp(delta_t A) h_{t-1} + delta_t B_t u_t``, ``y_t = C_t h_t``.
 
     ``u, delta, z``: (batch, dim, L); ``A``: (dim, N); ``B, C``: (batch, N, L);
     ``D``: (dim,).  Returns (batch, dim, L) in ``u``'s dtype.
@@ -83,3 +83,27 @@ def hf_mixer_scan(u: Any, delta: Any, A: Any, B: Any, C: Any, D: Any = None, z: 
         ys.append(torch.matmul(h, Ct[:, i, :].unsqueeze(-1))[:, :, 0])
     y = torch.stack(ys, dim=-1) if ys else u.new_zeros(u.shape)
     return _finish(y, u, D, z, dtype)
+
+
+_loop: Any = None
+
+
+def sequential_recurrence(a: Any, b: Any) -> Any:
+    """``h_t = a_t h_{t-1} + b_t`` by a sequential loop, compiled by numba: the chapter's loop
+    on one thread with no Python overhead (the baseline of the linear recurrence)."""
+    global _loop
+    if _loop is None:
+        import numba
+        import numpy as np
+
+        @numba.njit(cache=True)
+        def loop(a: Any, b: Any) -> Any:
+            out = np.empty_like(b)
+            h = b.dtype.type(0)
+            for i in range(b.shape[0]):
+                h = a[i] * h + b[i]
+                out[i] = h
+            return out
+
+        _loop = loop
+    return _loop(a, b)

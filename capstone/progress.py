@@ -76,7 +76,8 @@ class Progress:
         width = 24
         f = self.fraction()
         bar = "#" * int(width * f) + "." * (width - int(width * f))
-        text = f"[{bar}] {100 * f:3.0f}% {now - self.t0:4.0f}s, about {self.eta():3.0f}s left  {self.label}"
+        done = f"{100 * f:3.0f}% {now - self.t0:4.0f}s, about {self.eta():3.0f}s left"
+        text = f"[{bar}] {done}  {self.label}"
         if self.tty:
             self.stream.write("\r\033[K" + text)
         else:

@@ -15,20 +15,20 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from typing import TextIO
+from typing import Any, TextIO
 
 import numpy as np
 
 DTYPES = ("float32", "float64")
 
 
-def _all_threads() -> object:
+def _all_threads() -> Any:
     import numba
 
     import propopt as pp
 
     # every parallel path, whatever the load on the machine right now
-    return pp.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+    return pp.set_num_threads(int(numba.config.NUMBA_NUM_THREADS))  # type: ignore[attr-defined]
 
 
 def _scan(monoid: str, dtype: str) -> None:
@@ -36,7 +36,7 @@ def _scan(monoid: str, dtype: str) -> None:
 
     m = getattr(pp, monoid)
     rng = np.random.default_rng(0)
-    with _all_threads():  # type: ignore[attr-defined]
+    with _all_threads():
         for n in (100, 1 << 21):  # the serial kernel, then the threads' super-blocks
             leaves = [rng.uniform(0.5, 1.0, n).astype(dtype) for _ in range(m.arity)]
             for shape in ((n,), (n // 4, 4)):  # a 1-D scan and one of rows of 4
@@ -48,7 +48,7 @@ def _topk(dtype: str) -> None:
     import propopt as pp
 
     x = np.random.default_rng(0).normal(size=1 << 21).astype(dtype)
-    with _all_threads():  # type: ignore[attr-defined]
+    with _all_threads():
         pp.topk(x[:1000], 10)
         pp.topk(x, 10)
         pp.topk(x.reshape(64, -1), 5)
@@ -60,7 +60,7 @@ def _locality() -> None:
     import propopt as pp
 
     p = np.random.default_rng(0).uniform(size=(5000, 3))
-    with _all_threads():  # type: ignore[attr-defined]
+    with _all_threads():
         pp.morton_order(p)
         pp.morton_order(p[:, :2])
 
@@ -69,7 +69,7 @@ def _gravity() -> None:
     import propopt as pp
 
     p = np.random.default_rng(0).uniform(size=(3000, 3))
-    with _all_threads():  # type: ignore[attr-defined]
+    with _all_threads():
         pp.direct_gravity(p, np.ones(3000), eps=1e-2)
         pp.direct_gravity(p, np.ones(3000), eps=1e-2, targets=p[:100])
 

@@ -1,27 +1,30 @@
 """``python -m propopt``: the capstone's method, run on this machine.
 
 ``capstone``
-    Times each optimized tool of the capstone chapter beside its baseline and
-    prints the chapter's review table (problem, bottleneck, key property,
-    technique, baseline and optimized times, speedup, error against the
-    exact answer, device).
+    Times each optimized tool of the capstone chapter beside its strongest
+    fair peers and prints the review table (the ``capstone`` package, found
+    by entry point).
 ``audit``
     Runs the property audit on a binary operator, a pair function or a
     radial kernel given by import path (``module:function``) and prints the
     six-property table with the evidence and the primitive that exploits
     each property that holds.
+``warmup``
+    Compiles the common kernels now, in parallel processes, so that first
+    calls later start at once.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.metadata
 import json
 import sys
 from collections.abc import Sequence
-from dataclasses import asdict
-from typing import NoReturn
+from typing import Any, NoReturn
 
-from . import _capstone, _optional
+from . import _optional
 
 
 class UserError(Exception):
@@ -40,22 +43,8 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = p.add_subparsers(dest="command", metavar="{capstone,audit,warmup}", parser_class=_Parser)
-    cap = sub.add_parser("capstone", help="measure the capstone's three problems on this machine")
-    cap.add_argument(
-        "--size",
-        choices=_capstone.SIZES,
-        default="default",
-        help="problem size: small (seconds), default (minutes), large",
-    )
-    cap.add_argument(
-        "--only",
-        action="append",
-        choices=sorted(_capstone.PROBLEMS),
-        help="run only this problem (repeatable); default: all",
-    )
-    cap.add_argument("--json", action="store_true", help="print the rows as JSON on stdout")
-    cap.add_argument(
-        "--plot", metavar="DIR", help="also measure the smaller sizes and write PNG charts to DIR"
+    sub.add_parser(
+        "capstone", help="measure the capstone's problems on this machine (--help: its options)"
     )
     aud = sub.add_parser("audit", help="audit the properties of an operator or pair function")
     aud.add_argument("target", help="import path of the function, as module:function")
@@ -81,34 +70,41 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _capstone_cmd(args: argparse.Namespace) -> int:
-    problems = [p for p in _capstone.PROBLEMS if args.only is None or p in args.only]
-    last = _capstone.SIZES.index(args.size)
-    sizes = list(_capstone.SIZES[: last + 1]) if args.plot else [args.size]
-    if args.plot:
-        from ._plots import check_plotting
+def hint_for_missing(err: ModuleNotFoundError, what: str) -> str:
+    """One line for a missing optional dependency: what needs it and the extra that installs it."""
+    return _optional.hint(err, what)
 
-        try:
-            check_plotting(args.plot)
-        except (ImportError, OSError) as e:
-            raise UserError(f"--plot {args.plot}: {e}") from None
-    gpu = _capstone.gpu_name()
-    where = f"GPU {gpu} and CPU" if gpu else "CPU only (no CUDA GPU found)"
-    print(f"propopt capstone: {', '.join(problems)} at size {args.size}; {where}", file=sys.stderr)
-    progress = _capstone.Progress(len(problems) * len(sizes))
-    rows = _capstone.run(problems, sizes, progress)
-    progress.close()
-    shown = [r for r in rows if r.size == args.size]
-    if args.json:
-        print(json.dumps([asdict(r) for r in shown], indent=2))
-    else:
-        print(_capstone.table(shown))
-    if args.plot:
-        from ._plots import write_plots
 
-        for path in write_plots(rows, args.plot):
-            print(f"wrote {path}", file=sys.stderr)
-    return 0
+def command(name: str) -> Any:
+    """The entry point ``name`` of the ``propopt.commands`` group, or None.
+
+    The capstone lives in its own package above the library (it imports the
+    case studies); the library finds it here, by entry point, and never
+    imports it by name.
+    """
+    for ep in importlib.metadata.entry_points(group="propopt.commands"):
+        if ep.name == name:
+            return ep.load()
+    return None
+
+
+def _capstone_cmd(argv: list[str]) -> int:
+    main = command("capstone")
+    if main is None:
+        raise UserError(
+            "the capstone is not installed with this propopt (it ships in the same "
+            "distribution: pip install -e . from a checkout, or run python -m capstone there)"
+        )
+    return int(main(argv, prog="python -m propopt capstone"))
+
+
+def _resolve(path: str) -> Any:
+    """Import ``module:attribute``."""
+    module, _, attr = path.partition(":")
+    obj: Any = importlib.import_module(module)
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    return obj
 
 
 def _audit_cmd(args: argparse.Namespace) -> int:
@@ -117,7 +113,7 @@ def _audit_cmd(args: argparse.Namespace) -> int:
     if ":" not in args.target:
         raise UserError(f"target={args.target!r}: give an import path as module:function")
     try:
-        fn = _capstone.resolve(args.target)
+        fn = _resolve(args.target)
     except (ImportError, AttributeError) as e:
         raise UserError(f"cannot import {args.target!r}: {type(e).__name__}: {e}") from None
     if not callable(fn):
@@ -145,16 +141,14 @@ def _warmup_cmd(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
     try:
+        if argv[:1] == ["capstone"]:  # its own options: the capstone parses them
+            return _capstone_cmd(argv[1:])
         args = _parser().parse_args(argv)
         if args.command is None:
             _parser().print_help()
             return 2
-        if args.command == "capstone":
-            try:
-                return _capstone_cmd(args)
-            except ModuleNotFoundError as e:
-                raise UserError(_optional.hint(e, "the capstone")) from None
         if args.command == "warmup":
             return _warmup_cmd(args)
         return _audit_cmd(args)

@@ -4,10 +4,12 @@
 ``initial_state`` and a differentiable last state), :func:`step` (one token
 with a cached state), :func:`chapter_scan` (the chapter's layout),
 :func:`naive` (the chapter's loop, the baseline) and :func:`reference`
-(a sequential float64-capable loop).  See docs/mamba.md.
+(a sequential float64-capable loop), and :func:`exps_only` (the forward's
+exps alone, the floor it is measured against).  See docs/mamba.md.
 """
 
 from ._reference import naive, reference
+from .floor import exps_only
 from .scan import METHODS, chapter_scan, selective_scan, step
 
-__all__ = ["METHODS", "chapter_scan", "naive", "reference", "selective_scan", "step"]
+__all__ = ["METHODS", "chapter_scan", "exps_only", "naive", "reference", "selective_scan", "step"]

@@ -340,7 +340,7 @@ def kernels(monoid: Monoid, dtype: np.dtype, rev: bool = False, excl: bool = Fal
         else:
             src = _source(monoid.arity, dt, "", False, *key[1:])
             mod = _jit.load_module(src, tag, {"_py_combine": monoid.scalar})
-        mod.IDENTITY = tuple(dt.type(v) for v in monoid.identity(dt))
+        mod.IDENTITY = tuple(dt.type(v) for v in monoid.identity(dt))  # type: ignore[attr-defined]
         cache[key] = mod
     return cache[key]
 

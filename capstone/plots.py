@@ -1,4 +1,4 @@
-"""PNG charts for ``python -m propopt capstone --plot DIR``.
+"""PNG charts for ``python -m propopt capstone --plot DIR``, from the review rows.
 
 ``speedup.png``
     Speedup over the baseline against problem size, one line per problem and
@@ -11,12 +11,13 @@
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ._capstone import SIZES, Row
+from propopt.locality import KernelPoint, plot_roofline, roofline
+
+from .rows import SIZES, Row
 
 
 def check_plotting(directory: str | os.PathLike[str]) -> Path:
@@ -47,9 +48,10 @@ def plot_speedups(rows: Sequence[Row], path: str | os.PathLike[str]) -> Path:
     fig, ax = plt.subplots(figsize=(7, 4.5))
     lines: dict[tuple[str, str], list[tuple[int, float]]] = {}
     for r in rows:
-        # "N-body (Plummer, N=200,000)": one line across sizes, not one per N
-        problem = re.sub(r"\s*\([^)]*\d[^)]*\)$", "", r.problem)
-        lines.setdefault((problem, r.device), []).append((SIZES.index(r.size), r.speedup))
+        # "N-body, Plummer sphere, N=50,000": one line across sizes, not one per N
+        problem = r.problem.split(",")[0]
+        key = (f"{problem} vs {r.peer}", r.device)
+        lines.setdefault(key, []).append((SIZES.index(r.size), r.speedup))
     for (problem, device), pts in lines.items():
         pts.sort()
         ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=f"{problem} [{device}]")
@@ -58,7 +60,7 @@ def plot_speedups(rows: Sequence[Row], path: str | os.PathLike[str]) -> Path:
     ax.set_yscale("log")
     ax.axhline(1.0, color="grey", lw=0.8)
     ax.set_xlabel("problem size")
-    ax.set_ylabel("speedup over the baseline")
+    ax.set_ylabel("speedup over the peer (median of interleaved rounds)")
     ax.set_title("propopt capstone: speedup vs problem size")
     ax.legend(fontsize=7)
     fig.tight_layout()
@@ -71,13 +73,11 @@ def write_plots(rows: Sequence[Row], directory: str | os.PathLike[str]) -> list[
     """Write every chart into ``directory``; returns their paths."""
     out = check_plotting(directory)
     paths = [plot_speedups(rows, out / "speedup.png")]
-    from .locality import KernelPoint, plot_roofline, roofline
-
     report = roofline()
     last = max(SIZES.index(r.size) for r in rows) if rows else 0
     for r in rows:
         if r.flops and r.bytes and SIZES.index(r.size) == last:
             label = f"{r.problem} [{r.device.split(' (')[0]}]"
-            report.kernels.append(KernelPoint(label, r.flops, r.bytes, r.optimized_ms / 1e3))
+            report.kernels.append(KernelPoint(label, r.flops, r.bytes, r.propopt_ms / 1e3))
     paths.append(Path(plot_roofline(report, out / "roofline.png")))
     return paths

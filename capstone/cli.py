@@ -1,0 +1,132 @@
+"""``python -m propopt capstone`` (or ``python -m capstone``): measure, print the review table."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+from . import machine
+from .progress import Progress
+from .reviews import PROBLEMS
+from .rows import SIZES, Row, table
+
+
+class UserError(Exception):
+    """A mistake in the command line: reported in one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UserError(message)
+
+
+def parser(prog: str = "python -m propopt capstone") -> argparse.ArgumentParser:
+    p = _Parser(
+        prog=prog,
+        description="Time each tool of the capstone chapter beside its strongest fair peers, "
+        "in interleaved rounds, and print the review table.",
+    )
+    p.add_argument("--size", choices=SIZES, default="default",
+                   help="small (seconds), default (about a minute), large")  # fmt: skip
+    p.add_argument("--only", action="append", choices=list(PROBLEMS),
+                   help="run only this problem (repeatable); default: all")  # fmt: skip
+    p.add_argument("--json", action="store_true", help="print the machine and rows as JSON")
+    p.add_argument("--plot", metavar="DIR",
+                   help="also measure the smaller sizes and write PNG charts to DIR")  # fmt: skip
+    p.add_argument("--figures", metavar="FILE",
+                   help="also write the JSON the docs' figures come from to FILE")  # fmt: skip
+    return p
+
+
+def run(problems: Sequence[str], sizes: Sequence[str], progress: Progress) -> list[Row]:
+    """Each problem at each size, largest first; rows ordered by size, then problem.
+
+    torch is imported before anything is timed: importing it after numba's
+    threads have started makes the next parallel regions slow for a moment.
+    """
+    import torch  # noqa: F401
+
+    found: dict[tuple[str, str], list[Row]] = {}
+    for name in problems:
+        module = PROBLEMS[name]
+        for size in reversed(sizes):
+            progress.start(f"{name} ({size})", module.PLAN_S[size], module.TICKS[size])
+            found[name, size] = module.review(size, progress)
+            progress.finish()
+    return [r for size in sizes for name in problems for r in found[name, size]]
+
+
+def plan_seconds(problems: Sequence[str], sizes: Sequence[str]) -> float:
+    return sum(PROBLEMS[p].PLAN_S[s] for p in problems for s in sizes)
+
+
+def main(argv: Sequence[str] | None = None, prog: str = "python -m propopt capstone") -> int:
+    """Entry point; returns the exit status."""
+    try:
+        args = parser(prog).parse_args(argv)
+        return _run(args)
+    except UserError as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as e:
+        from propopt.cli import hint_for_missing
+
+        print(f"{prog}: error: {hint_for_missing(e, 'the capstone')}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
+
+
+def _run(args: argparse.Namespace) -> int:
+    import torch  # noqa: F401  (a missing torch is reported before any work)
+
+    problems = [p for p in PROBLEMS if args.only is None or p in args.only]
+    last = SIZES.index(args.size)
+    sizes = list(SIZES[: last + 1]) if args.plot else [args.size]
+    if args.plot:
+        from .plots import check_plotting
+
+        try:
+            check_plotting(args.plot)
+        except (ImportError, OSError) as e:
+            raise UserError(f"--plot {args.plot}: {e}") from None
+    from .reviews.common import gpu_name
+
+    gpu = gpu_name()
+    where = f"GPU {gpu} and CPU" if gpu else "CPU only (no CUDA GPU found)"
+    print(f"capstone: {', '.join(problems)} at size {', '.join(sizes)}; {where}", file=sys.stderr)
+    t0 = time.perf_counter()
+    record = machine.record()
+    progress = Progress(plan_seconds(problems, sizes))
+    rows = run(problems, sizes, progress)
+    progress.close()
+    elapsed = time.perf_counter() - t0
+    shown = [r for r in rows if r.size == args.size]
+    doc: dict[str, Any] = {"machine": record, "seconds": round(elapsed, 1),
+                           "rows": [r.to_dict() for r in rows]}  # fmt: skip
+    if args.json:
+        print(json.dumps({**doc, "rows": [r.to_dict() for r in shown]}, indent=2))
+    else:
+        print(
+            f"{record['cpu']}, {record['cores']} cores: sgemm {record['sgemm_gflops']} GFLOP/s, "
+            f"copy {record['copy_gbs']} GB/s; {elapsed:.0f} s"
+        )
+        print(table(shown))
+        if any(r.busy for r in shown):
+            print("busy: other processes kept cores busy during that row; its ratio may not hold")
+    if args.figures:
+        from .figures import write_json
+
+        write_json(doc, args.figures)
+        print(f"wrote {args.figures}", file=sys.stderr)
+    if args.plot:
+        from .plots import write_plots
+
+        for path in write_plots(rows, args.plot):
+            print(f"wrote {path}", file=sys.stderr)
+    return 0

@@ -1,0 +1,105 @@
+"""Problem 3 of the chapter: gravity of N bodies, against the exact sum and pytreegrav."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from case_studies.nbody import Octree, plummer
+from propopt import direct_gravity
+
+from ..measure import compare
+from ..progress import Progress
+from ..rows import Row, row
+from .common import cpu_device, gpu_rows, median_rel
+
+SIZES = {"small": 20_000, "default": 50_000, "large": 1_000_000}
+"""Bodies of a Plummer sphere (G = M = a = 1) per size."""
+
+DIRECT_MAX = 100_000
+"""Above this many bodies the exact sum is timed on ``SAMPLE`` targets (which
+cannot halve) and scaled by the bodies and by the halving factor measured
+at ``DIRECT_MAX``: its cost per target is exactly linear in the sources."""
+SAMPLE = 2_000
+EPS = 1e-3
+SPLINE = 2.8
+"""pytreegrav's cubic-spline softening length with the force of Plummer ``EPS``."""
+ROUNDS = {"small": 5, "default": 3, "large": 3}
+PLAN_S = {"small": 4.0, "default": 15.0, "large": 120.0}
+TICKS = {size: 2 * r for size, r in ROUNDS.items()}
+
+WHAT = ("O(N^2) all pairs", "separability + locality")
+TREE = "octree on Morton order, quadrupole far field, grouped walk"
+
+
+def review(size: str, progress: Progress) -> list[Row]:
+    """The tree against the exact halved sum (or its scaled sample) and pytreegrav's defaults."""
+    n = SIZES[size]
+    rounds = ROUNDS[size]
+    pos, _, m = plummer(n, seed=1)
+    dev = cpu_device()
+    problem = f"N-body, Plummer sphere, N={n:,}"
+
+    def tree() -> np.ndarray:
+        return Octree.build(pos, m, eps=EPS).field(precision="float32")[0]
+
+    idx = np.random.default_rng(0).choice(n, min(SAMPLE, n), replace=False)
+    if n <= DIRECT_MAX:
+        peer = "exact sum, each pair once (propopt.direct_gravity)"
+        c = compare(lambda: direct_gravity(pos, m, eps=EPS), tree, rounds=rounds,
+                    tick=progress.tick)  # fmt: skip
+        exact = direct_gravity(pos, m, eps=EPS)[0][idx]
+    else:
+        c, exact = _sampled_direct(pos, m, idx, tree, rounds, progress)
+        peer = (f"exact sum on {len(idx)} targets, scaled to N and by the measured halving "
+                "factor")  # fmt: skip
+    rows = [row(problem, size, *WHAT, TREE, peer, c, median_rel(tree()[idx], exact),
+                "median rel", dev)]  # fmt: skip
+    try:
+        import pytreegrav
+    except ImportError:  # in the bench extra
+        pytreegrav = None
+    if pytreegrav is not None:
+        h = np.full(n, SPLINE * EPS)
+
+        def ptg() -> np.ndarray:
+            return pytreegrav.Accel(pos, m, h, parallel=True)
+
+        c = compare(ptg, tree, rounds=rounds, tick=progress.tick)
+        rows.append(row(problem, size, *WHAT, TREE,
+                        "pytreegrav.Accel defaults (theta 0.7, monopole, parallel)", c,
+                        median_rel(tree()[idx], exact), "median rel", dev))  # fmt: skip
+
+    def on_gpu(device: str) -> list[Row]:
+        def fast() -> np.ndarray:
+            return Octree.build(pos, m, eps=EPS).field(method="cuda")[0]
+
+        cg = compare(lambda: direct_gravity(pos, m, eps=EPS, targets=pos[idx], method="cuda"),
+                     fast, rounds=rounds)  # fmt: skip
+        cg = cg.baseline_scaled(n / len(idx))
+        return [row(problem, size, *WHAT, TREE + ", a GPU thread per target",
+                    f"tiled exact sum on the GPU, {len(idx)} targets scaled to N", cg,
+                    median_rel(fast()[idx], exact), "median rel", device)]  # fmt: skip
+
+    return rows + gpu_rows("N-body", on_gpu)
+
+
+def _sampled_direct(pos, m, idx, tree, rounds, progress):  # type: ignore[no-untyped-def]
+    """The exact sum timed on ``idx`` as targets, scaled to all bodies and halved.
+
+    A sum at separate targets computes each pair once per target, so it
+    cannot halve; the halving factor is measured on the first
+    :data:`DIRECT_MAX` bodies (all pairs once, against the same bodies as
+    separate targets) and applied to the scaled time.
+    """
+    from ..measure import median_seconds
+
+    n, k = pos.shape[0], DIRECT_MAX
+    sub, msub = pos[:k], m[:k]
+    halving = median_seconds(
+        lambda: direct_gravity(sub, msub, eps=EPS, targets=sub), repeats=1
+    ) / median_seconds(lambda: direct_gravity(sub, msub, eps=EPS), repeats=1)
+    c = compare(lambda: direct_gravity(pos, m, eps=EPS, targets=pos[idx]), tree, rounds=rounds,
+                tick=progress.tick)  # fmt: skip
+    c = c.baseline_scaled(n / len(idx) / halving)
+    exact = direct_gravity(pos, m, eps=EPS, targets=pos[idx])[0]
+    return c, exact

@@ -1,0 +1,82 @@
+"""The floor the fused forward is measured against: its exps and nothing else.
+
+The selective scan evaluates ``exp(delta_t A)`` for every (token, channel,
+state) triple, 67 M of them at L = d_model = 2048 and d_state = 16, and on a
+CPU without a vector libm those exps are most of its arithmetic.
+:func:`exps_only` evaluates exactly them, with the same vectorized
+polynomial (:func:`._exp.fexp`), the same channels-in-SIMD-lanes layout and
+the same threads, and sums them so that nothing is optimized away: the time
+of a forward pass that did nothing else.  The capstone and the benchmarks
+report the forward's time over this floor.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numba import njit, prange
+
+from propopt import threads
+
+from ._exp import fexp
+
+#: Channels per SIMD block, as the forward's lane kernel.
+W = 64
+
+
+@njit(parallel=True, fastmath=True, cache=True)
+def _exps(delta, A, out):  # type: ignore[no-untyped-def]
+    nb, L, D = delta.shape
+    N = A.shape[1]
+    nblk = D // W
+    for task in prange(nb * nblk):
+        b = task // nblk
+        d0 = (task - b * nblk) * W
+        AT = np.empty((N, W), dtype=delta.dtype)
+        for n in range(N):
+            for j in range(W):
+                AT[n, j] = A[d0 + j, n]
+        # one accumulator per (state, channel), as the forward's state h:
+        # independent chains, so the adds do not serialize
+        acc = np.zeros((N, W), dtype=delta.dtype)
+        for t in range(L):
+            row = delta[b, t, d0 : d0 + W]
+            for n in range(N):
+                a = AT[n]
+                s = acc[n]
+                for j in range(W):
+                    s[j] += fexp(row[j] * a[j])
+        for j in range(W):
+            total = acc[0, j]
+            for n in range(1, N):
+                total += acc[n, j]
+            out[b, d0 + j] = total
+
+
+@threads.parallel
+def exps_only(delta: Any, A: Any) -> np.ndarray:
+    """``sum_t exp(delta[b, t, d] * A[d, n])`` per (b, d): the exps of a forward pass, alone.
+
+    Parameters
+    ----------
+    delta : array (batch, L, d_model)
+        The chapter's layout, float32 or float64 (torch tensors are viewed).
+    A : array (d_model, d_state)
+
+    Returns
+    -------
+    ndarray (batch, d_model)
+        The sums, so that the exps cannot be skipped.  ``d_model`` must be a
+        multiple of 64.
+    """
+    dl = np.ascontiguousarray(delta.detach().numpy() if hasattr(delta, "detach") else delta)
+    a = np.ascontiguousarray(A.detach().numpy() if hasattr(A, "detach") else A, dtype=dl.dtype)
+    if dl.ndim != 3 or a.ndim != 2 or a.shape[0] != dl.shape[2] or dl.shape[2] % W:
+        raise ValueError(
+            f"delta has shape {dl.shape} and A {a.shape}: need (batch, L, d_model) and "
+            f"(d_model, d_state) with d_model a multiple of {W}"
+        )
+    out = np.empty((dl.shape[0], dl.shape[2]), dl.dtype)
+    _exps(dl, a, out)
+    return out
