@@ -11,7 +11,7 @@ from typing import Any, NoReturn
 
 from . import machine
 from .progress import Progress
-from .reviews import PROBLEMS
+from .reviews import ALL, PROBLEMS
 from .rows import SIZES, Row, table
 
 
@@ -32,8 +32,9 @@ def parser(prog: str = "python -m propopt capstone") -> argparse.ArgumentParser:
     )
     p.add_argument("--size", choices=SIZES, default="default",
                    help="small (seconds), default (about a minute), large")  # fmt: skip
-    p.add_argument("--only", action="append", choices=list(PROBLEMS),
-                   help="run only this problem (repeatable); default: all")  # fmt: skip
+    p.add_argument("--only", action="append", choices=list(ALL),
+                   help="run only this problem (repeatable); default: "
+                   f"{', '.join(PROBLEMS)}")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the machine and rows as JSON")
     p.add_argument("--plot", metavar="DIR",
                    help="also measure the smaller sizes and write PNG charts to DIR")  # fmt: skip
@@ -52,7 +53,7 @@ def run(problems: Sequence[str], sizes: Sequence[str], progress: Progress) -> li
 
     found: dict[tuple[str, str], list[Row]] = {}
     for name in problems:
-        module = PROBLEMS[name]
+        module = ALL[name]
         for size in reversed(sizes):
             progress.start(f"{name} ({size})", module.PLAN_S[size], module.TICKS[size])
             found[name, size] = module.review(size, progress)
@@ -61,7 +62,7 @@ def run(problems: Sequence[str], sizes: Sequence[str], progress: Progress) -> li
 
 
 def plan_seconds(problems: Sequence[str], sizes: Sequence[str]) -> float:
-    return sum(PROBLEMS[p].PLAN_S[s] for p in problems for s in sizes)
+    return sum(ALL[p].PLAN_S[s] for p in problems for s in sizes)
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "python -m propopt capstone") -> int:
@@ -85,7 +86,8 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m propopt capst
 def _run(args: argparse.Namespace) -> int:
     import torch  # noqa: F401  (a missing torch is reported before any work)
 
-    problems = [p for p in PROBLEMS if args.only is None or p in args.only]
+    everything = ALL if args.figures else PROBLEMS
+    problems = [p for p in ALL if (p in everything if args.only is None else p in args.only)]
     last = SIZES.index(args.size)
     sizes = list(SIZES[: last + 1]) if args.plot else [args.size]
     if args.plot:

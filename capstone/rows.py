@@ -14,6 +14,7 @@ ERROR_KINDS = {
     "max rel": "largest |propopt - exact| over the largest |exact|, float64 reference",
     "median rel": "median over targets of |a - a_exact| / |a_exact| (accelerations)",
     "ids": "number of returned ids that differ from the exact answer (0: identical, ties too)",
+    "F rel": "||approximation - exact low-rank part||_F / ||exact low-rank part||_F",
 }
 
 
@@ -96,6 +97,7 @@ def _x(v: float) -> str:
 
 
 def _error(r: Row) -> str:
+    """One metric, named: its kinds are listed in :data:`ERROR_KINDS` and docs/capstone.md."""
     return f"{int(r.error)} ids" if r.error_kind == "ids" else f"{r.error:.1e} {r.error_kind}"
 
 

@@ -4,7 +4,12 @@ Each module also sets ``PLAN_S`` (seconds it expects to take per size, for
 the progress bar's ETA) and ``TICKS`` (rounds it ticks per size).
 """
 
-from . import mamba, nbody, scan, topk
+from . import lowrank, mamba, nbody, scan, topk
 
 PROBLEMS = {"scan": scan, "mamba": mamba, "topk": topk, "nbody": nbody}
-"""Each problem's review module, in the order they run."""
+"""The chapter's problems (and the scans they build on), in the order they run by default."""
+
+EXTRA = {"lowrank": lowrank}
+"""Primitives the published comparisons also cover: run with ``--only`` or ``--figures``."""
+
+ALL = {**PROBLEMS, **EXTRA}
