@@ -27,7 +27,7 @@ import math
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -58,6 +58,20 @@ class Comparison:
     def busy(self) -> bool:
         """Did other processes keep :data:`BUSY_CORES` or more busy during the rounds?"""
         return bool(self.load >= BUSY_CORES)
+
+    def baseline_scaled(self, factor: float) -> Comparison:
+        """The same rounds with the baseline's times multiplied by ``factor``.
+
+        For a baseline timed on a sample of its work whose cost is exactly
+        proportional to the work (the exact N-body sum at a subset of targets).
+        """
+        return replace(
+            self,
+            baseline_ms=self.baseline_ms * factor,
+            ratio=self.ratio * factor,
+            ratio_lo=self.ratio_lo * factor,
+            ratio_hi=self.ratio_hi * factor,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -21,11 +21,15 @@ from typing import Any
 
 
 def _prepare(u: Any, delta: Any, delta_bias: Any, delta_softplus: bool) -> tuple[Any, Any]:
+    import torch
     import torch.nn.functional as F
 
-    u, delta = u.float(), delta.float()
+    # mamba_ssm computes in float32 (half precision is upcast); float64 inputs
+    # stay float64 here, so that the tests can hold the peers to 1e-12
+    dt = torch.promote_types(u.dtype, torch.float32)
+    u, delta = u.to(dt), delta.to(dt)
     if delta_bias is not None:
-        delta = delta + delta_bias[..., None].float()
+        delta = delta + delta_bias[..., None].to(dt)
     if delta_softplus:
         delta = F.softplus(delta)
     return u, delta
@@ -73,11 +77,11 @@ def hf_mixer_scan(u: Any, delta: Any, A: Any, B: Any, C: Any, D: Any = None, z: 
     dtype = u.dtype
     u, delta = _prepare(u, delta, delta_bias, delta_softplus)
     discrete_A = torch.exp(A[None, :, None, :] * delta[:, :, :, None])  # (b, d, L, N)
-    discrete_B = delta[:, :, :, None] * B[:, None, :, :].transpose(2, 3).float()  # (b, d, L, N)
+    discrete_B = delta[:, :, :, None] * B[:, None, :, :].transpose(2, 3).to(u.dtype)  # (b,d,L,N)
     deltaB_u = discrete_B * u[:, :, :, None]
     h = torch.zeros(u.shape[0], A.shape[0], A.shape[1], dtype=u.dtype)
     ys = []
-    Ct = C.transpose(1, 2).float()  # (b, L, N)
+    Ct = C.transpose(1, 2).to(u.dtype)  # (b, L, N)
     for i in range(u.shape[2]):
         h = discrete_A[:, :, i, :] * h + deltaB_u[:, :, i, :]
         ys.append(torch.matmul(h, Ct[:, i, :].unsqueeze(-1))[:, :, 0])

@@ -1,0 +1,73 @@
+"""capstone.measure: interleaved rounds, best torch threads, spread, load flag."""
+
+import time
+
+import pytest
+
+from capstone import measure
+
+
+def _sleeper(seconds, log=None, name=None):
+    def f():
+        if log is not None:
+            log.append(name)
+        time.sleep(seconds)
+
+    return f
+
+
+def test_rounds_alternate_and_the_ratio_is_the_median_of_rounds():
+    log = []
+    c = measure.compare(_sleeper(0.004, log, "b"), _sleeper(0.002, log, "o"), rounds=4)
+    # one warm-up call each, then b o / o b / b o / o b
+    assert log == ["b", "o", "b", "o", "o", "b", "b", "o", "o", "b"]
+    assert c.rounds == 4 and c.baseline_threads is None
+    assert 1.5 < c.ratio < 2.5 and c.ratio_lo <= c.ratio <= c.ratio_hi
+    assert c.baseline_ms > c.optimized_ms > 1.5
+    d = c.to_dict()
+    assert d["busy"] == c.busy and d["rounds"] == 4
+
+
+def test_budget_stops_after_three_rounds_and_ticks_each_round():
+    ticks = []
+    c = measure.compare(_sleeper(0.01), _sleeper(0.01), rounds=50, budget_s=0.001,
+                        tick=lambda: ticks.append(1))  # fmt: skip
+    assert c.rounds == 3 and len(ticks) == 3
+    with pytest.raises(ValueError, match="rounds=0: must be >= 1"):
+        measure.compare(_sleeper(0), _sleeper(0), rounds=0)
+
+
+def test_a_torch_baseline_runs_at_its_faster_thread_count(monkeypatch):
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(measure, "usable_cpus", lambda: 2)
+    before = torch.get_num_threads()
+
+    def slow_with_two():  # a loop of small ops: one thread is faster
+        time.sleep(0.006 if torch.get_num_threads() > 1 else 0.001)
+
+    assert measure.best_torch_threads(slow_with_two) == 1
+    c = measure.compare(slow_with_two, _sleeper(0.001), rounds=3, torch_baseline=True)
+    assert c.baseline_threads == 1 and c.baseline_ms < 4
+    assert torch.get_num_threads() == before  # restored
+
+
+def test_load_of_other_processes_flags_a_busy_comparison(monkeypatch):
+    class Meter:
+        cores = 1.2
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return None
+
+    monkeypatch.setattr(measure, "LoadMeter", Meter)
+    c = measure.compare(_sleeper(0), _sleeper(0), rounds=1)
+    assert c.load == 1.2 and c.busy
+    assert not measure.Comparison(1, 1, 1, 1, 1, 1, measure.BUSY_CORES / 2).busy
+
+
+def test_a_sampled_baseline_scales_its_times_and_ratios():
+    c = measure.Comparison(2.0, 1.0, 2.0, 1.5, 2.5, 3, 0.0)
+    s = c.baseline_scaled(10.0)
+    assert (s.baseline_ms, s.optimized_ms, s.ratio, s.ratio_lo, s.ratio_hi) == (20, 1, 20, 15, 25)

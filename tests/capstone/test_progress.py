@@ -1,0 +1,34 @@
+"""capstone.progress: the bar moves within a problem and shows an ETA."""
+
+import io
+
+from capstone.progress import Progress
+
+
+def test_the_bar_moves_on_each_tick_and_ends_at_100():
+    s = io.StringIO()
+    p = Progress(10.0, stream=s, min_interval_s=0.0)
+    p.start("scan", 4.0, ticks=2)
+    p.tick()
+    assert abs(p.fraction() - 0.2) < 1e-12
+    p.tick()
+    p.finish()
+    p.start("mamba", 6.0, ticks=3)
+    p.tick()
+    assert abs(p.fraction() - 0.6) < 1e-12
+    assert p.eta() >= 0
+    p.close()
+    lines = s.getvalue().splitlines()
+    assert lines[0].startswith("[") and lines[0].endswith("scan")
+    assert "about" in lines[1] and "s left" in lines[1]
+    assert any(" 60% " in line for line in lines)
+    assert lines[-1].startswith("[" + "#" * 24 + "] 100%") and lines[-1].endswith("done")
+
+
+def test_off_a_terminal_lines_are_rate_limited():
+    s = io.StringIO()
+    p = Progress(1.0, stream=s, min_interval_s=3600.0)
+    p.start("x", 1.0, ticks=100)
+    for _ in range(100):
+        p.tick()
+    assert len(s.getvalue().splitlines()) == 1  # only the forced start line
