@@ -4,10 +4,22 @@
 ``initial_state`` and a differentiable last state), :func:`step` (one token
 with a cached state), :func:`chapter_scan` (the chapter's layout),
 :func:`naive` (the chapter's loop, the baseline) and :func:`reference`
-(a sequential float64-capable loop).  See docs/mamba.md.
+(a sequential float64-capable loop); Mamba-2's :func:`ssd_scan` (mamba_ssm's
+``mamba_chunk_scan_combined``: heads, groups, packed sequences), and
+:func:`step` with multi-head states.  See docs/mamba.md.
 """
 
 from ._reference import naive, reference
 from .scan import METHODS, chapter_scan, selective_scan, step
+from .ssd import SSD_METHODS, ssd_scan
 
-__all__ = ["METHODS", "chapter_scan", "naive", "reference", "selective_scan", "step"]
+__all__ = [
+    "METHODS",
+    "SSD_METHODS",
+    "chapter_scan",
+    "naive",
+    "reference",
+    "selective_scan",
+    "ssd_scan",
+    "step",
+]

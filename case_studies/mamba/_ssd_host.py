@@ -1,0 +1,227 @@
+"""Host side of the chunked SSD scan: chunk bookkeeping, GEMMs, the three phases.
+
+The scan is the three-phase chunked scan of :func:`propopt.associative_scan`
+with the SSD's chunk as the piece:
+
+1. **local** (every chunk independently): ``C B^T`` of the chunk, the masked
+   mixing matrices ``M`` (:func:`._ssd_cpu.build_m`), the diagonal-block
+   output ``M X`` per head, and the chunk's end state from zero
+   ``S_c = B_c^T (w o X_c)``: all GEMMs;
+2. **carry**: the chunk states are combined by the linear-recurrence monoid
+   ``(a1, S1) . (a2, S2) = (a1 a2, a2 S1 + S2)`` (:func:`._ssd_cpu.pass_states`,
+   a sequential pass over the few chunks, parallel over the state);
+3. **fix-up**: each chunk adds ``exp(cs_i) C_i H_{c-1}`` (one GEMM per
+   chunk) and finishes with ``D`` and the gate (:func:`._ssd_cpu.finish`).
+
+The GEMMs run on torch's BLAS (MKL) when torch is importable, else on
+NumPy's: measured here (2 threads, float32), torch's batched products of
+the shapes involved ran at 36-60 GFLOP/s, NumPy's stacked ``matmul`` at
+1-30 GFLOP/s (its batched loop falls back to a non-BLAS kernel for some
+of these shapes).
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+from . import _ssd_cpu
+
+try:  # torch is optional: the GEMM backend of choice when present
+    import torch as _torch
+except ImportError:  # pragma: no cover - exercised by forcing GEMM_BACKEND
+    _torch = None
+
+#: ``'torch'`` or ``'numpy'``: the library whose matmul runs the GEMMs.
+GEMM_BACKEND = "torch" if _torch is not None else "numpy"
+
+
+_gemm_log: list[tuple[float, float]] | None = None
+
+
+@contextmanager
+def gemm_profile() -> Iterator[list[tuple[float, float]]]:
+    """Record ``(seconds, flops)`` of every GEMM issued inside the block (benchmarks)."""
+    global _gemm_log
+    log: list[tuple[float, float]] = []
+    _gemm_log = log
+    try:
+        yield log
+    finally:
+        _gemm_log = None
+
+
+def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+    """``out[...] = a @ b`` (batched), written in place, on :data:`GEMM_BACKEND`."""
+    if _gemm_log is not None:
+        t0 = time.perf_counter()
+        _matmul(a, b, out)
+        flops = 2.0 * out.size * a.shape[-1]
+        _gemm_log.append((time.perf_counter() - t0, flops))
+        return
+    _matmul(a, b, out)
+
+
+def _matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+    if GEMM_BACKEND == "torch":
+        with warnings.catch_warnings():  # read-only inputs are only read
+            warnings.simplefilter("ignore", UserWarning)
+            ta, tb, to = (_torch.from_numpy(v) for v in (a, b, out))
+        if to.is_contiguous():
+            _torch.matmul(ta, tb, out=to)
+        else:
+            to.copy_(_torch.matmul(ta, tb))
+        return
+    if out.ndim == 2:
+        np.matmul(a, b, out=out)
+        return
+    for i in range(out.shape[0]):  # 2-D products: NumPy's stacked loop is slow here
+        np.matmul(a[i], b[i], out=out[i])
+
+
+def chunk_meta(starts: np.ndarray, cs: np.ndarray, Q: int) -> tuple[np.ndarray, ...]:
+    """``run0`` (b, l), ``first`` (b, c) and the chunk decays ``a`` (b, c, h).
+
+    ``run0[b, t]``: first token of the run holding ``t``; ``first[b, c]``:
+    offset of the first sequence start inside chunk ``c`` (``Q`` if none);
+    ``a[b, c, h] = exp(cs at the chunk's last token)``, 0 when a sequence
+    starts inside the chunk.
+    """
+    nb, L = starts.shape
+    nck = -(-L // Q)
+    pos = np.arange(L)
+    reset = starts.astype(bool)
+    reset[:, ::Q] = True
+    run0 = np.maximum.accumulate(np.where(reset, pos, 0), axis=1)
+    padded = np.zeros((nb, nck * Q), bool)
+    padded[:, :L] = starts.astype(bool)
+    blocks = padded.reshape(nb, nck, Q)
+    has = blocks.any(-1)
+    first = np.where(has, blocks.argmax(-1), Q)
+    ends = np.minimum((np.arange(nck) + 1) * Q, L) - 1
+    a = np.exp(cs[:, :, ends]).transpose(0, 2, 1)  # (b, c, h)
+    a[has] = 0
+    return run0, first, np.ascontiguousarray(a, dtype=cs.dtype)
+
+
+def forward(x: np.ndarray, dt: np.ndarray, A: np.ndarray, B: np.ndarray, C: np.ndarray,
+            Q: int, Dv: np.ndarray | None, z: np.ndarray | None, bias: np.ndarray,
+            softplus: bool, dt_limit: tuple[float, float], h0: np.ndarray,
+            starts: np.ndarray,
+            cu_seqlens: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, Any]:  # fmt: skip
+    """The chunked scan on validated, contiguous arrays of the compute dtype.
+
+    Returns ``(y, final_states, varlen_states or None)``.
+    """
+    nb, L, H, P = x.shape
+    G, N = B.shape[2], B.shape[3]
+    hg = H // G
+    W = hg * P  # columns of one group
+    T = x.dtype
+    one = T.type(1)
+    nck = -(-L // Q)
+    dtp = np.empty((nb, H, L), T)
+    cs = np.empty((nb, H, L))
+    lo, hi = (T.type(v) for v in dt_limit)
+    _ssd_cpu.prep(dt, A, bias, softplus, lo, hi, starts, Q, dtp, cs)
+    run0, first, a = chunk_meta(starts, cs, Q)
+    u = np.empty((nb, L, H), T)
+    vdt = np.empty((nb, L, H), T)
+    s1, er = np.empty((nb, nck, H), T), np.empty((nb, nck, H), T)
+    safe = np.empty((nb, nck, H), np.uint8)
+    _ssd_cpu.factors(cs, dtp, run0, Q, _ssd_cpu.SEPARABLE_RANGE[T], u, vdt, s1, er, safe)
+    Ct = np.ascontiguousarray(C.transpose(0, 2, 1, 3))  # (b, g, l, n)
+    Bt = np.ascontiguousarray(B.transpose(0, 2, 1, 3))
+    # R[b, c]: the chunk's right operand, Q rows of (v dt o X) then N state rows.
+    R = np.empty((nb, nck, Q + N, H * P), T)
+    S = np.empty((nb, G, nck, N, W), T)
+    ranges = [(0, L // Q, Q)] if L >= Q else []
+    if L % Q:
+        ranges.append((L // Q, 1, L % Q))
+    lefts = []
+    for c0, nc, Qc in ranges:  # phase 1: every chunk on its own
+        t0, t1, row0 = c0 * Q, c0 * Q + nc * Qc, Q - Qc
+        CB = np.empty((nb, G, nc, Qc, Qc), T)
+        for b in range(nb):
+            for g in range(G):
+                Cc = Ct[b, g, t0:t1].reshape(nc, Qc, N)
+                Bc = Bt[b, g, t0:t1].reshape(nc, Qc, N)
+                matmul(Cc, Bc.transpose(0, 2, 1), CB[b, g])
+        Lm = np.empty((nb, G, nc, Qc, Qc + N), T)
+        Bm = np.empty((nb, G, nc, N, Qc), T)
+        _ssd_cpu.left_operand(CB, C, run0, first, c0, Q, Lm, Bm, B)
+        _ssd_cpu.fill_x(x, vdt, c0, nc, Qc, Q, R)
+        for b in range(nb):
+            for g in range(G):
+                matmul(Bm[b, g], R[b, c0:c0 + nc, row0:Q, g * W:(g + 1) * W],
+                       S[b, g, c0:c0 + nc])  # fmt: skip
+        lefts.append(Lm)
+    final = np.empty((nb, H, P, N), T)
+    _ssd_cpu.pass_states(S, a.astype(T), s1, er, h0, R, final)  # phase 2: carries
+    del S
+    varlen = None
+    if cu_seqlens is not None:  # before phase 3 clears the unsafe pairs' columns of R
+        varlen = varlen_states(x, B, cs, dtp, run0, first, R, u, safe, cu_seqlens, Q)
+    y = np.empty((nb, L, H, P), T)
+    for (c0, nc, Qc), Lm in zip(ranges, lefts):  # phase 3: each chunk from its carry
+        t0, t1, row0 = c0 * Q, c0 * Q + nc * Qc, Q - Qc
+        bad = np.argwhere(safe[:, c0:c0 + nc] == 0)
+        if len(bad):  # unsafe (batch, chunk, head): the explicit mask
+            bad[:, 1] += c0
+            Lp = np.empty((len(bad), Qc, Qc + N), T)
+            Rp = np.empty((len(bad), Qc + N, P), T)
+            _ssd_cpu.pair_operands(bad, Lm, c0, Q, cs, dtp, x, R, one, Lp, Rp)
+            Yp = np.empty((len(bad), Qc, P), T)
+            matmul(Lp, Rp, Yp)
+        for b in range(nb):
+            yb = y[b, t0:t1].reshape(nc, Qc, H * P)
+            for g in range(G):
+                matmul(Lm[b, g], R[b, c0:c0 + nc, row0:, g * W:(g + 1) * W],
+                       yb[:, :, g * W:(g + 1) * W])  # fmt: skip
+        if len(bad):
+            _ssd_cpu.put_pairs(bad, Yp, Q, y)
+    zz = z if z is not None else x[:, :1, :1, :1]
+    _ssd_cpu.finish(y, u, x, zz, z is not None, Dv is not None,
+                    Dv if Dv is not None else x[0, 0], one)  # fmt: skip
+    return y, final, varlen
+
+
+def varlen_states(x: np.ndarray, B: np.ndarray, cs: np.ndarray, dtp: np.ndarray,
+                  run0: np.ndarray, first: np.ndarray, R: np.ndarray, u: np.ndarray,
+                  safe: np.ndarray, cu: np.ndarray, Q: int) -> np.ndarray:  # fmt: skip
+    """State after the last token of each packed sequence (batch 1): (nseq, h, p, n).
+
+    The state at token ``t`` of chunk ``c`` is the carry ``exp(cs_t) H_{c-1}``
+    (if no sequence starts in the chunk before ``t``) plus the tokens of
+    ``t``'s run, ``sum_j exp(cs_t - cs_j) dt_j B_j x_j^T``.  Empty sequences
+    get zeros.  ``R[0, c, Q:]`` holds ``exp(r) H_{c-1}`` for safe heads, so the
+    carry is ``u_t R`` there (``exp(cs_t) R`` for unsafe heads, whose ``r`` is 0).
+    """
+    _, _, H, P = x.shape
+    G, N = B.shape[2], B.shape[3]
+    hg = H // G
+    out = np.zeros((len(cu) - 1, H, P, N), x.dtype)
+    for s in range(len(cu) - 1):
+        if cu[s + 1] <= cu[s]:
+            continue
+        t = int(cu[s + 1]) - 1
+        c = t // Q
+        jm = int(run0[0, t])
+        w = (np.exp(cs[0, :, t, None] - cs[0, :, jm:t + 1]) * dtp[0, :, jm:t + 1]).T
+        Xs = x[0, jm:t + 1] * w[:, :, None].astype(x.dtype)  # (k, h, p)
+        for g in range(G):
+            hs = slice(g * hg, (g + 1) * hg)
+            St = np.empty((N, hg * P), x.dtype)
+            matmul(np.ascontiguousarray(B[0, jm:t + 1, g].T),
+                   np.ascontiguousarray(Xs[:, hs].reshape(-1, hg * P)), St)  # fmt: skip
+            out[s, hs] = St.reshape(N, hg, P).transpose(1, 2, 0)
+            if t - c * Q < first[0, c]:
+                carry = R[0, c, Q:, hs.start * P:hs.stop * P].reshape(N, hg, P)
+                scale = np.where(safe[0, c, hs], u[0, t, hs], np.exp(cs[0, hs, t]))
+                out[s, hs] += scale.astype(x.dtype)[:, None, None] * carry.transpose(1, 2, 0)
+    return out
