@@ -262,11 +262,11 @@ def pair_operands(pairs, Lm, c0, Q, cs, dtp, x, R, one, Lp, Rp):  # type: ignore
                 dst[Qc + n] = src[Qc + n] * ei
             Rp[k, i] = x[b, t0 + i, h]
         for n in range(N):
-            Rp[k, Qc + n] = R[b, c, Q + n, h * P:(h + 1) * P]
+            Rp[k, Qc + n] = R[b, c, Q + n, h * P : (h + 1) * P]
     for k in range(K):  # after all reads: pairs may share a chunk
         b, c, h = pairs[k, 0], pairs[k, 1], pairs[k, 2]
         for i in range(row0, Q + N):
-            R[b, c, i, h * P:(h + 1) * P] = 0.0
+            R[b, c, i, h * P : (h + 1) * P] = 0.0
 
 
 @njit(parallel=True, fastmath=FASTMATH, cache=True)

@@ -170,7 +170,7 @@ def forward(x: np.ndarray, dt: np.ndarray, A: np.ndarray, B: np.ndarray, C: np.n
     y = np.empty((nb, L, H, P), T)
     for (c0, nc, Qc), Lm in zip(ranges, lefts):  # phase 3: each chunk from its carry
         t0, t1, row0 = c0 * Q, c0 * Q + nc * Qc, Q - Qc
-        bad = np.argwhere(safe[:, c0:c0 + nc] == 0)
+        bad = np.argwhere(safe[:, c0 : c0 + nc] == 0)
         if len(bad):  # unsafe (batch, chunk, head): the explicit mask
             bad[:, 1] += c0
             Lp = np.empty((len(bad), Qc, Qc + N), T)
@@ -212,8 +212,8 @@ def varlen_states(x: np.ndarray, B: np.ndarray, cs: np.ndarray, dtp: np.ndarray,
         t = int(cu[s + 1]) - 1
         c = t // Q
         jm = int(run0[0, t])
-        w = (np.exp(cs[0, :, t, None] - cs[0, :, jm:t + 1]) * dtp[0, :, jm:t + 1]).T
-        Xs = x[0, jm:t + 1] * w[:, :, None].astype(x.dtype)  # (k, h, p)
+        w = (np.exp(cs[0, :, t, None] - cs[0, :, jm : t + 1]) * dtp[0, :, jm : t + 1]).T
+        Xs = x[0, jm : t + 1] * w[:, :, None].astype(x.dtype)  # (k, h, p)
         for g in range(G):
             hs = slice(g * hg, (g + 1) * hg)
             St = np.empty((N, hg * P), x.dtype)
@@ -221,7 +221,7 @@ def varlen_states(x: np.ndarray, B: np.ndarray, cs: np.ndarray, dtp: np.ndarray,
                    np.ascontiguousarray(Xs[:, hs].reshape(-1, hg * P)), St)  # fmt: skip
             out[s, hs] = St.reshape(N, hg, P).transpose(1, 2, 0)
             if t - c * Q < first[0, c]:
-                carry = R[0, c, Q:, hs.start * P:hs.stop * P].reshape(N, hg, P)
+                carry = R[0, c, Q:, hs.start * P : hs.stop * P].reshape(N, hg, P)
                 scale = np.where(safe[0, c, hs], u[0, t, hs], np.exp(cs[0, hs, t]))
                 out[s, hs] += scale.astype(x.dtype)[:, None, None] * carry.transpose(1, 2, 0)
     return out

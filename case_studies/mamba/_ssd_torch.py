@@ -99,7 +99,7 @@ def forward(x: Any, dt: Any, A: Any, B: Any, C: Any, Q: int, D: Any, z: Any, dt_
 def _varlen(X: Any, dtj: Any, Bc: Any, G64: Any, rid: Any, Hprev: Any, cu: Any,
             Q: int) -> Any:  # fmt: skip
     """State after each packed sequence's last token (batch 1); zeros for empty ones."""
-    _, _, Qn, H, P = X.shape
+    H, P = X.shape[3], X.shape[4]
     G, N = Bc.shape[3], Bc.shape[4]
     hg = H // G
     states = []

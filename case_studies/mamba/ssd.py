@@ -151,7 +151,7 @@ def ssd_scan(
     named = dict(x=x, dt=dt, A=A, B=B, C=C, D=D, z=z, dt_bias=dt_bias,
                  initial_states=initial_states)  # fmt: skip
     kind = _checks.check_arrays(named)
-    nb, L, H, P, G, N = _check_shapes(x, dt, A, B, C, D, z, dt_bias, initial_states)
+    nb, L = _check_shapes(x, dt, A, B, C, D, z, dt_bias, initial_states)[:2]
     Q = _check_chunk(chunk_size)
     lo, hi = _check_limit(dt_limit)
     starts, cu = _packing(seq_idx, cu_seqlens, nb, L, kind, x)
@@ -339,7 +339,7 @@ def _run_cpu(args: dict[str, Any], Q: int, flags: dict[str, Any], starts: Any, c
          for k, v in args.items()}  # fmt: skip
     x = np.ascontiguousarray(a["x"])
     T = x.dtype
-    nb, L, H, P = x.shape
+    nb, _, H, P = x.shape
     N = a["B"].shape[3]
     Dv = None
     if a["D"] is not None:
