@@ -66,74 +66,70 @@ def _softplus(v):  # type: ignore[no-untyped-def]
     return math.log1p(fexp(v)) if v <= 20.0 else v
 
 
-@njit(parallel=True, fastmath=FASTMATH, cache=True)
-def prep(dt, A, bias, softplus, lo, hi, starts, Q, dtp, cs):  # type: ignore[no-untyped-def]
-    """``dtp[b, h, t]`` (processed dt) and ``cs[b, h, t]`` (float64), chunk-local with resets.
+@njit(parallel=True, cache=True)
+def prep(dt, A, bias, softplus, lo, hi, starts, run0, first, Q, limit,
+         dtp, cs, u, vdt, a, s1, er, safe):  # type: ignore[no-untyped-def]  # fmt: skip
+    """Processed ``dt``, chunk-local ``cs`` and, per chunk, the factors of its mask.
 
-    ``dt`` (b, l, h); ``starts`` (b, l) uint8, 1 where a sequence starts.
+    ``dt`` (b, l, h); ``starts`` (b, l) uint8, 1 where a sequence starts;
+    ``run0[b, t]`` the first token of ``t``'s run; ``first[b, c]`` the offset of
+    the chunk's first sequence start (``Q`` if none).  Writes ``dtp``, ``cs``
+    (b, h, l) (``cs`` in float64, restarting at every chunk and sequence
+    start); ``u``, ``vdt`` (b, l, h); and per (b, c, h) the chunk's decay
+    ``a`` (0 if a sequence starts in it), ``s1``, ``er`` and ``safe``.
+
+    Safe heads (range of ``cs`` over the chunk <= ``limit``), centre
+    ``r = (min + max) / 2``: ``u_t = exp(cs_t - r)``, ``vdt_t = exp(r - cs_t) dt_t``,
+    ``s1 = exp(cs_end - r)`` (scales the chunk's state), ``er = exp(r)`` (scales
+    the carried state).  Unsafe heads: ``u = 1``, ``vdt_t = exp(cs_end - cs_t) dt_t``
+    on the chunk's last run (0 before it), ``s1 = er = 1``.  The factors are
+    evaluated in float64 and rounded once.
     """
     nb, L, H = dt.shape
+    nck = a.shape[1]
     for k in prange(nb * H):
         b = k // H
         h = k - b * H
-        a = np.float64(A[h])
-        acc = 0.0
-        for t in range(L):
-            if t % Q == 0 or starts[b, t]:
-                acc = 0.0
-            v = dt[b, t, h] + bias[h]
-            if softplus:
-                v = _softplus(v)
-            # min/max written out so that NaN stays NaN
-            v = lo if v < lo else v
-            v = hi if v > hi else v
-            dtp[b, h, t] = v
-            acc += np.float64(v) * a
-            cs[b, h, t] = acc
-
-
-@njit(parallel=True, cache=True)
-def factors(cs, dtp, run0, Q, limit, u, vdt, s1, er, safe):  # type: ignore[no-untyped-def]
-    """Per (batch, chunk, head): the centre ``r``, the factors and the safe flag.
-
-    Safe heads: ``u[b, t, h] = exp(cs_t - r)``, ``vdt = exp(r - cs_t) dt_t``,
-    ``s1 = exp(cs_end - r)`` (scales the chunk state), ``er = exp(r)`` (scales
-    the carried state).  Unsafe heads: ``u = 1``, ``vdt = exp(cs_end - cs_t) dt_t``
-    on the chunk's last run (0 before it), ``s1 = er = 1``.
-    """
-    nb, H, L = cs.shape
-    nck = s1.shape[1]
-    for task in prange(nb * H * nck):
-        b = task // (H * nck)
-        r_ = task - b * (H * nck)
-        h = r_ // nck
-        c = r_ - h * nck
-        t0 = c * Q
-        t1 = min(t0 + Q, L)
-        lo = cs[b, h, t0]
-        hi = lo
-        for t in range(t0, t1):
-            v = cs[b, h, t]
-            lo = min(lo, v)
-            hi = max(hi, v)
-        end = cs[b, h, t1 - 1]
-        ok = hi - lo <= limit  # False for NaN
-        safe[b, c, h] = ok
-        if ok:
-            r = 0.5 * (lo + hi)
+        ah = np.float64(A[h])
+        for c in range(nck):
+            t0 = c * Q
+            t1 = min(t0 + Q, L)
+            acc = 0.0
+            lo_cs = np.inf
+            hi_cs = -np.inf
             for t in range(t0, t1):
-                u[b, t, h] = math.exp(cs[b, h, t] - r)
-                vdt[b, t, h] = math.exp(r - cs[b, h, t]) * dtp[b, h, t]
-            s1[b, c, h] = math.exp(end - r)
-            er[b, c, h] = math.exp(r)
-        else:
-            jl = run0[b, t1 - 1]
-            for t in range(t0, t1):
-                u[b, t, h] = 1.0
-                w = math.exp(end - cs[b, h, t]) * dtp[b, h, t] if t >= jl else 0.0
-                vdt[b, t, h] = w
-            s1[b, c, h] = 1.0
-            er[b, c, h] = 1.0
+                if starts[b, t]:
+                    acc = 0.0
+                v = dt[b, t, h] + bias[h]
+                if softplus:
+                    v = _softplus(v)
+                # min/max written out so that NaN stays NaN
+                v = lo if v < lo else v
+                v = hi if v > hi else v
+                dtp[b, h, t] = v
+                acc += np.float64(v) * ah
+                cs[b, h, t] = acc
+                lo_cs = min(lo_cs, acc)
+                hi_cs = max(hi_cs, acc)
+            end = cs[b, h, t1 - 1]
+            a[b, c, h] = math.exp(end) if first[b, c] >= t1 - t0 else 0.0
+            ok = hi_cs - lo_cs <= limit  # False for NaN
+            safe[b, c, h] = ok
+            if ok:
+                r = 0.5 * (lo_cs + hi_cs)
+                for t in range(t0, t1):
+                    u[b, t, h] = math.exp(cs[b, h, t] - r)
+                    vdt[b, t, h] = math.exp(r - cs[b, h, t]) * dtp[b, h, t]
+                s1[b, c, h] = math.exp(end - r)
+                er[b, c, h] = math.exp(r)
+            else:
+                jl = run0[b, t1 - 1]
+                for t in range(t0, t1):
+                    u[b, t, h] = 1.0
+                    w = math.exp(end - cs[b, h, t]) * dtp[b, h, t] if t >= jl else 0.0
+                    vdt[b, t, h] = w
+                s1[b, c, h] = 1.0
+                er[b, c, h] = 1.0
 
 
 @njit(parallel=True, fastmath=FASTMATH, cache=True)

@@ -172,23 +172,24 @@ def ssd_scan(
     cdt = _compute_dtype(kind, x.dtype)
     args = {k: None if v is None else _cast(v, cdt, kind) for k, v in named.items()}
     flags = dict(softplus=bool(dt_softplus), dt_limit=(lo, hi))
+    state_cu = cu if return_varlen_states else None  # the sequences whose states are returned
     if L == 0:
-        y, final, varlen = _empty(args, kind, cu)
+        y, final, varlen = _empty(args, kind, state_cu)
     elif method == "cpu":
-        y, final, varlen = _run_cpu(args, Q, flags, starts, cu, kind)
+        y, final, varlen = _run_cpu(args, Q, flags, starts, state_cu, kind)
     elif method == "torch":
         from . import _ssd_torch
 
         y, final, varlen = _ssd_torch.forward(
             args["x"], args["dt"], args["A"], args["B"], args["C"], Q, args["D"], args["z"],
             args["dt_bias"], flags["softplus"], flags["dt_limit"], args["initial_states"],
-            starts, cu)  # fmt: skip
+            starts, state_cu)  # fmt: skip
     else:
         sf = starts.astype(cdt) if kind == "numpy" else starts.to(cdt)
         y, final, varlen = _ssd_reference.ssd_reference(
             args["x"], args["dt"], args["A"], args["B"], args["C"], args["D"], args["z"],
             args["dt_bias"], flags["softplus"], flags["dt_limit"], args["initial_states"],
-            sf, cu)  # fmt: skip
+            sf, state_cu)  # fmt: skip
     y = y.astype(x.dtype, copy=False) if kind == "numpy" else y.to(x.dtype)
     res = [y]
     if return_final_states:
