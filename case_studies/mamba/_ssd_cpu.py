@@ -230,8 +230,8 @@ def pair_operands(pairs, Lm, c0, Q, cs, dtp, x, R, one, Lp, Rp):  # type: ignore
 
     ``Lp[k] = [ (CB o mask)_ij exp(cs_i - cs_j) dt_j | exp(cs_i) (C o carry)_i ]`` and
     ``Rp[k] = [X_h ; H_{c-1, h}]``; then zeroes the pair's columns of ``R`` so
-    that the all-heads GEMM adds nothing to them.  Pairs are in chunks
-    ``c0 ..`` of length ``Qc = Lp.shape[1]``.
+    that the all-heads GEMM adds nothing to them.  Pairs (distinct) are in
+    chunks ``c0 ..`` of length ``Qc = Lp.shape[1]``.
     """
     K, Qc, W = Lp.shape
     N = W - Qc
@@ -256,13 +256,17 @@ def pair_operands(pairs, Lm, c0, Q, cs, dtp, x, R, one, Lp, Rp):  # type: ignore
             ei = fexp(as_dtype_of(csi, one))
             for n in range(N):
                 dst[Qc + n] = src[Qc + n] * ei
-            Rp[k, i] = x[b, t0 + i, h]
+            xr = x[b, t0 + i, h]
+            for p in range(P):
+                Rp[k, i, p] = xr[p]
         for n in range(N):
-            Rp[k, Qc + n] = R[b, c, Q + n, h * P : (h + 1) * P]
-    for k in range(K):  # after all reads: pairs may share a chunk
-        b, c, h = pairs[k, 0], pairs[k, 1], pairs[k, 2]
+            for p in range(P):
+                Rp[k, Qc + n, p] = R[b, c, Q + n, h * P + p]
+        # Each pair reads, then clears, only its own head's columns.  Explicit
+        # loops: a slice assignment outside a prange is a parallel region of its own.
         for i in range(row0, Q + N):
-            R[b, c, i, h * P : (h + 1) * P] = 0.0
+            for p in range(P):
+                R[b, c, i, h * P + p] = 0.0
 
 
 @njit(parallel=True, fastmath=FASTMATH, cache=True)
@@ -272,7 +276,8 @@ def put_pairs(pairs, Yp, Q, y):  # type: ignore[no-untyped-def]
     for k in prange(K):
         b, c, h = pairs[k, 0], pairs[k, 1], pairs[k, 2]
         for i in range(Qc):
-            y[b, c * Q + i, h] = Yp[k, i]
+            for p in range(Yp.shape[2]):
+                y[b, c * Q + i, h, p] = Yp[k, i, p]
 
 
 @njit(parallel=True, fastmath=FASTMATH, cache=True)
