@@ -356,3 +356,25 @@ def test_workspace_reuse_is_invisible(cap, monkeypatch):
     assert np.array_equal(first, again)
     assert rel_err(first, oracle(**a, softplus=True, seq_idx=si)[0]) <= 1e-10
     _ssd_host.clear_workspace()
+
+
+@pytest.mark.parametrize("numba_carry", [True, False])
+def test_carry_pass_gradients(numba_carry, monkeypatch):
+    # The chunk carry on CPU is a numba pass with an explicit adjoint; other
+    # devices use torch operations.  Both against gradcheck, with a reset.
+    from case_studies.mamba import _ssd_carry, _ssd_torch
+
+    monkeypatch.setattr(_ssd_torch, "NUMBA_CARRY", numba_carry)
+    rng = np.random.default_rng(30)
+    a = torch.from_numpy(rng.uniform(0, 1, (2, 4, 2, 3))).requires_grad_()
+    a.data[0, 2] = 0.0  # a chunk holding a sequence start passes nothing on
+    S = torch.from_numpy(rng.normal(size=(2, 4, 2, 3, 3, 2))).requires_grad_()
+    h0 = torch.from_numpy(rng.normal(size=(2, 2, 3, 3, 2))).requires_grad_()
+    assert torch.autograd.gradcheck(_ssd_carry.CarryFn.apply, (a, S, h0))
+    d = as_torch(make(nb=1, L=9, H=2, P=2, G=1, N=2, seed=31))
+    for v in d.values():
+        v.requires_grad_()
+    assert torch.autograd.gradcheck(
+        lambda *v: ssd_scan(*v, chunk_size=2, dt_softplus=True, return_final_states=True),
+        tuple(d[k] for k in ("x", "dt", "A", "B", "C")),
+    )
