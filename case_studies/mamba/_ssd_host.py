@@ -1,23 +1,41 @@
 """Host side of the chunked SSD scan: chunk bookkeeping, GEMMs, the three phases.
 
 The scan is the three-phase chunked scan of :func:`propopt.associative_scan`
-with the SSD's chunk as the piece:
+written out with the SSD's chunk as the piece (the carry pass over a few
+dozen chunks is sequential; there is no depth to win):
 
-1. **local** (every chunk independently): ``C B^T`` of the chunk, the masked
-   mixing matrices ``M`` (:func:`._ssd_cpu.build_m`), the diagonal-block
-   output ``M X`` per head, and the chunk's end state from zero
-   ``S_c = B_c^T (w o X_c)``: all GEMMs;
-2. **carry**: the chunk states are combined by the linear-recurrence monoid
-   ``(a1, S1) . (a2, S2) = (a1 a2, a2 S1 + S2)`` (:func:`._ssd_cpu.pass_states`,
-   a sequential pass over the few chunks, parallel over the state);
-3. **fix-up**: each chunk adds ``exp(cs_i) C_i H_{c-1}`` (one GEMM per
-   chunk) and finishes with ``D`` and the gate (:func:`._ssd_cpu.finish`).
+1. **local** (every chunk on its own): ``C B^T`` of the chunk (a GEMM), the
+   head-independent left operand ``[C B^T o mask | C o carry]``
+   (:func:`._ssd_cpu.left_operand`), the right operand's token rows
+   ``v dt o X`` (:func:`._ssd_cpu.fill_x`), and the chunk's end state from
+   zero ``S'_c = (B o lastrun)^T (v dt o X)`` (a GEMM for all heads);
+2. **carry**: ``H_c = a_c H_{c-1} + s1_c S'_c`` over the chunks, the
+   linear-recurrence monoid ``(a1, S1) . (a2, S2) = (a1 a2, a2 S1 + S2)``
+   (:func:`._ssd_cpu.pass_states`, parallel over the state), written
+   scaled by ``exp(r)`` into the right operand's state rows;
+3. **fix-up**: one GEMM per chunk, ``y_c = L_c @ R_c`` (diagonal block and
+   carried state at once), then ``u``, ``D`` and the gate
+   (:func:`._ssd_cpu.finish`).  (Chunk, head) pairs whose decay is too wide
+   for the rank-one factors get the explicit mask (:func:`._ssd_cpu.pair_operands`).
 
-The GEMMs run on torch's BLAS (MKL) when torch is importable, else on
-NumPy's: measured here (2 threads, float32), torch's batched products of
-the shapes involved ran at 36-60 GFLOP/s, NumPy's stacked ``matmul`` at
-1-30 GFLOP/s (its batched loop falls back to a non-BLAS kernel for some
-of these shapes).
+Tried and rejected (batch 1, L 4096, 32 heads x 64, dstate 128, float32,
+one thread, the 2-core machine shared with other work):
+
+* The explicit mask per head, as mamba_ssm's kernels do: ``M_h = C B^T o L_h
+  o dt`` built per (chunk, head) and ``M_h X_h`` as 32 small products per
+  chunk.  Those products ran at 22-24 GFLOP/s (64 x 64 x 64 and 128 x 128 x
+  64), building ``M`` cost 27-53 ms and writing and reading it and the
+  per-head outputs 4 more passes over 32-64 MB: 262 ms at chunk 64.  The
+  rank-one factors make the same work one (64 x 192) @ (192 x 2048) product
+  per chunk (37-42 GFLOP/s) with no per-head matrices; the explicit mask
+  stays as the fallback for wide decays.
+* Writing each chunk's state straight into the next chunk's right operand
+  (a strided ``out=`` of torch's batched matmul): 12x slower than a
+  contiguous output (torch copies through a temporary), and per-chunk 2-D
+  products were no better; the states go to their own array.
+* NumPy's stacked ``matmul`` for the GEMMs: 1-30 GFLOP/s against torch's
+  36-80 (for some of these shapes NumPy's batched loop is not BLAS).  NumPy
+  is the fallback when torch is missing, with one 2-D product per chunk.
 """
 
 from __future__ import annotations

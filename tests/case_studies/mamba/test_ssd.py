@@ -378,3 +378,19 @@ def test_carry_pass_gradients(numba_carry, monkeypatch):
         lambda *v: ssd_scan(*v, chunk_size=2, dt_softplus=True, return_final_states=True),
         tuple(d[k] for k in ("x", "dt", "A", "B", "C")),
     )
+
+
+def test_half_precision_inputs():
+    # float16 / bfloat16 are computed in float32 and returned in their dtype:
+    # against the recurrence on the same (rounded) inputs, the error is the
+    # output's own rounding, half an ulp: 2^-11 (float16), 2^-8 (bfloat16).
+    d = make(L=30)
+    h = {k: v.astype(np.float16) for k, v in d.items()}
+    y = ssd_scan(**h, chunk_size=8, dt_softplus=True)
+    assert y.dtype == np.float16
+    assert rel_err(y, oracle(**h, softplus=True)[0]) <= 2**-11 * 1.01
+    t = {k: torch.from_numpy(v).to(torch.bfloat16) for k, v in d.items()}
+    yt = ssd_scan(**t, chunk_size=8, dt_softplus=True)
+    assert yt.dtype == torch.bfloat16
+    exact = oracle(**{k: v.double().numpy() for k, v in t.items()}, softplus=True)[0]
+    assert rel_err(yt.double().numpy(), exact) <= 2**-8 * 1.01
