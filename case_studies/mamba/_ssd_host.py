@@ -197,19 +197,20 @@ def forward(x: np.ndarray, dt: np.ndarray, A: np.ndarray, B: np.ndarray, C: np.n
     for c0, nc, Qc in ranges:  # phase 1: every chunk on its own
         t0, t1, row0 = c0 * Q, c0 * Q + nc * Qc, Q - Qc
         CB = np.empty((nb, G, nc, Qc, Qc), T)
-        for b in range(nb):
+        rows, fold = _batching(nb, G, nc * Qc == L)
+        for b in rows:
             for g in range(G):
-                Cc = Ct[b, g, t0:t1].reshape(nc, Qc, N)
-                Bc = Bt[b, g, t0:t1].reshape(nc, Qc, N)
-                matmul(Cc, Bc.transpose(0, 2, 1), CB[b, g])
+                Cc = fold(Ct[b, g, t0:t1].reshape(-1, nc, Qc, N))
+                Bc = fold(Bt[b, g, t0:t1].reshape(-1, nc, Qc, N))
+                matmul(Cc, Bc.transpose(0, 2, 1), fold(CB[b, g]))
         Lm = np.empty((nb, G, nc, Qc, Qc + N), T)
         Bm = np.empty((nb, G, nc, N, Qc), T)
         _ssd_cpu.left_operand(CB, C, run0, first, c0, Q, Lm, Bm, B)
         _ssd_cpu.fill_x(x, vdt, c0, nc, Qc, Q, R)
-        for b in range(nb):
+        for b in rows:
             for g in range(G):
-                matmul(Bm[b, g], R[b, c0:c0 + nc, row0:Q, g * W:(g + 1) * W],
-                       S[b, g, c0:c0 + nc])  # fmt: skip
+                matmul(fold(Bm[b, g]), fold(R[b, c0:c0 + nc, row0:Q, g * W:(g + 1) * W]),
+                       fold(S[b, g, c0:c0 + nc]))  # fmt: skip
         lefts.append(Lm)
     final = np.empty((nb, H, P, N), T)
     _ssd_cpu.pass_states(S, a, s1, er, h0, R, final)  # phase 2: carries
@@ -228,10 +229,11 @@ def forward(x: np.ndarray, dt: np.ndarray, A: np.ndarray, B: np.ndarray, C: np.n
             _ssd_cpu.pair_operands(bad, Lm, c0, Q, cs, dtp, x, R, one, Lp, Rp)
             Yp = np.empty((len(bad), Qc, P), T)
             matmul(Lp, Rp, Yp)
-        for b in range(nb):
-            yb = y[b, t0:t1].reshape(nc, Qc, H * P)
+        rows, fold = _batching(nb, G, nc * Qc == L)
+        for b in rows:
+            yb = fold(y[b, t0:t1].reshape(-1, nc, Qc, H * P))
             for g in range(G):
-                matmul(Lm[b, g], R[b, c0:c0 + nc, row0:, g * W:(g + 1) * W],
+                matmul(fold(Lm[b, g]), fold(R[b, c0:c0 + nc, row0:, g * W:(g + 1) * W]),
                        yb[:, :, g * W:(g + 1) * W])  # fmt: skip
         if len(bad):
             _ssd_cpu.put_pairs(bad, Yp, Q, y)
@@ -240,6 +242,25 @@ def forward(x: np.ndarray, dt: np.ndarray, A: np.ndarray, B: np.ndarray, C: np.n
                     Dv if Dv is not None else np.zeros((1, 1), T), one)  # fmt: skip
     release(R)
     return y, final, varlen
+
+
+def _batching(nb: int, G: int, whole_rows: bool) -> tuple[Any, Any]:
+    """Row indices to loop over, and how to fold (row, chunk) axes into one GEMM batch.
+
+    With one group and chunk ranges that cover whole rows, all rows go into
+    one batched GEMM (``rows = [slice(None)]``, the leading two axes folded);
+    otherwise one call per row, whose arrays start at the chunk axis.
+    """
+    if not (G == 1 and whole_rows and nb > 1):
+        return range(nb), lambda v: v.reshape(v.shape[-3:]) if v.ndim > 3 else v
+
+    def fold(v: np.ndarray) -> np.ndarray:
+        out = v.reshape(-1, *v.shape[-2:])
+        if not np.may_share_memory(out, v):  # outputs must be views
+            raise RuntimeError(f"internal: a GEMM operand of shape {v.shape} is not foldable")
+        return out
+
+    return [slice(None)], fold
 
 
 def varlen_states(x: np.ndarray, B: np.ndarray, cs: np.ndarray, dtp: np.ndarray,
