@@ -5,7 +5,7 @@ import itertools
 import numba
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from case_studies.mamba import _ssd_cpu, _ssd_host, ssd_scan
@@ -196,17 +196,18 @@ def test_packed_equals_separate(method, lengths):
     assert np.allclose(np.asarray(fin)[0], states[-1] if lengths[-1] else fin[0])
 
 
-@given(cuts=st.lists(st.integers(1, 59), max_size=5, unique=True), chunk=st.integers(1, 24),
-       split=st.integers(0, 60))  # fmt: skip
+@settings(max_examples=15)
+@given(cuts=st.lists(st.integers(1, 39), max_size=4, unique=True), chunk=st.integers(1, 24),
+       split=st.integers(0, 40))  # fmt: skip
 def test_law_split_and_carry(cuts, chunk, split):
     # The property the chunked scan relies on: scanning a prefix, then the
     # rest from the prefix's final state, is scanning the whole.
-    d = make(nb=1, L=60, seed=5)
-    si = packed_seq_idx(1, 60, sorted(cuts))
+    d = make(nb=1, L=40, seed=5)
+    si = packed_seq_idx(1, 40, sorted(cuts))
     whole, fin = ssd_scan(**d, chunk_size=chunk, dt_softplus=True, seq_idx=si,
                           return_final_states=True)  # fmt: skip
-    head = {k: (v[:, :split] if v.ndim >= 3 and v.shape[1] == 60 else v) for k, v in d.items()}
-    tail = {k: (v[:, split:] if v.ndim >= 3 and v.shape[1] == 60 else v) for k, v in d.items()}
+    head = {k: (v[:, :split] if v.ndim >= 3 and v.shape[1] == 40 else v) for k, v in d.items()}
+    tail = {k: (v[:, split:] if v.ndim >= 3 and v.shape[1] == 40 else v) for k, v in d.items()}
     y1, s1 = ssd_scan(**head, chunk_size=chunk, dt_softplus=True, seq_idx=si[:, :split],
                       return_final_states=True)  # fmt: skip
     # The tail carries s1 only when it continues the sequence the prefix ended in.
@@ -250,9 +251,9 @@ def test_torch_in_torch_out_and_types():
 
 
 def test_gradcheck():
-    d = make(nb=1, L=7, H=2, P=2, G=1, N=2, seed=7)
+    d = make(nb=1, L=7, H=2, P=1, G=1, N=2, seed=7)
     rng = np.random.default_rng(8)
-    init = rng.normal(size=(1, 2, 2, 2))
+    init = rng.normal(size=(1, 2, 1, 2))
     names = ("x", "dt", "A", "B", "C", "D", "z", "dt_bias")
     leaves = [torch.from_numpy(d[k]).requires_grad_() for k in names]
     h0 = torch.from_numpy(init).requires_grad_()
@@ -358,25 +359,35 @@ def test_workspace_reuse_is_invisible(cap, monkeypatch):
     _ssd_host.clear_workspace()
 
 
-@pytest.mark.parametrize("numba_carry", [True, False])
-def test_carry_pass_gradients(numba_carry, monkeypatch):
-    # The chunk carry on CPU is a numba pass with an explicit adjoint; other
-    # devices use torch operations.  Both against gradcheck, with a reset.
-    from case_studies.mamba import _ssd_carry, _ssd_torch
+def test_carry_pass_gradients():
+    # The chunk carry on CPU: a numba pass with its adjoint written out.
+    from case_studies.mamba import _ssd_carry
 
-    monkeypatch.setattr(_ssd_torch, "NUMBA_CARRY", numba_carry)
     rng = np.random.default_rng(30)
-    a = torch.from_numpy(rng.uniform(0, 1, (2, 4, 2, 3))).requires_grad_()
-    a.data[0, 2] = 0.0  # a chunk holding a sequence start passes nothing on
-    S = torch.from_numpy(rng.normal(size=(2, 4, 2, 3, 3, 2))).requires_grad_()
-    h0 = torch.from_numpy(rng.normal(size=(2, 2, 3, 3, 2))).requires_grad_()
+    a = torch.from_numpy(rng.uniform(0, 1, (1, 3, 2, 2))).requires_grad_()
+    a.data[0, 1] = 0.0  # a chunk holding a sequence start passes nothing on
+    S = torch.from_numpy(rng.normal(size=(1, 3, 2, 2, 2, 1))).requires_grad_()
+    h0 = torch.from_numpy(rng.normal(size=(1, 2, 2, 2, 1))).requires_grad_()
     assert torch.autograd.gradcheck(_ssd_carry.CarryFn.apply, (a, S, h0))
-    d = as_torch(make(nb=1, L=9, H=2, P=2, G=1, N=2, seed=31))
+
+
+def test_torch_carry_off_cpu_path(monkeypatch):
+    # Other devices run the carry as torch operations: same values, and
+    # differentiable (checked here on CPU by switching the numba pass off).
+    from case_studies.mamba import _ssd_torch
+
+    d = as_torch(make(nb=1, L=5, H=2, P=1, G=1, N=2, seed=31))
+    si = torch.tensor([[0, 0, 1, 1, 1]])
+    kw = dict(chunk_size=2, dt_softplus=True, return_final_states=True, seq_idx=si)
+    want = ssd_scan(**d, **kw)
+    monkeypatch.setattr(_ssd_torch, "NUMBA_CARRY", False)
     for v in d.values():
         v.requires_grad_()
+    got = ssd_scan(**d, **kw)
+    assert all(torch.allclose(g, w, rtol=1e-12, atol=1e-12) for g, w in zip(got, want))
+    names = ("x", "dt", "A", "B", "C")
     assert torch.autograd.gradcheck(
-        lambda *v: ssd_scan(*v, chunk_size=2, dt_softplus=True, return_final_states=True),
-        tuple(d[k] for k in ("x", "dt", "A", "B", "C")),
+        lambda *v: ssd_scan(**dict(zip(names, v)), **kw), tuple(d[k] for k in names)
     )
 
 
