@@ -153,7 +153,7 @@ def ssd_scan(
                  initial_states=initial_states)  # fmt: skip
     kind = _checks.check_arrays(named)
     nb, L = _check_shapes(x, dt, A, B, C, D, z, dt_bias, initial_states)[:2]
-    Q = _check_chunk(chunk_size)
+    Q = min(_check_chunk(chunk_size), max(L, 1))  # a chunk longer than the sequence is the sequence
     lo, hi = _check_limit(dt_limit)
     starts, cu = _packing(seq_idx, cu_seqlens, nb, L, kind, x)
     if return_varlen_states and cu is None:
