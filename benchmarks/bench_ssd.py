@@ -9,7 +9,7 @@ float32 (the Mamba-2 2.7B head shape), 2 cores, measured in one run:
   float32 2048^3 product in the same run;
 * a packed row of variable-length sequences within 1.2x of an unpacked batch
   with the same number of tokens.
-Inputs: :func:`case_studies.mamba._workload.ssd_inputs` (Mamba-2's A and dt).
+Inputs: :func:`ssd_inputs` (Mamba-2's A and dt).
 The two sides of a ratio alternate call by call (:func:`alternating_medians`).
 """
 
@@ -20,10 +20,32 @@ import time
 import numpy as np
 
 from case_studies.mamba import _ssd_host, ssd_scan
-from case_studies.mamba._workload import ssd_inputs
 
 from .common import Benchmark
 from .ssd_minimal import ssd_minimal_discrete
+
+
+def ssd_inputs(L: int, nheads: int = 32, headdim: int = 64, dstate: int = 128, ngroups: int = 1,
+               batch: int = 1, seed: int = 0) -> dict:  # fmt: skip
+    """Mamba-2 inputs as float32 torch tensors: ``x``, ``dt``, ``A``, ``B``, ``C``.
+
+    As Mamba-2's initialization: ``A = -exp(A_log)`` with ``A`` in [-16, -1]
+    on a log scale, ``dt`` log-uniform in [1e-3, 1e-1] (values after the
+    softplus, so no ``dt_softplus``), ``x``, ``B``, ``C`` ~ randn.  Negative
+    ``A`` keeps the state bounded.  The defaults are the Mamba-2 2.7B head shape.
+    """
+    import math
+
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(batch, L, nheads, headdim, generator=g)
+    lo, hi = math.log(1e-3), math.log(1e-1)
+    dt = torch.exp(lo + (hi - lo) * torch.rand(batch, L, nheads, generator=g))
+    A = -torch.exp(math.log(16.0) * torch.rand(nheads, generator=g))
+    B = torch.randn(batch, L, ngroups, dstate, generator=g)
+    C = torch.randn(batch, L, ngroups, dstate, generator=g)
+    return dict(x=x, dt=dt, A=A, B=B, C=C)
 
 
 def alternating_medians(fns: dict[str, object], rounds: int = 5) -> dict[str, float]:

@@ -16,9 +16,8 @@ import time
 import numpy as np
 
 from case_studies.mamba import _ssd_cpu, _ssd_host, ssd_scan
-from case_studies.mamba._workload import ssd_inputs
 
-from .bench_ssd import alternating_medians, gemm_phase, minimal_args, sgemm_roof, with_threads
+from . import bench_ssd as bs
 from .ssd_minimal import ssd_minimal_discrete
 
 
@@ -81,17 +80,17 @@ def main() -> None:
 
     print(f"CPU: {cpu_model()}; torch threads {torch.get_num_threads()}, numba threads "
           f"{numba.get_num_threads()}, GEMMs on {_ssd_host.GEMM_BACKEND}")  # fmt: skip
-    d = ssd_inputs(args.L)
+    d = bs.ssd_inputs(args.L)
     print(f"shape: batch 1, L {args.L}, 32 heads x 64, dstate 128, 1 group, float32")
     rows = []
     for Q in map(int, args.chunks.split(",")):
-        ref = lambda Q=Q: ssd_minimal_discrete(*minimal_args(d, Q))  # noqa: E731
+        ref = lambda Q=Q: ssd_minimal_discrete(*bs.minimal_args(d, Q))  # noqa: E731
         ours = lambda Q=Q: ssd_scan(**d, chunk_size=Q)  # noqa: E731
-        t = alternating_medians({"ref1": with_threads(1, ref), "ref2": with_threads(2, ref),
-                                 "ours": ours}, rounds=args.rounds)  # fmt: skip
-        roof = sgemm_roof()
-        secs, flops = min((gemm_phase(ours) for _ in range(3)), key=lambda sf: sf[0])
-        roof2 = sgemm_roof()
+        sides = {"ref1": bs.with_threads(1, ref), "ref2": bs.with_threads(2, ref), "ours": ours}
+        t = bs.alternating_medians(sides, rounds=args.rounds)
+        roof = bs.sgemm_roof()
+        secs, flops = min((bs.gemm_phase(ours) for _ in range(3)), key=lambda sf: sf[0])
+        roof2 = bs.sgemm_roof()
         rows.append((Q, t, secs, flops, max(roof, roof2)))
         best = min(t["ref1"], t["ref2"])
         print(f"chunk {Q}: minimal 1 thread {t['ref1'] * 1e3:.0f} ms, 2 threads "
@@ -110,16 +109,16 @@ def main() -> None:
     lengths = [q + q // 2 + 3, q - q // 3, q - 3, args.L - (3 * q + q // 2 - q // 3)]
     cu = np.concatenate([[0], np.cumsum(lengths)])
     batch = {k: (v.reshape(4, q, *v.shape[2:]) if v.ndim > 1 else v) for k, v in d.items()}
-    t = alternating_medians({"packed": lambda: ssd_scan(**d, chunk_size=64, cu_seqlens=cu),
+    t = bs.alternating_medians({"packed": lambda: ssd_scan(**d, chunk_size=64, cu_seqlens=cu),
                              "batch": lambda: ssd_scan(**batch, chunk_size=64)},
                             rounds=args.rounds + 2)  # fmt: skip
     print(f"packed {lengths} vs batch 4 x {q}: {t['packed'] * 1e3:.1f} / {t['batch'] * 1e3:.1f} ms "
           f"= {t['packed'] / t['batch']:.2f}x")  # fmt: skip
 
     small = {k: v.requires_grad_() for k, v in
-             ssd_inputs(1024, nheads=8, headdim=32, dstate=32).items()}  # fmt: skip
-    t = alternating_medians({
-        "ref": lambda: ssd_minimal_discrete(*minimal_args(small, 64))[0].sum().backward(),
+             bs.ssd_inputs(1024, nheads=8, headdim=32, dstate=32).items()}  # fmt: skip
+    t = bs.alternating_medians({
+        "ref": lambda: ssd_minimal_discrete(*bs.minimal_args(small, 64))[0].sum().backward(),
         "ours": lambda: ssd_scan(**small, chunk_size=64).sum().backward()},
         rounds=args.rounds)  # fmt: skip
     print(f"fwd+bwd, L 1024, 8 heads x 32, dstate 32: minimal {t['ref'] * 1e3:.1f} ms, "

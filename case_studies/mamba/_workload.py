@@ -46,27 +46,3 @@ def mambapy_selective_scan(x: Any, delta: Any, A: Any, B: Any, C: Any) -> Any:
     BX = delta.unsqueeze(-1) * B.unsqueeze(2) * x.unsqueeze(-1)
     hs = pscan(deltaA, BX)
     return (hs @ C.unsqueeze(-1)).squeeze(3)
-
-
-def ssd_inputs(L: int, nheads: int = 32, headdim: int = 64, dstate: int = 128, ngroups: int = 1,
-               batch: int = 1, seed: int = 0, dtype: Any = None) -> dict[str, Any]:  # fmt: skip
-    """Mamba-2 inputs as torch tensors: ``x``, ``dt``, ``A``, ``B``, ``C`` of :func:`ssd_scan`.
-
-    As Mamba-2's initialization: ``A = -exp(A_log)`` with ``A`` uniform in
-    [-16, -1] on a log scale, ``dt`` log-uniform in [1e-3, 1e-1] (the values
-    after the softplus, so no ``dt_softplus``), ``x``, ``B``, ``C`` ~ randn.
-    The defaults are the Mamba-2 2.7B head shape used by the benchmarks.
-    """
-    import math
-
-    import torch
-
-    g = torch.Generator().manual_seed(seed)
-    dt_ = torch.float32 if dtype is None else dtype
-    x = torch.randn(batch, L, nheads, headdim, generator=g, dtype=dt_)
-    lo, hi = math.log(1e-3), math.log(1e-1)
-    dt = torch.exp(lo + (hi - lo) * torch.rand(batch, L, nheads, generator=g, dtype=dt_))
-    A = -torch.exp(math.log(16.0) * torch.rand(nheads, generator=g, dtype=dt_))
-    B = torch.randn(batch, L, ngroups, dstate, generator=g, dtype=dt_)
-    C = torch.randn(batch, L, ngroups, dstate, generator=g, dtype=dt_)
-    return dict(x=x, dt=dt, A=A, B=B, C=C)

@@ -250,6 +250,7 @@ def test_torch_in_torch_out_and_types():
     assert isinstance(yn, np.ndarray) and np.allclose(yn, y.numpy(), atol=1e-6)
 
 
+@pytest.mark.slow
 def test_gradcheck():
     d = make(nb=1, L=7, H=2, P=1, G=1, N=2, seed=7)
     rng = np.random.default_rng(8)
