@@ -246,15 +246,29 @@ def _cpu_numpy(args: dict[str, Any], softplus: bool, scale_b: bool,
 
 
 def step(state: Any, x: Any, dt: Any, A: Any, B: Any, C: Any, D: Any = None, z: Any = None,
-         dt_bias: Any = None, dt_softplus: bool = False) -> Any:  # fmt: skip
+         dt_bias: Any = None, dt_softplus: bool = False,
+         state_batch_indices: Any = None) -> Any:  # fmt: skip
     """One token of generation with a cached state (mamba_ssm ``selective_state_update``).
 
-    ``state`` (batch, dim, d_state) is updated in place to
+    Mamba-1: ``state`` (batch, dim, d_state) is updated in place to
     ``exp(dt A) state + dt B x`` and the token's output
     ``(C . state + D x) silu(z)`` (batch, dim) is returned.  ``x``, ``dt``, ``z``:
-    (batch, dim); ``B``, ``C``: (batch, d_state) or (batch, groups, d_state).
-    Running ``step`` over the tokens of a sequence gives the outputs and last
-    state of :func:`selective_scan` (up to rounding).
+    (batch, dim); ``A``: (dim, d_state); ``B``, ``C``: (batch, d_state) or
+    (batch, groups, d_state); ``D``, ``dt_bias``: (dim,).
+
+    Mamba-2 (a 4-D state, (batch, nheads, headdim, dstate)): ``x``, ``z``:
+    (batch, nheads, headdim); ``dt``: (batch, nheads) or (batch, nheads,
+    headdim); ``A``: (nheads,) (one per head, the Mamba-2 layer) or (nheads,
+    headdim, dstate); ``B``, ``C``: (batch, ngroups, dstate) with ngroups
+    dividing nheads; ``D``, ``dt_bias``: (nheads,) or (nheads, headdim).  Returns
+    (batch, nheads, headdim).
+
+    ``state_batch_indices`` (batch,): ``state`` is a cache of slots (its first
+    axis need not be the batch) and row ``i`` uses slot
+    ``state_batch_indices[i]``; the other slots are left alone (continuous
+    batching).  Running ``step`` over the tokens of a sequence gives the
+    outputs and last state of :func:`selective_scan` (3-D state) or
+    :func:`ssd_scan` (4-D state), up to rounding.
 
     Examples
     --------
@@ -264,12 +278,26 @@ def step(state: Any, x: Any, dt: Any, A: Any, B: Any, C: Any, D: Any = None, z: 
     >>> step(state, np.ones((1, 2)), np.ones((1, 2)), -np.ones((2, 1)),
     ...      np.ones((1, 1)), np.ones((1, 1))).tolist()
     [[1.0, 1.0]]
+    >>> cache = np.zeros((3, 2, 1, 1))                       # 3 slots, 2 heads
+    >>> y = step(cache, np.ones((1, 2, 1)), np.ones((1, 2)), -np.ones(2),
+    ...          np.ones((1, 1, 1)), np.ones((1, 1, 1)), state_batch_indices=np.array([2]))
+    >>> cache[:, 0, 0, 0].tolist()
+    [0.0, 0.0, 1.0]
     """
     named = dict(state=state, x=x, dt=dt, A=A, B=B, C=C, D=D, z=z, dt_bias=dt_bias)
     kind = _checks.check_arrays(named)
-    if state.ndim != 3:
-        raise ValueError(f"state has shape {tuple(state.shape)}; expected (batch, dim, d_state)")
-    batch, dim, N = (int(s) for s in state.shape)
+    if state.ndim not in (3, 4):
+        raise ValueError(f"state has shape {tuple(state.shape)}; expected (batch, dim, d_state) "
+                         "(Mamba-1) or (batch, nheads, headdim, dstate) (Mamba-2)")  # fmt: skip
+    batch = int(state.shape[0]) if state_batch_indices is None else int(x.shape[0])
+    idx = None
+    if state_batch_indices is not None:
+        from ._step import check_indices
+
+        idx = check_indices(state_batch_indices, batch, int(state.shape[0]))
+    if state.ndim == 4:
+        return _step_heads(state, named, kind, batch, idx, dt_softplus)
+    dim, N = (int(s) for s in state.shape[1:])
     _checks._want("x", x, (batch, dim), "(batch, dim)")
     _checks._want("dt", dt, (batch, dim), "(batch, dim)")
     _checks._want("A", A, (dim, N), "(dim, d_state)")
@@ -290,6 +318,8 @@ def step(state: Any, x: Any, dt: Any, A: Any, B: Any, C: Any, D: Any = None, z: 
     if dt_bias is not None:
         _checks._want("dt_bias", dt_bias, (dim,), "(dim,)")
     a = _to_compute(dict(named, u=x), kind)
+    if idx is not None:
+        a["state"] = a["state"][idx if kind == "numpy" else _torch_index(idx, state)]
     xp = _reference._xp(a["x"])
     d = a["dt"] if dt_bias is None else a["dt"] + a["dt_bias"]
     if dt_softplus:
@@ -307,8 +337,41 @@ def step(state: Any, x: Any, dt: Any, A: Any, B: Any, C: Any, D: Any = None, z: 
         y = y + a["D"] * a["x"]
     if z is not None:
         y = y * (a["z"] / (1 + xp.exp(-a["z"])))
+    _store(state, new, idx, kind)
+    return y.astype(x.dtype, copy=False) if kind == "numpy" else y.to(x.dtype)
+
+
+def _torch_index(idx: np.ndarray, like: Any) -> Any:
+    import torch
+
+    return torch.from_numpy(idx).to(like.device)
+
+
+def _store(state: Any, new: Any, idx: np.ndarray | None, kind: str) -> None:
+    """Write the updated rows back into ``state`` (in place; into slots ``idx`` if given)."""
     if kind == "numpy":
-        state[...] = new
-        return y.astype(x.dtype, copy=False)
-    state.copy_(new)
-    return y.to(x.dtype)
+        if idx is None:
+            state[...] = new
+        else:
+            state[idx] = new
+    elif idx is None:
+        state.copy_(new)
+    else:
+        state[_torch_index(idx, state)] = new.to(state.dtype)
+
+
+def _step_heads(state: Any, named: dict[str, Any], kind: str, batch: int,
+                idx: np.ndarray | None, softplus: bool) -> Any:  # fmt: skip
+    from ._step import shapes_heads, update_heads
+
+    n = named
+    shapes_heads(state, n["x"], n["dt"], n["A"], n["B"], n["C"], n["D"], n["z"], n["dt_bias"],
+                 batch)  # fmt: skip
+    a = _to_compute(dict(named, u=n["x"]), kind)
+    s = a["state"]
+    if idx is not None:
+        s = s[idx if kind == "numpy" else _torch_index(idx, state)]
+    new, y = update_heads(s, a, bool(softplus), kind)
+    _store(state, new, idx, kind)
+    x = n["x"]
+    return y.astype(x.dtype, copy=False) if kind == "numpy" else y.to(x.dtype)

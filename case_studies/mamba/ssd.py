@@ -1,0 +1,365 @@
+"""``ssd_scan``: Mamba-2's chunked state-space-duality scan (mamba_ssm's semantics).
+
+Methods:
+
+* ``'cpu'``: numba kernels for the elementwise work and BLAS GEMMs, with
+  the chunk's semiseparable mask factored into rank one (:mod:`._ssd_cpu`,
+  :mod:`._ssd_host`);
+* ``'torch'``: the same three phases in torch operations (explicit mask),
+  differentiable by autograd and usable on any torch device (:mod:`._ssd_torch`);
+* ``'reference'``: the recurrence token by token (:mod:`._ssd_reference`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+
+from . import _checks, _ssd_reference
+
+SsdMethod = Literal["auto", "cpu", "torch", "reference"]
+SSD_METHODS: tuple[str, ...] = ("auto", "cpu", "torch", "reference")
+
+
+def ssd_scan(
+    x: Any,
+    dt: Any,
+    A: Any,
+    B: Any,
+    C: Any,
+    chunk_size: int,
+    D: Any = None,
+    z: Any = None,
+    dt_bias: Any = None,
+    initial_states: Any = None,
+    seq_idx: Any = None,
+    cu_seqlens: Any = None,
+    dt_softplus: bool = False,
+    dt_limit: tuple[float, float] = (0.0, float("inf")),
+    return_final_states: bool = False,
+    return_varlen_states: bool = False,
+    *,
+    method: SsdMethod = "auto",
+) -> Any:
+    r"""Mamba-2's selective scan by state-space duality (mamba_ssm ``mamba_chunk_scan_combined``).
+
+    For each batch row, head ``h`` (in group ``g = h // (nheads / ngroups)``),
+    head channel ``p`` and state ``n``, with
+    ``dt = clamp(softplus(dt + dt_bias), *dt_limit)`` (softplus if asked)::
+
+        s_t[p, n] = exp(dt_t A[h]) s_{t-1}[p, n] + dt_t x_t[p] B_t[g, n]
+        y_t[p]    = (sum_n C_t[g, n] s_t[p, n] + D x_t[p]) * silu(z_t[p])
+
+    with ``s_{-1} = initial_states`` and ``s = 0`` at the start of each packed
+    sequence.  Equivalently ``y = (L o C B^T) (dt x)`` per head, with the
+    semiseparable mask ``L[t, s] = exp(dt_{s+1} A + ... + dt_t A)``:
+
+    * **associativity** cuts the sequence into chunks of ``chunk_size``:
+      each chunk's end state from zero, a scan of the chunk states with the
+      linear-recurrence monoid ``(a1, S1) . (a2, S2) = (a1 a2, a2 S1 + S2)``,
+      and each chunk finished from its carry (the three-phase scan);
+    * **separability** makes the chunk work matrix products: ``L`` restricted
+      to a chunk is ``u_i v_j`` below the diagonal (rank one), so one GEMM
+      serves all heads (``method='cpu'``).
+
+    Parameters
+    ----------
+    x : array (batch, seqlen, nheads, headdim)
+    dt : array (batch, seqlen, nheads)
+    A : array (nheads,)
+        Mamba-2 uses ``A = -exp(A_log) < 0``.  With positive ``A`` the state
+        grows like ``exp(dt A t)`` and overflows.
+    B, C : array (batch, seqlen, ngroups, dstate)
+        ``ngroups`` divides ``nheads``.
+    chunk_size : int
+        Tokens per chunk: the cost/accuracy-neutral knob (the result does not
+        depend on it beyond rounding).  Work is ``O(seqlen chunk_size)`` per
+        head for the chunks and ``O(seqlen headdim dstate)`` for the states;
+        64 or 128 are fastest on CPU (see docs/mamba.md).
+    D : array (nheads,) or (nheads, headdim), optional
+        Skip connection ``D x``.
+    z : array like ``x``, optional
+        Gate: the output is multiplied by ``silu(z)``.
+    dt_bias : array (nheads,), optional
+    initial_states : array (batch, nheads, headdim, dstate), optional
+        The state before the first token.  With ``seq_idx`` it belongs to the
+        sequence numbered 0, as in mamba_ssm: it is dropped when
+        ``seq_idx[b, 0] != 0``.
+    seq_idx : integer array (batch, seqlen), optional
+        Packed sequences: the state resets to zero at every token whose
+        ``seq_idx`` differs from the previous token's (and at token 0 unless
+        ``seq_idx[b, 0] == 0``).
+    cu_seqlens : integer array (nseq + 1,), optional
+        Packed sequences of one row (batch 1): sequence ``i`` is tokens
+        ``cu_seqlens[i] .. cu_seqlens[i + 1] - 1``.  Gives ``seq_idx`` when that
+        is omitted (mamba_ssm only reads it for ``return_varlen_states``); if
+        both are given they must agree.
+    dt_softplus : bool
+        Apply ``softplus`` to ``dt + dt_bias`` (the identity above 20).
+    dt_limit : (float, float)
+        ``dt`` is clamped to this interval after the softplus, as in
+        mamba_ssm's kernel (the default clamps negative ``dt`` to 0).
+    return_final_states : bool
+        Also return the state after the last token, (batch, nheads, headdim,
+        dstate), in the compute dtype (float32, or float64 for float64 ``x``).
+    return_varlen_states : bool
+        Also return each packed sequence's state after its last token,
+        (nseq, nheads, headdim, dstate) (zeros for an empty sequence); needs
+        ``cu_seqlens``.
+    method : {'auto', 'cpu', 'torch', 'reference'}
+        ``'auto'``: ``'torch'`` for CUDA tensors or when a tensor requires
+        grad, else ``'cpu'``.
+
+    Returns
+    -------
+    out : array like ``x`` (its dtype); then ``final_states`` and
+    ``varlen_states`` if asked, in mamba_ssm's order.
+
+    Notes
+    -----
+    ``method='cpu'`` works in ``O(seqlen (chunk_size + dstate) nheads headdim)``
+    multiply-adds, nearly all in GEMMs, and ``O(seqlen / chunk_size nheads
+    headdim dstate)`` extra memory for the chunk states.  The mask's rank-one
+    factors are used where a chunk's decay spans at most
+    ``_ssd_cpu.SEPARABLE_RANGE`` (80 e-folds in float32); a (chunk, head)
+    beyond it is computed with the explicit mask.  float32 results agree with
+    a float64 recurrence to within 1e-6 of ``max |y|`` (4-8e-7 at the 2.7B
+    shape).  A NaN or inf in a chunk
+    reaches every output of its chunk (the GEMMs multiply it by zeros).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from case_studies.mamba import ssd_scan
+    >>> rng = np.random.default_rng(0)
+    >>> x, dt = rng.normal(size=(1, 100, 4, 8)), rng.uniform(0.01, 0.2, (1, 100, 4))
+    >>> A, (B, C) = -np.exp(rng.normal(size=4)), rng.normal(size=(2, 1, 100, 1, 16))
+    >>> y, last = ssd_scan(x, dt, A, B, C, chunk_size=32, return_final_states=True)
+    >>> ref = ssd_scan(x, dt, A, B, C, chunk_size=32, method="reference")
+    >>> y.shape, last.shape, bool(np.allclose(y, ref))
+    ((1, 100, 4, 8), (1, 4, 8, 16), True)
+
+    References
+    ----------
+    T. Dao and A. Gu, "Transformers are SSMs: Generalized Models and Efficient
+    Algorithms Through Structured State Space Duality", ICML 2024 (the SSD
+    algorithm, section 6; ``mamba_chunk_scan_combined`` of
+    github.com/state-spaces/mamba).
+    """
+    if method not in SSD_METHODS:
+        raise ValueError(f"method={method!r} is not one of {', '.join(map(repr, SSD_METHODS))}")
+    named = dict(x=x, dt=dt, A=A, B=B, C=C, D=D, z=z, dt_bias=dt_bias,
+                 initial_states=initial_states)  # fmt: skip
+    kind = _checks.check_arrays(named)
+    nb, L = _check_shapes(x, dt, A, B, C, D, z, dt_bias, initial_states)[:2]
+    Q = min(_check_chunk(chunk_size), max(L, 1))  # a chunk longer than the sequence is the sequence
+    lo, hi = _check_limit(dt_limit)
+    starts, cu = _packing(seq_idx, cu_seqlens, nb, L, kind, x)
+    if return_varlen_states and cu is None:
+        raise ValueError("return_varlen_states=True needs cu_seqlens (the packed sequences' "
+                         "boundaries)")  # fmt: skip
+    needs_grad = kind != "numpy" and _needs_grad(named)
+    if method == "auto":
+        method = "torch" if kind == "torch-cuda" or needs_grad else "cpu"
+    if method == "cpu" and kind == "torch-cuda":
+        raise ValueError("method='cpu' got torch CUDA tensors; use method='torch' (or 'auto'), "
+                         "or move the tensors to the CPU")  # fmt: skip
+    if method == "cpu" and needs_grad:
+        raise ValueError("method='cpu' computes no gradients; use method='torch' (or 'auto') "
+                         "for tensors that require grad, or detach them")  # fmt: skip
+    if method == "torch" and kind == "numpy":
+        raise ValueError("method='torch' needs torch tensors; use method='cpu' for numpy arrays")
+    cdt = _compute_dtype(kind, x.dtype)
+    args = {k: None if v is None else _cast(v, cdt, kind) for k, v in named.items()}
+    flags = dict(softplus=bool(dt_softplus), dt_limit=(lo, hi))
+    state_cu = cu if return_varlen_states else None  # the sequences whose states are returned
+    if L == 0:
+        y, final, varlen = _empty(args, kind, state_cu)
+    elif method == "cpu":
+        y, final, varlen = _run_cpu(args, Q, flags, starts, state_cu, kind)
+    elif method == "torch":
+        from . import _ssd_torch
+
+        y, final, varlen = _ssd_torch.forward(
+            args["x"], args["dt"], args["A"], args["B"], args["C"], Q, args["D"], args["z"],
+            args["dt_bias"], flags["softplus"], flags["dt_limit"], args["initial_states"],
+            starts, state_cu)  # fmt: skip
+    else:
+        sf = starts.astype(cdt) if kind == "numpy" else starts.to(cdt)
+        y, final, varlen = _ssd_reference.ssd_reference(
+            args["x"], args["dt"], args["A"], args["B"], args["C"], args["D"], args["z"],
+            args["dt_bias"], flags["softplus"], flags["dt_limit"], args["initial_states"],
+            sf, state_cu)  # fmt: skip
+    y = y.astype(x.dtype, copy=False) if kind == "numpy" else y.to(x.dtype)
+    res = [y]
+    if return_final_states:
+        res.append(final)
+    if return_varlen_states:
+        res.append(varlen)
+    return res[0] if len(res) == 1 else tuple(res)
+
+
+# ------------------------------------------------------------------ helpers
+def _check_shapes(x: Any, dt: Any, A: Any, B: Any, C: Any, D: Any, z: Any, dt_bias: Any,
+                  initial_states: Any) -> tuple[int, ...]:  # fmt: skip
+    want = _checks._want
+    if x.ndim != 4:
+        raise ValueError(f"x has shape {tuple(x.shape)}; expected (batch, seqlen, nheads, "
+                         "headdim)")  # fmt: skip
+    nb, L, H, P = (int(s) for s in x.shape)
+    if H < 1 or P < 1:
+        raise ValueError(f"x has shape {tuple(x.shape)}; nheads and headdim must be >= 1")
+    want("dt", dt, (nb, L, H), "(batch, seqlen, nheads)")
+    want("A", A, (H,), "(nheads,): one A per head")
+    if B.ndim != 4:
+        raise ValueError(f"B has shape {tuple(B.shape)}; expected (batch, seqlen, ngroups, "
+                         "dstate)")  # fmt: skip
+    G, N = int(B.shape[2]), int(B.shape[3])
+    if G < 1 or H % G or N < 1:
+        raise ValueError(f"B has shape {tuple(B.shape)}: ngroups={G} must divide nheads={H} "
+                         f"and dstate={N} must be >= 1")  # fmt: skip
+    want("B", B, (nb, L, G, N), "(batch, seqlen, ngroups, dstate)")
+    want("C", C, (nb, L, G, N), "(batch, seqlen, ngroups, dstate) like B")
+    if D is not None and tuple(D.shape) not in ((H,), (H, P)):
+        raise ValueError(f"D has shape {tuple(D.shape)}; expected (nheads,) = ({H},) or "
+                         f"(nheads, headdim) = ({H}, {P})")  # fmt: skip
+    if z is not None:
+        want("z", z, (nb, L, H, P), "(batch, seqlen, nheads, headdim) like x")
+    if dt_bias is not None:
+        want("dt_bias", dt_bias, (H,), "(nheads,)")
+    if initial_states is not None:
+        want("initial_states", initial_states, (nb, H, P, N),
+             "(batch, nheads, headdim, dstate)")  # fmt: skip
+    return nb, L, H, P, G, N
+
+
+def _check_chunk(chunk_size: Any) -> int:
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)):
+        raise TypeError(f"chunk_size must be an int, got {chunk_size!r}")
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size={chunk_size}, must be >= 1 (64 or 128 are fastest)")
+    return int(chunk_size)
+
+
+def _check_limit(dt_limit: Any) -> tuple[float, float]:
+    try:
+        lo, hi = (float(v) for v in dt_limit)
+    except (TypeError, ValueError):
+        raise ValueError(f"dt_limit={dt_limit!r}; expected a pair (low, high) of floats, "
+                         "e.g. (0.0, inf)") from None  # fmt: skip
+    if not lo <= hi:
+        raise ValueError(f"dt_limit={dt_limit!r}: low must be <= high")
+    return lo, hi
+
+
+def _to_numpy_int(v: Any, name: str) -> np.ndarray:
+    if type(v).__module__.startswith("torch"):
+        v = v.detach().cpu().numpy()
+    a = np.asarray(v)
+    if a.dtype.kind not in "iu":
+        raise TypeError(f"{name} has dtype {a.dtype}; expected integers")
+    return a
+
+
+def _packing(seq_idx: Any, cu_seqlens: Any, nb: int, L: int, kind: str,
+             x: Any) -> tuple[Any, Any]:  # fmt: skip
+    """Sequence starts (b, l) as a bool array of the inputs' library, and cu_seqlens."""
+    starts = np.zeros((nb, L), bool)
+    cu = None
+    if cu_seqlens is not None:
+        cu = _to_numpy_int(cu_seqlens, "cu_seqlens").astype(np.int64)
+        if cu.ndim != 1 or len(cu) < 2:
+            raise ValueError(f"cu_seqlens has shape {cu.shape}; expected (nseq + 1,) with "
+                             "nseq >= 1")  # fmt: skip
+        if nb != 1:
+            raise ValueError(f"cu_seqlens packs sequences into one row, but batch={nb}; "
+                             "pack them along seqlen with batch 1")  # fmt: skip
+        if cu[0] != 0 or cu[-1] != L or np.any(np.diff(cu) < 0):
+            raise ValueError(f"cu_seqlens={cu.tolist()[:8]}...: must start at 0, end at "
+                             f"seqlen={L} and never decrease")  # fmt: skip
+        inner = cu[1:-1]
+        starts[0, inner[inner < L]] = True
+    if seq_idx is not None:
+        si = _to_numpy_int(seq_idx, "seq_idx")
+        if si.shape != (nb, L):
+            raise ValueError(f"seq_idx has shape {si.shape}; expected (batch, seqlen) = "
+                             f"{(nb, L)}")  # fmt: skip
+        from_idx = np.zeros((nb, L), bool)
+        if L:
+            from_idx[:, 0] = si[:, 0] != 0
+            from_idx[:, 1:] = si[:, 1:] != si[:, :-1]
+        if cu is not None and not np.array_equal(from_idx[:, 1:], starts[:, 1:]):
+            raise ValueError("seq_idx and cu_seqlens disagree on where sequences start; "
+                             "pass one of them")  # fmt: skip
+        starts = from_idx
+    if kind == "numpy":
+        return starts, cu
+    import torch
+
+    return torch.from_numpy(starts).to(x.device), cu
+
+
+def _needs_grad(named: dict[str, Any]) -> bool:
+    import torch
+
+    return torch.is_grad_enabled() and any(
+        v is not None and v.requires_grad for v in named.values()
+    )
+
+
+def _compute_dtype(kind: str, dtype: Any) -> Any:
+    if kind == "numpy":
+        return np.dtype(np.float64 if dtype == np.float64 else np.float32)
+    import torch
+
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def _cast(v: Any, cdt: Any, kind: str) -> Any:
+    return v.astype(cdt, copy=False) if kind == "numpy" else v.to(cdt)
+
+
+def _empty(args: dict[str, Any], kind: str, cu: Any) -> tuple[Any, Any, Any]:
+    """seqlen 0: an empty output; the final state is the initial one; no sequence has a state."""
+    x, B = args["x"], args["B"]
+    shape = (x.shape[0], x.shape[2], x.shape[3], B.shape[3])
+    nseq = 0 if cu is None else len(cu) - 1
+    if kind == "numpy":
+        zeros = lambda s: np.zeros(s, x.dtype)  # noqa: E731
+    else:
+        zeros = x.new_zeros
+    final = args["initial_states"]
+    return x * 0, zeros(shape) if final is None else final, zeros((nseq, *shape[1:]))
+
+
+def _run_cpu(args: dict[str, Any], Q: int, flags: dict[str, Any], starts: Any, cu: Any,
+             kind: str) -> tuple[Any, Any, Any]:  # fmt: skip
+    from . import _ssd_host
+
+    a = {k: None if v is None else (v.detach().numpy() if kind == "torch" else v)
+         for k, v in args.items()}  # fmt: skip
+    x = np.ascontiguousarray(a["x"])
+    T = x.dtype
+    nb, _, H, P = x.shape
+    N = a["B"].shape[3]
+    Dv = None
+    if a["D"] is not None:
+        Dv = np.ascontiguousarray(np.broadcast_to(a["D"][:, None] if a["D"].ndim == 1 else a["D"],
+                                                  (H, P)))  # fmt: skip
+    h0 = a["initial_states"]
+    h0 = np.zeros((nb, H, P, N), T) if h0 is None else np.ascontiguousarray(h0)
+    bias = np.zeros(H, T) if a["dt_bias"] is None else np.ascontiguousarray(a["dt_bias"])
+    st = starts if kind == "numpy" else starts.cpu().numpy()
+    y, final, varlen = _ssd_host.forward(
+        x, np.ascontiguousarray(a["dt"]), np.ascontiguousarray(a["A"]),
+        np.ascontiguousarray(a["B"]), np.ascontiguousarray(a["C"]), Q, Dv,
+        None if a["z"] is None else np.ascontiguousarray(a["z"]), bias, flags["softplus"],
+        flags["dt_limit"], h0, np.ascontiguousarray(st, dtype=np.uint8),
+        cu)  # fmt: skip
+    if kind == "torch":
+        import torch
+
+        varlen = None if varlen is None else torch.from_numpy(varlen)
+        return torch.from_numpy(y), torch.from_numpy(final), varlen
+    return y, final, varlen
