@@ -3,9 +3,10 @@
 Each chunk along the scanned axis is a piece, and the pieces are finished
 from their carries exactly as the blocks of the CPU and generic backends:
 
-1. *Local scans.*  Every block is scanned on its own, in parallel, by
-   :func:`propopt.associative_scan` on its NumPy arrays (the numba CPU kernel
-   for a :class:`~propopt.Monoid`, the generic path for a plain callable).
+1. *Local scans.*  Every block is scanned on its own, in parallel, by the
+   backend the scan table (``_backends``) picks for its NumPy arrays (the
+   numba CPU kernel for a :class:`~propopt.Monoid`, the generic path for a
+   plain callable).
 2. *Scan of the totals.*  The total of a chunk is the last element of its
    local inclusive scan, in scan order (the first element of the block when
    ``reverse=True``, where chunks are visited from the end); a small task
@@ -285,16 +286,14 @@ class _Ops:
         return self.fn_combine(a, b)
 
     def local(self, blocks: Leaves, axis: int, reverse: bool) -> Leaves:
-        if self.shipped is not None:
-            from .scan import associative_scan
+        """A block's inclusive scan, by the backend the table picks for NumPy blocks."""
+        from .. import _dispatch
+        from . import _backends
 
-            return list(
-                associative_scan(self.shipped.monoid, tuple(blocks), axis=axis, reverse=reverse)
-            )
-        from . import _generic
-
-        assert self.fn_combine is not None
-        return _generic.scan(self.fn_combine, blocks, axis, reverse, False, None)
+        fn: Any = self.shipped.monoid if self.shipped is not None else self.fn_combine
+        plan = _backends.ScanPlan(fn, self.combine, list(blocks), _dispatch.NUMPY, axis, reverse,
+                                  False)  # fmt: skip
+        return _backends.run("auto", plan)
 
     def __dask_tokenize__(self) -> Any:
         from dask.base import normalize_token

@@ -19,10 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from .. import _dispatch, _pytree
+from .. import _dispatch, _pytree, _validate
 from ..typing import ScanMethod
-from . import _generic, _reference
-from ._cpu import SUPPORTED
+from . import _backends
 from .monoid import Monoid
 
 METHODS: tuple[str, ...] = ("auto", "reference", "generic", "cpu", "cuda", "dask")
@@ -142,18 +141,20 @@ def associative_scan(
                     f"{path} has unknown chunk sizes (shape {leaf.shape}); call "
                     "x.compute_chunk_sizes() first"
                 )
-    ax = _check_axis(axis, leaves, paths)
+    ax = _validate.check_axis(axis, leaves, paths)
     if isinstance(fn, Monoid):
         _check_monoid(fn, leaves, paths)
-        ident = None if identity is None else _identity_leaves(identity, treedef, leaves, ax)
+        combine = fn.combine_leaves
     else:
         if exclusive and identity is None:
             raise ValueError(
                 "exclusive=True needs identity= when fn is a plain callable (the value e "
                 "with fn(e, x) == x, e.g. identity=0 for addition), or pass a Monoid"
             )
-        ident = None if identity is None else _identity_leaves(identity, treedef, leaves, ax)
-    chosen = _choose_method(method, fn, kind, leaves)
+        combine = _wrap_callable(fn, treedef)
+    ident = None if identity is None else _identity_leaves(identity, treedef, leaves, ax)
+    plan = _backends.ScanPlan(fn, combine, leaves, kind, ax, reverse, exclusive, ident)
+    chosen = _backends.choose(method, plan)
 
     n = leaves[0].shape[ax]
     auto = check is None and kind != _dispatch.DASK and not isinstance(fn, Monoid)
@@ -167,29 +168,13 @@ def associative_scan(
         if check is None:
             _checked_ok(fn)
 
-    combine = fn.combine_leaves if isinstance(fn, Monoid) else _wrap_callable(fn, treedef)
-    if ident is None and isinstance(fn, Monoid) and chosen in ("dask", "reference", "generic"):
-        ident = _monoid_identity(fn, leaves, ax)
-    if chosen == "dask":
-        from . import _dask
-
-        out = _dask.scan(fn, combine, leaves, ax, reverse, exclusive, ident)
-    elif n == 0:
+    if n == 0 and chosen != "dask":
         out = [x[(slice(None),) * ax + (slice(0, 0),)] for x in leaves]
         out = [o.copy() if hasattr(o, "copy") else o.clone() for o in out]
-    elif chosen == "reference":
-        out = _reference.scan(combine, leaves, ax, reverse, exclusive, ident)
-    elif chosen == "generic":
-        out = _generic.scan(combine, leaves, ax, reverse, exclusive, ident)
-    elif chosen == "cpu":
-        assert isinstance(fn, Monoid)
-        out = _scan_cpu(fn, leaves, ax, reverse, exclusive)
-    else:
-        from . import _cuda
-
-        assert isinstance(fn, Monoid)
-        out = _cuda.scan(fn, leaves, ax, reverse, exclusive)
-    return _pytree.unflatten(treedef, out)
+        return _pytree.unflatten(treedef, out)
+    if ident is None and isinstance(fn, Monoid) and chosen in ("dask", "reference", "generic"):
+        plan.identity = _monoid_identity(fn, leaves, ax)
+    return _pytree.unflatten(treedef, _backends.BACKENDS[chosen].run(plan))
 
 
 # ----------------------------------------------------- the automatic check
@@ -221,33 +206,6 @@ def _checked_ok(fn: Callable[..., Any]) -> None:
 
 
 # ----------------------------------------------------------------- helpers
-def _check_axis(axis: Any, leaves: Leaves, paths: Sequence[str]) -> int:
-    if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool):
-        raise TypeError(f"axis must be an int, got {axis!r}")
-    nd = len(leaves[0].shape)
-    if nd == 0:
-        raise ValueError(f"{paths[0]} is 0-dimensional; a scan needs at least one axis")
-    if not -nd <= axis < nd:
-        raise ValueError(
-            f"axis={axis} is out of range for {paths[0]} with {nd} dimension(s) "
-            f"(shape {tuple(leaves[0].shape)}); use -{nd} <= axis < {nd}"
-        )
-    ax = int(axis) % nd
-    n = leaves[0].shape[ax]
-    for leaf, path in zip(leaves, paths):
-        shape = tuple(leaf.shape)
-        if len(shape) <= ax:
-            raise ValueError(
-                f"axis={axis} is out of range for {path} with shape {shape}; every leaf "
-                f"needs an axis {ax}"
-            )
-        if shape[ax] != n:
-            raise ValueError(
-                f"leaves differ in length along axis {ax}: {paths[0]} has {n} "
-                f"(shape {tuple(leaves[0].shape)}) but {path} has {shape[ax]} (shape "
-                f"{shape}); every leaf must have the same length along the scanned axis"
-            )
-    return ax
 
 
 def _check_monoid(m: Monoid, leaves: Leaves, paths: Sequence[str]) -> None:
@@ -264,7 +222,7 @@ def _check_monoid(m: Monoid, leaves: Leaves, paths: Sequence[str]) -> None:
                 f"{_dispatch.describe(leaves[0])} but {path} is {_dispatch.describe(leaf)}; "
                 "broadcast and cast them first (np.broadcast_arrays, .astype)"
             )
-    np_dtype = _np_dtype(dtype)
+    np_dtype = _validate.np_dtype(dtype)
     if np_dtype is None or not m.accepts(np_dtype):
         raise TypeError(
             f"monoid {m.name!r} cannot combine elems of dtype {dtype}; it accepts "
@@ -277,19 +235,8 @@ def _kinds_text(kinds: str) -> str:
     return ", ".join(names[k] for k in kinds if k in names)
 
 
-def _np_dtype(dtype: Any) -> np.dtype | None:
-    """NumPy dtype for a NumPy or torch dtype (None if it has none)."""
-    if isinstance(dtype, np.dtype):
-        return dtype
-    name = str(dtype).replace("torch.", "")
-    try:
-        return np.dtype(name)
-    except TypeError:
-        return None  # e.g. torch.bfloat16
-
-
 def _monoid_identity(m: Monoid, leaves: Leaves, ax: int) -> Leaves:
-    dtype = _np_dtype(leaves[0].dtype)
+    dtype = _validate.np_dtype(leaves[0].dtype)
     assert dtype is not None
     shape = tuple(leaves[0].shape)
     one = shape[:ax] + (1,) + shape[ax + 1 :]
@@ -323,92 +270,6 @@ def _identity_leaves(identity: Any, treedef: _pytree.TreeDef, leaves: Leaves, ax
                 f"of shape {one}; give a scalar or an array of that shape"
             ) from err
     return out
-
-
-def _choose_method(method: str, fn: Any, kind: str, leaves: Leaves) -> str:
-    is_monoid = isinstance(fn, Monoid)
-    if kind == _dispatch.DASK:
-        if method not in ("auto", "dask"):
-            raise ValueError(
-                f"method={method!r} cannot scan dask arrays; use method='dask' or 'auto' "
-                "(or compute the arrays first)"
-            )
-        return "dask"
-    if method == "dask":
-        raise ValueError(
-            f"method='dask' needs dask arrays but elems holds {_dispatch.describe(leaves[0])}; "
-            "wrap them with dask.array.from_array or use method='auto'"
-        )
-    needs_grad = any(getattr(x, "requires_grad", False) for x in leaves)
-    if method in ("cpu", "cuda"):
-        if not is_monoid:
-            raise ValueError(
-                f"method={method!r} needs a Monoid (a numba-compilable combine with its "
-                "identity); wrap the scalar combine with propopt.Monoid, or use "
-                "method='generic' for a plain callable"
-            )
-        if needs_grad:
-            raise ValueError(
-                f"method={method!r} is not differentiable and elems requires grad; use "
-                "method='generic' (or 'auto') for torch autograd, or detach elems"
-            )
-        on_gpu = kind in (_dispatch.TORCH_CUDA, _dispatch.CUDA)
-        if method == "cpu" and on_gpu:
-            raise ValueError(
-                "method='cpu' got CUDA arrays; use method='cuda' or 'auto', or move them "
-                "to the host first"
-            )
-        if method == "cuda" and not on_gpu:
-            raise ValueError(
-                f"method='cuda' needs CUDA arrays (torch CUDA tensors or numba device "
-                f"arrays) but elems holds {_dispatch.describe(leaves[0])}; move them to the "
-                "GPU or use method='cpu'"
-            )
-        _check_kernel_dtype(fn, leaves, method)
-        return method
-    if kind == _dispatch.CUDA and method in ("generic", "reference"):
-        raise ValueError(
-            f"method={method!r} cannot run on CUDA device arrays; use a Monoid with "
-            "method='cuda', or pass torch CUDA tensors"
-        )
-    if method != "auto":
-        return method
-    if not is_monoid or needs_grad:
-        if kind == _dispatch.CUDA:
-            raise ValueError(
-                "a plain callable fn cannot run on CUDA device arrays; pass a Monoid, or "
-                "torch CUDA tensors"
-            )
-        return "generic"
-
-    if _np_dtype(leaves[0].dtype) not in SUPPORTED:
-        if kind == _dispatch.CUDA:
-            _check_kernel_dtype(fn, leaves, "cuda")
-        return "generic"
-    return "cuda" if kind in (_dispatch.TORCH_CUDA, _dispatch.CUDA) else "cpu"
-
-
-def _check_kernel_dtype(m: Monoid, leaves: Leaves, method: str) -> None:
-
-    dtype = _np_dtype(leaves[0].dtype)
-    if dtype not in SUPPORTED:
-        names = sorted(d.name for d in SUPPORTED)
-        raise TypeError(
-            f"method={method!r} has no kernel for dtype {leaves[0].dtype} (monoid "
-            f"{m.name!r}); the kernels take {', '.join(names)}: cast elems (e.g. to "
-            "float32) or use method='generic'"
-        )
-
-
-def _scan_cpu(m: Monoid, leaves: Leaves, ax: int, reverse: bool, exclusive: bool) -> Leaves:
-    from . import _cpu
-
-    if _dispatch.array_kind(leaves[0]) == _dispatch.TORCH:
-        import torch
-
-        views = [_dispatch.to_numpy_view(x) for x in leaves]
-        return [torch.from_numpy(o) for o in _cpu.scan(m, views, ax, reverse, exclusive)]
-    return _cpu.scan(m, leaves, ax, reverse, exclusive)
 
 
 def _wrap_callable(fn: Callable[[Any, Any], Any], treedef: _pytree.TreeDef) -> Any:

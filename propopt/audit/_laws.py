@@ -49,8 +49,9 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .. import _dispatch, _pytree
+from .._validate import check_axis as _check_axis
+from .._validate import np_dtype as _np_dtype
 from ..associativity.monoid import Monoid
-from ..associativity.scan import _check_axis, _np_dtype
 
 __all__ = [
     "AssociativityError",

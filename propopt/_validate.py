@@ -1,0 +1,50 @@
+"""Argument checks shared by the verbs and the audits (a low module: it imports no verb)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+Leaves = list[Any]
+
+
+def check_axis(axis: Any, leaves: Leaves, paths: Sequence[str]) -> int:
+    if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool):
+        raise TypeError(f"axis must be an int, got {axis!r}")
+    nd = len(leaves[0].shape)
+    if nd == 0:
+        raise ValueError(f"{paths[0]} is 0-dimensional; a scan needs at least one axis")
+    if not -nd <= axis < nd:
+        raise ValueError(
+            f"axis={axis} is out of range for {paths[0]} with {nd} dimension(s) "
+            f"(shape {tuple(leaves[0].shape)}); use -{nd} <= axis < {nd}"
+        )
+    ax = int(axis) % nd
+    n = leaves[0].shape[ax]
+    for leaf, path in zip(leaves, paths):
+        shape = tuple(leaf.shape)
+        if len(shape) <= ax:
+            raise ValueError(
+                f"axis={axis} is out of range for {path} with shape {shape}; every leaf "
+                f"needs an axis {ax}"
+            )
+        if shape[ax] != n:
+            raise ValueError(
+                f"leaves differ in length along axis {ax}: {paths[0]} has {n} "
+                f"(shape {tuple(leaves[0].shape)}) but {path} has {shape[ax]} (shape "
+                f"{shape}); every leaf must have the same length along the scanned axis"
+            )
+    return ax
+
+
+def np_dtype(dtype: Any) -> np.dtype | None:
+    """NumPy dtype for a NumPy or torch dtype (None if it has none)."""
+    if isinstance(dtype, np.dtype):
+        return dtype
+    name = str(dtype).replace("torch.", "")
+    try:
+        return np.dtype(name)
+    except TypeError:
+        return None  # e.g. torch.bfloat16

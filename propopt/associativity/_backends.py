@@ -1,0 +1,244 @@
+"""The scan backends behind one table: each takes a :class:`ScanPlan` and says if it accepts it.
+
+``associative_scan`` validates its arguments once into a plan; a backend is
+a pair of functions with one signature each:
+
+* ``refuse(plan) -> Exception | None``: why this backend cannot run the plan
+  (the error an explicit ``method=`` raises), or ``None``;
+* ``run(plan) -> list of leaves``: the scan.
+
+``method='auto'`` runs the first backend of :data:`AUTO` that accepts
+(dask arrays, then CUDA arrays with a monoid, then host arrays with a
+monoid, then vectorized calls of ``fn``); the Dask backend's per-chunk step
+goes through the same table.  The laws every backend relies on are in
+``scan.py``; the slow sequential fold the tests trust is ``reference``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from .. import _dispatch, _validate
+from ._cpu import SUPPORTED
+from .monoid import Monoid
+
+Leaves = list[Any]
+
+
+@dataclass
+class ScanPlan:
+    """A validated scan: what every backend receives.
+
+    ``combine`` is ``fn`` lifted to lists of leaves; ``identity`` holds one
+    element per leaf (or ``None`` where it is not needed or not known).
+    """
+
+    fn: Monoid | Callable[[Any, Any], Any]
+    combine: Callable[[Leaves, Leaves], Leaves]
+    leaves: Leaves
+    kind: str
+    axis: int
+    reverse: bool
+    exclusive: bool
+    identity: Leaves | None = None
+    needs_grad: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.needs_grad = any(getattr(x, "requires_grad", False) for x in self.leaves)
+
+    @property
+    def is_monoid(self) -> bool:
+        return isinstance(self.fn, Monoid)
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.kind in (_dispatch.TORCH_CUDA, _dispatch.CUDA)
+
+    @property
+    def np_dtype(self) -> np.dtype | None:
+        return _validate.np_dtype(self.leaves[0].dtype)
+
+    def described(self) -> str:
+        return _dispatch.describe(self.leaves[0])
+
+
+class Backend(NamedTuple):
+    """One way to run a scan."""
+
+    refuse: Callable[[ScanPlan], Exception | None]
+    run: Callable[[ScanPlan], Leaves]
+
+
+# ------------------------------------------------------------------- refusals
+def _not_dask(plan: ScanPlan, name: str) -> Exception | None:
+    if plan.kind == _dispatch.DASK:
+        return ValueError(
+            f"method={name!r} cannot scan dask arrays; use method='dask' or 'auto' "
+            "(or compute the arrays first)"
+        )
+    return None
+
+
+def _kernel(plan: ScanPlan, name: str) -> Exception | None:
+    """The refusals shared by the compiled backends (cpu and cuda)."""
+    if not plan.is_monoid:
+        return ValueError(
+            f"method={name!r} needs a Monoid (a numba-compilable combine with its "
+            "identity); wrap the scalar combine with propopt.Monoid, or use "
+            "method='generic' for a plain callable"
+        )
+    if plan.needs_grad:
+        return ValueError(
+            f"method={name!r} is not differentiable and elems requires grad; use "
+            "method='generic' (or 'auto') for torch autograd, or detach elems"
+        )
+    if plan.np_dtype not in SUPPORTED:
+        names = sorted(d.name for d in SUPPORTED)
+        return TypeError(
+            f"method={name!r} has no kernel for dtype {plan.leaves[0].dtype} (monoid "
+            f"{plan.fn.name!r}); the kernels take {', '.join(names)}: cast elems (e.g. to "  # type: ignore[union-attr]
+            "float32) or use method='generic'"
+        )
+    return None
+
+
+def _refuse_cpu(plan: ScanPlan) -> Exception | None:
+    if err := _not_dask(plan, "cpu"):
+        return err
+    if plan.on_gpu:
+        return ValueError(
+            "method='cpu' got CUDA arrays; use method='cuda' or 'auto', or move them to the "
+            "host first"
+        )
+    return _kernel(plan, "cpu")
+
+
+def _refuse_cuda(plan: ScanPlan) -> Exception | None:
+    if err := _not_dask(plan, "cuda"):
+        return err
+    if not plan.on_gpu:
+        return ValueError(
+            f"method='cuda' needs CUDA arrays (torch CUDA tensors or numba device arrays) but "
+            f"elems holds {plan.described()}; move them to the GPU or use method='cpu'"
+        )
+    return _kernel(plan, "cuda")
+
+
+def _refuse_host_calls(name: str) -> Callable[[ScanPlan], Exception | None]:
+    def refuse(plan: ScanPlan) -> Exception | None:
+        if err := _not_dask(plan, name):
+            return err
+        if plan.kind == _dispatch.CUDA:
+            return ValueError(
+                f"method={name!r} cannot run on CUDA device arrays: pass a Monoid (compiled "
+                "for the GPU), or torch CUDA tensors"
+            )
+        return None
+
+    return refuse
+
+
+def _refuse_dask(plan: ScanPlan) -> Exception | None:
+    if plan.kind != _dispatch.DASK:
+        return ValueError(
+            f"method='dask' needs dask arrays but elems holds {plan.described()}; wrap them "
+            "with dask.array.from_array or use method='auto'"
+        )
+    return None
+
+
+def _refuse_generic_auto(plan: ScanPlan) -> Exception | None:
+    """'auto' sends a monoid to the generic path only where no kernel takes its dtype."""
+    err = _refuse_host_calls("generic")(plan)
+    if err is None and plan.is_monoid and not plan.needs_grad and plan.np_dtype in SUPPORTED:
+        return ValueError("a compiled kernel takes this monoid and dtype")
+    return err
+
+
+# ----------------------------------------------------------------------- runs
+def _run_cpu(plan: ScanPlan) -> Leaves:
+    from . import _cpu
+
+    assert isinstance(plan.fn, Monoid)
+    if plan.kind == _dispatch.TORCH:
+        import torch
+
+        views = [_dispatch.to_numpy_view(x) for x in plan.leaves]
+        out = _cpu.scan(plan.fn, views, plan.axis, plan.reverse, plan.exclusive)
+        return [torch.from_numpy(o) for o in out]
+    return _cpu.scan(plan.fn, plan.leaves, plan.axis, plan.reverse, plan.exclusive)
+
+
+def _run_cuda(plan: ScanPlan) -> Leaves:
+    from . import _cuda
+
+    assert isinstance(plan.fn, Monoid)
+    return _cuda.scan(plan.fn, plan.leaves, plan.axis, plan.reverse, plan.exclusive)
+
+
+def _run_generic(plan: ScanPlan) -> Leaves:
+    from . import _generic
+
+    return _generic.scan(plan.combine, plan.leaves, plan.axis, plan.reverse, plan.exclusive,
+                         plan.identity)  # fmt: skip
+
+
+def _run_reference(plan: ScanPlan) -> Leaves:
+    from . import _reference
+
+    return _reference.scan(plan.combine, plan.leaves, plan.axis, plan.reverse, plan.exclusive,
+                           plan.identity)  # fmt: skip
+
+
+def _run_dask(plan: ScanPlan) -> Leaves:
+    from . import _dask
+
+    return _dask.scan(plan.fn, plan.combine, plan.leaves, plan.axis, plan.reverse,
+                      plan.exclusive, plan.identity)  # fmt: skip
+
+
+BACKENDS: dict[str, Backend] = {
+    "dask": Backend(_refuse_dask, _run_dask),
+    "cuda": Backend(_refuse_cuda, _run_cuda),
+    "cpu": Backend(_refuse_cpu, _run_cpu),
+    "generic": Backend(_refuse_host_calls("generic"), _run_generic),
+    "reference": Backend(_refuse_host_calls("reference"), _run_reference),
+}
+"""Every backend by its ``method=`` name."""
+
+AUTO: tuple[tuple[str, Callable[[ScanPlan], Exception | None]], ...] = (
+    ("dask", _refuse_dask),
+    ("cuda", _refuse_cuda),
+    ("cpu", _refuse_cpu),
+    ("generic", _refuse_generic_auto),
+)
+"""``method='auto'``: the first of these that accepts, in this order."""
+
+
+def choose(method: str, plan: ScanPlan) -> str:
+    """The backend for ``method`` ('auto': the first in :data:`AUTO` that accepts), or its error."""
+    if method != "auto":
+        err = BACKENDS[method].refuse(plan)
+        if err is not None:
+            raise err
+        return method
+    for name, refuse in AUTO:
+        if refuse(plan) is None:
+            return name
+    # only CUDA device arrays get here: the GPU kernels are what could have run them
+    err = _refuse_cuda(plan)
+    if isinstance(err, ValueError) and not plan.is_monoid:
+        err = ValueError(
+            "a plain callable fn cannot run on CUDA device arrays; pass a Monoid, or torch "
+            "CUDA tensors"
+        )
+    raise err if err is not None else AssertionError("no scan backend accepts this plan")
+
+
+def run(method: str, plan: ScanPlan) -> Leaves:
+    """Run ``plan`` on the backend :func:`choose` picks."""
+    return BACKENDS[choose(method, plan)].run(plan)
