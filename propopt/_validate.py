@@ -48,3 +48,18 @@ def np_dtype(dtype: Any) -> np.dtype | None:
         return np.dtype(name)
     except TypeError:
         return None  # e.g. torch.bfloat16
+
+
+def name_of(fn: Any, qualified: bool = False) -> str:
+    """A function's name for messages and reports: a monoid's ``name``, else ``__name__``.
+
+    ``qualified`` gives ``module:qualname`` (an import path, for the audit table).
+    """
+    name = getattr(fn, "name", None)
+    if isinstance(name, str) and hasattr(fn, "arity"):  # a Monoid
+        return name
+    if qualified:
+        mod = getattr(fn, "__module__", None)
+        qual = str(getattr(fn, "__qualname__", None) or getattr(fn, "__name__", repr(fn)))
+        return f"{mod}:{qual}" if mod else qual
+    return str(getattr(fn, "__name__", None) or type(fn).__name__)

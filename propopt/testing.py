@@ -35,7 +35,6 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from . import _pytree
 from .associativity.monoid import Monoid, add, logaddexp, maximum, minimum
 
 __all__ = ["assert_associative", "elements", "triples"]
@@ -229,29 +228,8 @@ def assert_associative(
     ...
     AssertionError: associativity of <lambda>: FAILS on 1 random triple: ...
     """
-    from .audit._laws import _associativity, _Samples
+    from .associativity.laws import check_triple
 
-    trees = {"a": a, "b": b, "c": c}
-    flat = {k: _pytree.flatten(v) for k, v in trees.items()}
-    for k in "bc":
-        if flat[k][1] != flat["a"][1]:
-            raise ValueError(
-                f"{k} has structure {flat[k][1].describe()} but a has "
-                f"{flat['a'][1].describe()}; pass three elements of one structure"
-            )
-    s = _Samples(fn, a, 0)
-    la, lb, lc = (flat[k][0] for k in "abc")
-    for k, leaves in zip("bc", (lb, lc)):
-        shapes = [tuple(x.shape) for x in leaves]
-        if shapes != [tuple(x.shape) for x in la]:
-            raise ValueError(
-                f"{k} has leaves of shapes {shapes} but a has {[tuple(x.shape) for x in la]}; "
-                "pass batches of one shape"
-            )
-    if not s.native:  # NumPy for a monoid and for anything not torch, as check_associative
-        from .audit._laws import _to_numpy
-
-        la, lb, lc = ([_to_numpy(x) for x in v] for v in (la, lb, lc))
-    report = _associativity(s, la, lb, lc, rtol, atol)
+    report = check_triple(fn, a, b, c, rtol=rtol, atol=atol)
     if not report.ok:
         raise AssertionError(str(report))

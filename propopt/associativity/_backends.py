@@ -198,7 +198,14 @@ def _run_dask(plan: ScanPlan) -> Leaves:
     from . import _dask
 
     return _dask.scan(plan.fn, plan.combine, plan.leaves, plan.axis, plan.reverse,
-                      plan.exclusive, plan.identity)  # fmt: skip
+                      plan.exclusive, plan.identity, scan_block)  # fmt: skip
+
+
+def scan_block(fn: Any, combine: Callable[[Leaves, Leaves], Leaves], blocks: Leaves, axis: int,
+               reverse: bool) -> Leaves:  # fmt: skip
+    """One Dask chunk's inclusive scan in memory, by the backend the table picks for it."""
+    plan = ScanPlan(fn, combine, blocks, _dispatch.NUMPY, axis, reverse, False)
+    return run("auto", plan)
 
 
 BACKENDS: dict[str, Backend] = {

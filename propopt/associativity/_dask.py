@@ -54,12 +54,16 @@ def scan(
     reverse: bool,
     exclusive: bool,
     identity: Leaves | None,
+    local: Callable[..., Leaves],
 ) -> Leaves:
     """Scan dask arrays ``leaves`` along ``axis``; lazy dask arrays of the results.
 
     See ``_reference.scan`` for the semantics.  ``combine`` is ``fn`` on lists
     of leaves; ``identity`` (needed with ``exclusive``) holds NumPy arrays that
     broadcast to one element (the shape of a leaf with ``axis`` of length 1).
+    ``local(fn, combine, blocks, axis, reverse)`` scans one chunk in memory: the
+    scan table's choice for NumPy blocks (a module-level function, so that it
+    pickles to the workers by name).
     """
     import dask.array as da
     from dask.base import tokenize
@@ -67,10 +71,10 @@ def scan(
 
     xs = _align(list(leaves), axis)
     if isinstance(fn, Monoid):
-        ops = _Ops(_Shipped(fn), None)
+        ops = _Ops(_Shipped(fn), None, local)
         dtypes = [np.dtype(x.dtype) for x in xs]
     else:
-        ops = _Ops(None, combine)
+        ops = _Ops(None, combine, local)
         dtypes = _callable_dtypes(combine, xs, axis)
     if xs[0].shape[axis] == 0:
         return [x.astype(dt) for x, dt in zip(xs, dtypes)]
@@ -274,10 +278,14 @@ class _Ops:
     """The local scan and the combine of one scan, picklable for workers."""
 
     def __init__(
-        self, shipped: _Shipped | None, combine: Callable[[Leaves, Leaves], Leaves] | None
+        self,
+        shipped: _Shipped | None,
+        combine: Callable[[Leaves, Leaves], Leaves] | None,
+        local: Callable[..., Leaves],
     ) -> None:
         self.shipped = shipped
         self.fn_combine = combine
+        self.local_scan = local
 
     def combine(self, a: Leaves, b: Leaves) -> Leaves:
         if self.shipped is not None:
@@ -287,13 +295,8 @@ class _Ops:
 
     def local(self, blocks: Leaves, axis: int, reverse: bool) -> Leaves:
         """A block's inclusive scan, by the backend the table picks for NumPy blocks."""
-        from .. import _dispatch
-        from . import _backends
-
         fn: Any = self.shipped.monoid if self.shipped is not None else self.fn_combine
-        plan = _backends.ScanPlan(fn, self.combine, list(blocks), _dispatch.NUMPY, axis, reverse,
-                                  False)  # fmt: skip
-        return _backends.run("auto", plan)
+        return self.local_scan(fn, self.combine, list(blocks), axis, reverse)
 
     def __dask_tokenize__(self) -> Any:
         from dask.base import normalize_token

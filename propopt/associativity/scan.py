@@ -159,7 +159,7 @@ def associative_scan(
     n = leaves[0].shape[ax]
     auto = check is None and kind != _dispatch.DASK and not isinstance(fn, Monoid)
     if n > 0 and (check or (auto and _unchecked(fn))):
-        from ..audit import AssociativityError, check_associative
+        from .laws import AssociativityError, check_associative
 
         trials = 200 if check else AUTO_CHECK_TRIALS
         report = check_associative(fn, elems, axis=ax, trials=trials)

@@ -20,7 +20,7 @@ The six-property table of the capstone chapter
     function or a kernel (``python -m propopt audit module:function``).
 """
 
-from ._laws import (
+from ..associativity.laws import (
     AssociativityError,
     AssociativityReport,
     Pair,

@@ -46,6 +46,8 @@ from typing import Any
 
 import numpy as np
 
+from .. import _validate
+
 __all__ = ["DecayReport", "LowRankReport", "check_decay", "check_low_rank"]
 
 SATURATION = 1.25
@@ -58,10 +60,6 @@ MIN_R2 = 0.9
 """A power-law fit with a lower ``R^2`` is reported as a poor fit."""
 
 PairFunction = Callable[[np.ndarray, np.ndarray], Any]
-
-
-def _name(f: Any) -> str:
-    return getattr(f, "__name__", None) or type(f).__name__
 
 
 def _magnitudes(values: Any, n: int, what: str) -> np.ndarray:
@@ -279,7 +277,7 @@ def check_low_rank(
     sep: float | None = None
     if callable(kernel_or_matrix):
         f = kernel_or_matrix
-        name = _name(f)
+        name = _validate.name_of(f)
         rng = np.random.default_rng(seed)
         if X is None or Y is None:
             if not (isinstance(n, (int, np.integer)) and n >= 1):
@@ -403,7 +401,7 @@ def check_decay(
     for nm, v, lo in (("dim", dim, 1), ("distances", distances, 3), ("pairs", pairs, 1)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
             raise ValueError(f"{nm}={v!r}: must be an int >= {lo}")
-    name = _name(pair_function)
+    name = _validate.name_of(pair_function)
     rng = np.random.default_rng(seed)
     r = np.geomspace(r_min, r_max, distances)
     x = rng.uniform(0, 1, (distances * pairs, dim))

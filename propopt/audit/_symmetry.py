@@ -25,6 +25,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from .. import _validate
+
 __all__ = ["PairCounterexample", "SymmetryReport", "check_symmetric"]
 
 _DEFAULT_RTOL = {2: 1e-2, 4: 1e-4, 8: 1e-10}
@@ -106,10 +108,6 @@ class SymmetryReport:
             f"{text}; counterexample{comp}: x_i={ce.x_i.tolist()}, x_j={ce.x_j.tolist()}: "
             f"f(x_i, x_j) = {np.ravel(ce.f_ij)[c]!r} but f(x_j, x_i) = {np.ravel(ce.f_ji)[c]!r}"
         )
-
-
-def _name(f: Any) -> str:
-    return str(getattr(f, "__name__", None) or type(f).__name__)
 
 
 def _values(f: Callable[..., Any], a: np.ndarray, b: np.ndarray, name: str) -> np.ndarray:
@@ -206,7 +204,7 @@ def check_symmetric(
         raise ValueError(
             f"samples[{i}] = {X[i].tolist()} is not finite: coordinates must be finite"
         )
-    name = _name(pair_fn)
+    name = _validate.name_of(pair_fn)
     rng = np.random.default_rng(seed)
     n = X.shape[0]
     first: np.ndarray = rng.integers(0, n, trials)

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import _validate
 from ..associativity.monoid import Monoid
 
 PROPERTIES = ("associativity", "separability", "locality", "sparsity", "redundancy", "symmetry")
@@ -70,11 +71,7 @@ class AuditTable:
 
 
 def _name(fn: Any) -> str:
-    if isinstance(fn, Monoid):
-        return str(fn.name)
-    mod = getattr(fn, "__module__", None)
-    qual = str(getattr(fn, "__qualname__", None) or getattr(fn, "__name__", repr(fn)))
-    return f"{mod}:{qual}" if mod else str(qual)
+    return _validate.name_of(fn, qualified=True)
 
 
 def _n_params(fn: Callable[..., Any]) -> int | None:
@@ -157,7 +154,7 @@ def audit_table(fn: Any, kind: str = "auto", *, dim: int = 3, seed: int = 0) -> 
 
 # ---------------------------------------------------------------- operators
 def _operator_rows(fn: Any, rng: np.random.Generator) -> list[Verdict]:
-    from ._laws import check_associative, check_commutative
+    from ..associativity.laws import check_associative, check_commutative
 
     x = rng.normal(size=512) * np.exp(rng.normal(size=512))
     if isinstance(fn, Monoid) and fn.arity > 1:

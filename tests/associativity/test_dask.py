@@ -188,4 +188,4 @@ def test_unknown_chunk_sizes_refused():
     with pytest.raises(ValueError):
         pp.associative_scan(pp.add, y)
     with pytest.raises(ValueError, match="unknown chunk sizes"):
-        _dask.scan(pp.add, pp.add.combine_leaves, [y], 0, False, False, None)
+        _dask.scan(pp.add, pp.add.combine_leaves, [y], 0, False, False, None, lambda *a: a[2])
