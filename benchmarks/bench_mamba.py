@@ -15,8 +15,8 @@ import tracemalloc
 
 import numpy as np
 
-from case_studies.mamba import chapter_scan, naive, selective_scan
 from capstone.workloads import chapter_inputs, mamba_inputs, mambapy_selective_scan
+from case_studies.mamba import chapter_scan, naive, selective_scan
 
 from .common import Benchmark, median_seconds, ratio
 

@@ -1,6 +1,6 @@
 """Barnes-Hut N-body (case_studies.nbody) against pytreegrav and the exact direct sum.
 
-Plummer sphere (``case_studies.nbody.plummer``, G = M = a = 1), float64,
+Plummer sphere (``case_studies.nbody.plummer_sphere``, G = M = a = 1), float64,
 Plummer softening ``EPS`` for propopt and the Plummer-equivalent spline
 softening ``2.8 EPS`` for pytreegrav; each code's error is measured against
 its own exact sum at 1000 random bodies.  Targets on the 2-core machine:
@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 import propopt as pp
-from case_studies.nbody import Octree, plummer
+from case_studies.nbody import Octree, plummer_sphere
 from case_studies.nbody.integrate import leapfrog
 
 from .common import Benchmark, median_seconds, ratio
@@ -32,7 +32,7 @@ SAMPLE = 1000
 
 
 def _sphere(n: int) -> tuple[np.ndarray, np.ndarray]:
-    pos, _, m = plummer(n, seed=1)
+    pos, _, m = plummer_sphere(n, seed=1)
     return pos, m
 
 
@@ -189,7 +189,7 @@ class EnergyDrift(Benchmark):
     repeat = (1, 1, 300.0)
 
     def setup(self, n):
-        self.x, self.v, self.m = plummer(n, seed=2)
+        self.x, self.v, self.m = plummer_sphere(n, seed=2)
         leapfrog(self.x[:50], self.v[:50], self.m[:50], dt=0.01, steps=2, eps=0.05)
 
     def track_energy_drift(self, n):

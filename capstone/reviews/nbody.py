@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from case_studies.nbody import Octree, plummer
+from case_studies.nbody import Octree, plummer_sphere
 from propopt import direct_gravity
 
 from ..measure import compare
@@ -35,7 +35,7 @@ def review(size: str, progress: Progress) -> list[Row]:
     """The tree against the exact halved sum (or its scaled sample) and pytreegrav's defaults."""
     n = SIZES[size]
     rounds = ROUNDS[size]
-    pos, _, m = plummer(n, seed=1)
+    pos, _, m = plummer_sphere(n, seed=1)
     dev = cpu_device()
     problem = f"N-body, Plummer sphere, N={n:,}"
 

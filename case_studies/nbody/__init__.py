@@ -1,14 +1,14 @@
 """Problem 3 of the capstone: gravitational N-body by Barnes-Hut.
 
-:func:`~.naive.nbody_naive` (the chapter's double loop), :func:`~.direct.direct`
-(the exact sum of :func:`propopt.direct_gravity`), :class:`~.barnes_hut.Octree`
+:func:`~.naive.nbody_naive` (the chapter's double loop; the exact sum done
+properly is :func:`propopt.direct_gravity`), :class:`~.barnes_hut.Octree`
 and :func:`~.barnes_hut.barnes_hut` (the tree code), :func:`~.integrate.leapfrog`
-(kick-drift-kick with diagnostics and snapshots), :func:`~.plummer.plummer`
+(kick-drift-kick with diagnostics and snapshots), :func:`~.plummer.plummer_sphere`
 (initial conditions), :func:`~.distributed.field_dask` (targets on a Dask cluster).
 """
 
 from .barnes_hut import METHODS, Octree, barnes_hut
 from .naive import nbody_naive
-from .plummer import plummer
+from .plummer import plummer_sphere
 
-__all__ = ["METHODS", "Octree", "barnes_hut", "nbody_naive", "plummer"]
+__all__ = ["METHODS", "Octree", "barnes_hut", "nbody_naive", "plummer_sphere"]

@@ -29,7 +29,7 @@ from typing import Any
 import numba
 import numpy as np
 
-from propopt import morton_order, threads
+from propopt import direct_gravity, morton_order, threads
 from propopt.locality import bounding_box
 
 from ._build import build_topology, node_moments
@@ -283,7 +283,7 @@ class Octree:
         G : float
             Gravitational constant.
         method : {'cpu', 'cuda', 'reference'}
-            Numba threads; the GPU; or the exact ``O(n m)`` NumPy sum.
+            Numba threads; the GPU; or the exact ``O(n m)`` sum (:func:`propopt.direct_gravity`).
         precision : {'float64', 'float32'}
             Arithmetic of the CPU walk's inner loops.  'float32' runs twice as
             many SIMD lanes on coordinates taken relative to each target
@@ -330,12 +330,15 @@ class Octree:
         m = tgt.shape[1]
         res = np.zeros((m, 4))
         if m and self.n:
-            if method == "reference":
-                from ._reference import direct_reference
-
+            if method == "reference":  # the exact sum, in the tree's units
                 P = np.ascontiguousarray(self.src[:3].T)
-                Tp = None if targets is None else np.ascontiguousarray(tgt[:3].T)
-                a, p = direct_reference(P, self.src[3], self.src[4], Tp, tgt[3])
+                e = np.sqrt(self.src[4])
+                if targets is None:
+                    a, p = direct_gravity(P, self.src[3], eps=e)
+                else:
+                    Tp = np.ascontiguousarray(tgt[:3].T)
+                    a, p = direct_gravity(P, self.src[3], eps=e, targets=Tp,
+                                          target_eps=np.sqrt(tgt[3]))  # fmt: skip
                 res[:, :3], res[:, 3] = a, p
             elif method == "cuda":
                 from ._cuda import walk_cuda

@@ -150,9 +150,9 @@ def leapfrog(
 
     Examples
     --------
-    >>> from case_studies.nbody import plummer
+    >>> from case_studies.nbody import plummer_sphere
     >>> from case_studies.nbody.integrate import leapfrog
-    >>> x, v, m = plummer(200, seed=0)
+    >>> x, v, m = plummer_sphere(200, seed=0)
     >>> run = leapfrog(x, v, m, dt=0.01, steps=20, eps=0.05, method="direct")
     >>> run.step, bool(run.energy_drift < 1e-3)
     (20, True)

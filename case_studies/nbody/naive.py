@@ -2,7 +2,7 @@
 
 Kept verbatim (a Python loop, ``+ 1e-10`` in the denominator instead of a
 softening) so that the review can show where the speed-ups start.  It is only
-usable for a few hundred bodies; :func:`case_studies.nbody.direct.direct` is
+usable for a few hundred bodies; :func:`propopt.direct_gravity` is
 the same sum done properly (Newton's third law, threads, CUDA).
 """
 

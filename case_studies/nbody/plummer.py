@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["plummer", "plummer_potential_energy"]
+__all__ = ["plummer_potential_energy", "plummer_sphere"]
 
 
-def plummer(
+def plummer_sphere(
     n: int,
     *,
     a: float = 1.0,
@@ -47,8 +47,8 @@ def plummer(
 
     Examples
     --------
-    >>> from case_studies.nbody.plummer import plummer
-    >>> pos, vel, m = plummer(1000, seed=1)
+    >>> from case_studies.nbody.plummer import plummer_sphere
+    >>> pos, vel, m = plummer_sphere(1000, seed=1)
     >>> pos.shape, round(float(m.sum()), 12)
     ((1000, 3), 1.0)
     """

@@ -32,13 +32,12 @@ Multipoles (numba building blocks, callable from other ``@njit`` code)
         field of one row at offset ``d = target - centre``.
     ``evaluate_rows(rows, targets, order, eps2, acc, pot)``
         field of all rows at all targets (threaded over targets).
-    ``direct_accel(pos, mass, targets, eps2, acc, pot)``
-        the direct sum, for comparison.
+
+The exact sum they approximate is :func:`propopt.direct_gravity`.
 """
 
 from ._kernels import (
     NMOM,
-    direct_accel,
     evaluate_rows,
     merge_rows,
     merge_segments,
@@ -56,7 +55,6 @@ __all__ = [
     "MatvecOperator",
     "Moments",
     "RawMoments",
-    "direct_accel",
     "evaluate_rows",
     "low_rank",
     "merge",

@@ -319,28 +319,3 @@ def evaluate_rows(rows, targets, order, eps2, acc, pot):  # pragma: no cover - n
         acc[t, 1] = ay
         acc[t, 2] = az
         pot[t] = ph
-
-
-@njit(cache=True, parallel=True)
-def direct_accel(pos, mass, targets, eps2, acc, pot):  # pragma: no cover - numba
-    """Direct sum of the field of point masses at targets (the baseline of the benchmarks)."""
-    for t in prange(targets.shape[0]):
-        ax = 0.0
-        ay = 0.0
-        az = 0.0
-        ph = 0.0
-        for j in range(pos.shape[0]):
-            dx = targets[t, 0] - pos[j, 0]
-            dy = targets[t, 1] - pos[j, 1]
-            dz = targets[t, 2] - pos[j, 2]
-            inv = 1.0 / np.sqrt(dx * dx + dy * dy + dz * dz + eps2)
-            w = mass[j] * inv
-            g = w * inv * inv
-            ax -= g * dx
-            ay -= g * dy
-            az -= g * dz
-            ph -= w
-        acc[t, 0] = ax
-        acc[t, 1] = ay
-        acc[t, 2] = az
-        pot[t] = ph

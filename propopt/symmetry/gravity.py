@@ -47,14 +47,50 @@ def plummer(xi: Any, xj: Any, eps2: float) -> tuple[float, float, float, float]:
     return dx * inv3, dy * inv3, dz * inv3, -inv
 
 
+def plummer_per_body(xi: Any, xj: Any) -> tuple[float, float, float, float]:
+    """:func:`plummer` with each point's ``eps^2`` in its 4th column, softened by their mean.
+
+    ``eps_ij^2 = (eps_i^2 + eps_j^2) / 2`` is symmetric in ``i, j``, so the
+    laws of :data:`GRAVITY_SYMMETRY` hold and the sum still halves.
+    """
+    dx = xj[0] - xi[0]
+    dy = xj[1] - xi[1]
+    dz = xj[2] - xi[2]
+    s2 = dx * dx + dy * dy + dz * dz + 0.5 * (xi[3] + xj[3])
+    if s2 == 0.0:
+        return 0.0, 0.0, 0.0, 0.0
+    inv = 1.0 / math.sqrt(s2)
+    inv3 = inv * inv * inv
+    return dx * inv3, dy * inv3, dz * inv3, -inv
+
+
+def _lengths(name: str, v: Any, n: int) -> np.ndarray | None:
+    """A softening length per point (None for one scalar length), validated."""
+    if np.ndim(v) == 0:
+        if not (isinstance(v, (int, float, np.floating, np.integer)) and math.isfinite(v)):
+            raise ValueError(f"{name}={v!r}: the softening length must be a finite number >= 0")
+        if v < 0:
+            raise ValueError(f"{name}={v!r}: the softening length must be >= 0")
+        return None
+    a = np.asarray(v, dtype=np.float64)
+    if a.shape != (n,):
+        raise ValueError(f"{name} has shape {a.shape}: must be a scalar or ({n},), one per point")
+    bad = ~np.isfinite(a) | (a < 0)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ValueError(f"{name}[{i}] = {a[i]}: softening lengths must be finite and >= 0")
+    return a
+
+
 @threads.parallel
 def direct_gravity(
     pos: Any,
     mass: Any = None,
     *,
-    eps: float = 0.0,
+    eps: Any = 0.0,
     G: float = 1.0,
     targets: Any = None,
+    target_eps: Any = None,
     method: str = "auto",
     tile: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -72,9 +108,11 @@ def direct_gravity(
         Source positions, float32 or float64.
     mass : array (n,) or scalar, optional
         Masses (1 by default).
-    eps : float
-        Plummer softening length, ``>= 0``.  With ``eps = 0`` a coincident
-        pair contributes nothing.
+    eps : float or array (n,)
+        Plummer softening length, ``>= 0``, one for all or one per body; a
+        pair is softened with ``eps_ij^2 = (eps_i^2 + eps_j^2) / 2``
+        (symmetric, so the sum still halves).  With ``eps_ij = 0`` a
+        coincident pair contributes nothing.
     G : float
         Gravitational constant (1 by default: N-body units).
     targets : array (m, 3), optional
@@ -83,6 +121,9 @@ def direct_gravity(
         also one at the very position of a target (it adds ``-G m/eps`` to
         the potential and nothing to the acceleration).  No halving is
         possible for separate targets: ``m * n`` kernel calls.
+    target_eps : float or array (m,), optional
+        Softening of the targets (default: ``eps`` when it is one number,
+        else 0).
     method : {'auto', 'halved', 'full', 'untiled', 'reference', 'cuda'}
         As in :func:`pairwise_sum`.
     tile : int, optional
@@ -112,21 +153,33 @@ def direct_gravity(
     if method == "auto" and _dispatch.array_kind(pos) in (_dispatch.CUDA, _dispatch.TORCH_CUDA):
         method = "cuda"
     X = points("pos", _maybe_host(pos), 3)
-    if not (isinstance(eps, (int, float, np.floating, np.integer)) and math.isfinite(eps)):
-        raise ValueError(f"eps={eps!r}: the softening length must be a finite number >= 0")
-    if eps < 0:
-        raise ValueError(f"eps={eps!r}: the softening length must be >= 0")
+    e = _lengths("eps", eps, X.shape[0])
     if not (isinstance(G, (int, float, np.floating, np.integer)) and math.isfinite(G)):
         raise ValueError(f"G={G!r}: must be a finite number")
     if mass is not None and np.ndim(mass) == 1 and len(mass) != X.shape[0]:
         raise ValueError(f"mass has shape {np.shape(mass)}: must be ({X.shape[0]},), one per body")
     T = None if targets is None else points("targets", _maybe_host(targets), 3)
+    if T is None and target_eps is not None:
+        raise ValueError("target_eps is given without targets: pass targets=, or leave it out")
+    te = None if T is None or target_eps is None else _lengths("target_eps", target_eps, len(T))
+    per_point = e is not None or (T is not None and target_eps is not None)
+    if per_point:
+        # each point's eps^2 rides along as a 4th column
+        e2 = np.full(X.shape[0], float(eps) ** 2) if e is None else e * e
+        X = np.column_stack([X, e2.astype(X.dtype)])
+        if T is not None:
+            if te is not None:
+                t2 = te * te
+            else:
+                t_eps = float(target_eps) if target_eps is not None else 0.0
+                t2 = np.full(len(T), t_eps**2)
+            T = np.column_stack([T, t2.astype(T.dtype)])
     res = pairwise_sum(
-        plummer,
+        plummer_per_body if per_point else plummer,
         X,
         mass,
         symmetry=GRAVITY_SYMMETRY,
-        args=(float(eps) ** 2,),
+        args=() if per_point else (float(eps) ** 2,),
         targets=T,
         method=method,
         tile=tile,

@@ -10,7 +10,6 @@ from numba import njit
 from propopt import Moments, moments
 from propopt.separability import (
     NMOM,
-    direct_accel,
     evaluate_rows,
     merge,
     merge_rows,
@@ -209,10 +208,6 @@ def test_evaluate_rows_and_direct_accel():
     a0, p0 = moments(x[:60], m[:60]).field(t)
     a1, p1 = moments(x[60:], m[60:]).field(t)
     assert np.allclose(acc, a0 + a1) and np.allclose(pot, p0 + p1)
-    A, P = direct_field(x, m, t, 0.05)
-    da, dp = np.empty((10, 3)), np.empty(10)
-    direct_accel(x, m, t, 0.05**2, da, dp)
-    assert np.allclose(da, A, rtol=1e-12) and np.allclose(dp, P, rtol=1e-12)
 
 
 @njit

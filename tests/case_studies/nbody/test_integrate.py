@@ -3,13 +3,13 @@
 import numpy as np
 import pytest
 
-from case_studies.nbody import plummer
+from case_studies.nbody import plummer_sphere
 from case_studies.nbody.integrate import diagnostics, leapfrog, load_snapshot
 
 
 @pytest.fixture(scope="module")
 def ic():
-    return plummer(300, seed=5)
+    return plummer_sphere(300, seed=5)
 
 
 def test_energy_momentum_angular_momentum(ic):

@@ -1,25 +1,28 @@
-"""The slow, obviously-correct sums that the fast paths are tested against (float64 NumPy)."""
+"""Slow, obviously correct float64 NumPy references that share no code with propopt."""
 
 from __future__ import annotations
 
 import numpy as np
 
 
-def direct_reference(
+def gravity(
     pos: np.ndarray,
     mass: np.ndarray,
     e2: np.ndarray,
     targets: np.ndarray | None = None,
     te2: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Exact softened sum, pair softening ``(eps_i^2 + eps_j^2) / 2``, float64.
+    """Exact softened gravity (G = 1), pair softening ``(eps_i^2 + eps_j^2) / 2``.
 
     With ``targets=None`` the bodies are the targets and ``j = i`` is left out;
     a pair at zero distance and zero softening contributes nothing.
     """
+    pos = np.asarray(pos, np.float64)
+    mass = np.asarray(mass, np.float64)
+    e2 = np.broadcast_to(np.asarray(e2, np.float64), mass.shape)
     self_ = targets is None
-    T = pos if self_ else targets
-    t2 = e2 if self_ else te2
+    T = pos if self_ else np.asarray(targets, np.float64)
+    t2 = e2 if self_ else np.broadcast_to(np.asarray(te2, np.float64), (T.shape[0],))
     acc = np.zeros((T.shape[0], 3))
     pot = np.zeros(T.shape[0])
     for i0 in range(0, T.shape[0], 256):
