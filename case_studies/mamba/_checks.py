@@ -4,19 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
+from propopt.arrays import NUMPY, TORCH, TORCH_CUDA, array_kind
 
 FLOATS = ("float16", "bfloat16", "float32", "float64")
 
 
 def kind(x: Any) -> str:
-    """'numpy', 'torch' (CPU), 'torch-cuda', or raise for anything else."""
-    if isinstance(x, np.ndarray):
-        return "numpy"
-    mod = type(x).__module__
-    if mod.startswith("torch"):
-        return "torch-cuda" if x.is_cuda else "torch"
-    raise TypeError(f"expected a numpy array or a torch tensor, got {type(x).__name__}")
+    """'numpy', 'torch' (CPU), 'torch-cuda' (:func:`propopt.arrays.array_kind`), or raise."""
+    k = array_kind(x)
+    if k not in (NUMPY, TORCH, TORCH_CUDA):
+        raise TypeError(f"expected a numpy array or a torch tensor, got {type(x).__name__}")
+    return str(k)
 
 
 def dtype_name(x: Any) -> str:

@@ -18,8 +18,9 @@ from __future__ import annotations
 from typing import Any
 
 import propopt
+from propopt.arrays import array_module as _xp
 
-from ._reference import _expand, _xp
+from ._reference import _expand
 
 
 def scan(

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from propopt.arrays import array_module
+
 
 def naive(x: Any, A: Any, B: Any, C: Any, delta: Any) -> Any:
     """The chapter's sequential loop (torch tensors, layout (batch, L, d_model)).
@@ -36,16 +38,6 @@ def naive(x: Any, A: Any, B: Any, C: Any, delta: Any) -> Any:
     if not outputs:
         return x.new_zeros(batch, 0, d_model)
     return torch.stack(outputs, dim=1)
-
-
-def _xp(x: Any) -> Any:
-    if type(x).__module__.startswith("torch"):
-        import torch
-
-        return torch
-    import numpy as np
-
-    return np
 
 
 def _expand(M: Any, dim: int, xp: Any) -> Any:
@@ -70,7 +62,7 @@ def reference(
     mamba_ssm).  Layout (batch, dim, L).  ``scale_b=False`` drops the ``dt``
     in front of ``B`` (the chapter's recurrence).
     """
-    xp = _xp(u)
+    xp = array_module(u)
     batch, dim, L = u.shape
     if delta_bias is not None:
         delta = delta + delta_bias[:, None]

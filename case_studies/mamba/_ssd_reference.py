@@ -14,15 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-
-def _xp(x: Any) -> Any:
-    if type(x).__module__.startswith("torch"):
-        import torch
-
-        return torch
-    import numpy as np
-
-    return np
+from propopt.arrays import array_module
 
 
 def ssd_reference(x: Any, dt: Any, A: Any, B: Any, C: Any, D: Any = None, z: Any = None,
@@ -34,7 +26,7 @@ def ssd_reference(x: Any, dt: Any, A: Any, B: Any, C: Any, D: Any = None, z: Any
 
     ``starts`` (batch, L) marks the tokens where the state resets to zero.
     """
-    xp = _xp(x)
+    xp = array_module(x)
     nb, L, H, P = x.shape
     G, N = B.shape[2], B.shape[3]
     rep = H // G

@@ -18,6 +18,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from propopt.arrays import array_module
+
 from . import _checks, _host, _parallel, _reference
 
 Method = Literal["auto", "reference", "parallel", "cpu", "cuda"]
@@ -143,14 +145,14 @@ def chapter_scan(x: Any, A: Any, B: Any, C: Any, delta: Any, *, method: Method =
                 f"{name} has shape {tuple(getattr(v, 'shape', ()))}; expected 3 dimensions "
                 "(batch, L, d_model) for x and delta, (batch, L, d_state) for B and C"
             )
-    out, _ = _dispatch(x.transpose(1, 2) if _checks.kind(x) != "numpy" else x.transpose(0, 2, 1),
-                       delta.transpose(1, 2) if _checks.kind(delta) != "numpy"
-                       else delta.transpose(0, 2, 1),
-                       A,
-                       B.transpose(1, 2) if _checks.kind(B) != "numpy" else B.transpose(0, 2, 1),
-                       C.transpose(1, 2) if _checks.kind(C) != "numpy" else C.transpose(0, 2, 1),
-                       None, None, None, False, None, method, scale_b=False)  # fmt: skip
-    return out.transpose(1, 2) if _checks.kind(out) != "numpy" else out.transpose(0, 2, 1)
+    xs, ds, Bs, Cs = (_swap_last_two(v) for v in (x, delta, B, C))
+    out, _ = _dispatch(xs, ds, A, Bs, Cs, None, None, None, False, None, method, scale_b=False)
+    return _swap_last_two(out)
+
+
+def _swap_last_two(v: Any) -> Any:
+    """(batch, L, d) <-> (batch, d, L): a view, for NumPy arrays and torch tensors."""
+    return array_module(v).swapaxes(v, 1, 2)
 
 
 def _dispatch(u: Any, delta: Any, A: Any, B: Any, C: Any, D: Any, z: Any, delta_bias: Any,
@@ -320,7 +322,7 @@ def step(state: Any, x: Any, dt: Any, A: Any, B: Any, C: Any, D: Any = None, z: 
     a = _to_compute(dict(named, u=x), kind)
     if idx is not None:
         a["state"] = a["state"][idx if kind == "numpy" else _torch_index(idx, state)]
-    xp = _reference._xp(a["x"])
+    xp = array_module(a["x"])
     d = a["dt"] if dt_bias is None else a["dt"] + a["dt_bias"]
     if dt_softplus:
         d = xp.where(d <= 20, xp.log1p(xp.exp(d.clip(max=20))), d)

@@ -30,6 +30,7 @@ import numba
 import numpy as np
 
 from propopt import direct_gravity, morton_order, threads
+from propopt.arrays import count, per_point, points
 from propopt.locality import bounding_box
 
 from ._build import build_topology, node_moments
@@ -45,52 +46,12 @@ THETA = 0.7
 
 
 # ------------------------------------------------------------ validation
-def _as_points(name: str, x: Any) -> np.ndarray:
-    a = np.asarray(x)
-    if a.dtype.kind not in "fiu":
-        raise TypeError(f"{name} has dtype {a.dtype}: pass real coordinates (float32/float64)")
-    if a.ndim != 2 or a.shape[1] != 3:
-        raise ValueError(f"{name} has shape {a.shape}: must be (n, 3), one body per row")
-    bad = ~np.isfinite(a).all(axis=1)
-    if bad.any():
-        i = int(np.argmax(bad))
-        raise ValueError(
-            f"{name}[{i}] = {a[i].tolist()} is not finite: positions must be finite "
-            "(drop or fix that body)"
-        )
-    return a
-
-
-def _as_per_body(name: str, x: Any, n: int, default: float, what: str) -> np.ndarray:
-    if x is None:
-        return np.full(n, default)
-    a = np.asarray(x)
-    if a.dtype.kind not in "fiub":
-        raise TypeError(f"{name} has dtype {a.dtype}: pass real numbers")
-    if a.ndim == 0:
-        a = np.full(n, a.item(), dtype=np.float64)
-    if a.shape != (n,):
-        raise ValueError(f"{name} has shape {a.shape}: must be a scalar or ({n},), one per body")
-    a = a.astype(np.float64, copy=False)
-    bad = ~np.isfinite(a) | (a < 0)
-    if bad.any():
-        i = int(np.argmax(bad))
-        raise ValueError(f"{name}[{i}] = {a[i]}: {what} must be finite and >= 0")
-    return a
-
-
 def _check_theta(theta: Any) -> float:
     if isinstance(theta, bool) or not isinstance(theta, (int, float, np.floating, np.integer)):
         raise TypeError(f"theta={theta!r}: must be a number")
     if not (math.isfinite(theta) and theta >= 0):
         raise ValueError(f"theta={theta!r}: the opening angle must be finite and >= 0")
     return float(theta)
-
-
-def _check_count(name: str, v: Any) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-        raise ValueError(f"{name}={v!r}: must be an int >= 1")
-    return int(v)
 
 
 def _groups(keys: np.ndarray, group_size: int) -> tuple[np.ndarray, np.ndarray, int]:
@@ -209,11 +170,11 @@ class Octree:
         ``O(n log n)`` (the sort), then ``O(n)`` for the moments; memory
         ``O(n)``: fewer than ``2 n / leaf_size`` nodes for spread-out bodies.
         """
-        P = _as_points("pos", pos)
+        P = points("pos", pos, 3)
         n = P.shape[0]
-        m = _as_per_body("mass", mass, n, 1.0, "masses")
-        e = _as_per_body("eps", eps, n, 0.0, "softening lengths")
-        leaf_size = _check_count("leaf_size", leaf_size)
+        m = per_point("mass", mass, n, 1.0, "masses")
+        e = per_point("eps", eps, n, 0.0, "softening lengths")
+        leaf_size = count("leaf_size", leaf_size)
         dtype = np.result_type(P.dtype, np.asarray(mass).dtype if mass is not None else P.dtype)
         dtype = np.dtype(np.float32) if dtype == np.float32 else np.dtype(np.float64)
         if box is None:
@@ -305,7 +266,7 @@ class Octree:
                 f"precision={precision!r} is not one of {', '.join(map(repr, PRECISIONS))}"
             )
         theta = _check_theta(theta)
-        group_size = _check_count("group_size", group_size)
+        group_size = count("group_size", group_size)
         if not (isinstance(G, (int, float, np.floating, np.integer)) and math.isfinite(G)):
             raise ValueError(f"G={G!r}: must be a finite number")
         dtype = self.dtype
@@ -314,13 +275,13 @@ class Octree:
             torder = self.order
             tkeys = self.keys
         else:
-            T = _as_points("targets", targets)
+            T = points("targets", targets, 3)
             if T.dtype != np.float32:
                 dtype = np.dtype(np.float64)
             default = 0.0
             if self.uniform_eps2 is not None:
                 default = float(np.ldexp(self.uniform_eps2**0.5, self.length_exp))
-            te = _as_per_body("target_eps", target_eps, T.shape[0], default, "softening lengths")
+            te = per_point("target_eps", target_eps, T.shape[0], default, "softening lengths")
             torder, tkeys = morton_order(T, return_keys=True) if T.shape[0] else (
                 np.zeros(0, np.int64), np.zeros(0, np.uint64))  # fmt: skip
             tgt = np.empty((4, T.shape[0]))

@@ -16,7 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from .barnes_hut import Octree, _as_points, _check_count
+from propopt.arrays import count, points
+
+from .barnes_hut import Octree
 
 __all__ = ["field_dask", "scatter_tree"]
 
@@ -60,8 +62,8 @@ def field_dask(
     acc : ndarray (m, 3)
     pot : ndarray (m,)
     """
-    chunk = _check_count("chunk", chunk)
-    T = _as_points("targets", targets)
+    chunk = count("chunk", chunk)
+    T = points("targets", targets, 3)
     if "target_eps" in field_kwargs and np.ndim(field_kwargs["target_eps"]) != 0:
         raise ValueError(
             "target_eps must be a scalar for field_dask (per-target softening: split it yourself)"

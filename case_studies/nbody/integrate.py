@@ -24,8 +24,9 @@ from typing import Any
 import numpy as np
 
 from propopt import direct_gravity
+from propopt.arrays import per_point, points
 
-from .barnes_hut import THETA, Octree, _as_per_body, _as_points
+from .barnes_hut import THETA, Octree
 
 __all__ = ["FORCES", "Run", "diagnostics", "leapfrog", "load_snapshot"]
 
@@ -182,11 +183,11 @@ def leapfrog(
         for k in _DIAG:
             diag[k] = list(s["diag_" + k])
     else:
-        x = np.array(_as_points("pos", pos), dtype=np.float64)
-        v = np.array(_as_points("vel", vel), dtype=np.float64)
+        x = np.array(points("pos", pos, 3), dtype=np.float64)
+        v = np.array(points("vel", vel, 3), dtype=np.float64)
         if v.shape != x.shape:
             raise ValueError(f"vel has shape {v.shape}: must match pos {x.shape}")
-        m = _as_per_body("mass", mass, x.shape[0], 1.0, "masses")
+        m = per_point("mass", mass, x.shape[0], 1.0, "masses")
         t, step = 0.0, 0
         acc = pot = None
 

@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 
 from .. import _dispatch, threads
-from .pairs import METHODS, Symmetry, _check_method, pairwise_sum, points
+from ..arrays import points
+from .pairs import METHODS, Symmetry, _check_method, pairwise_sum
 
 GRAVITY_SYMMETRY: tuple[Symmetry, ...] = (
     "antisymmetric",

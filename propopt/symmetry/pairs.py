@@ -29,6 +29,7 @@ from typing import Any, Literal
 import numpy as np
 
 from .. import _dispatch, _jit, threads
+from ..arrays import per_point, points
 from . import _cpu, _reference
 
 SYMMETRIES: tuple[str, ...] = ("symmetric", "antisymmetric")
@@ -50,45 +51,9 @@ def _check_method(method: Any) -> str:
     return str(method)
 
 
-def points(name: str, X: Any, dim: int | None = None, *, allow_empty: bool = True) -> np.ndarray:
-    """Validate an ``(n, d)`` point array: float32/float64, finite; errors name the index."""
-    if _dispatch.array_kind(X) in (_dispatch.TORCH,):
-        X = X.detach().numpy()
-    a = np.asarray(X)
-    if a.dtype.kind not in "fiub":
-        raise TypeError(f"{name} has dtype {a.dtype}: pass real coordinates (float32 or float64)")
-    if a.dtype not in (np.float32, np.float64):
-        a = a.astype(np.float64)
-    if a.ndim != 2 or (dim is not None and a.shape[1] != dim):
-        want = f"(n, {dim})" if dim is not None else "(n, d)"
-        fix = " (one point per row)" if a.ndim == 1 else ""
-        raise ValueError(f"{name} has shape {a.shape}: must be {want} points{fix}")
-    if a.shape[1] < 1:
-        raise ValueError(f"{name} has shape {a.shape}: points need at least one coordinate")
-    if a.shape[0] == 0 and not allow_empty:
-        raise ValueError(f"{name} is empty (shape {a.shape}): pass at least one point")
-    if a.size and not np.isfinite(a).all():
-        i = int(np.argmax(~np.isfinite(a).all(axis=1)))
-        raise ValueError(
-            f"{name}[{i}] = {a[i].tolist()} is not finite: coordinates must be finite "
-            "(drop or fix that point)"
-        )
-    return np.ascontiguousarray(a)
-
-
 def weights_of(weights: Any, n: int, name: str = "weights") -> np.ndarray:
     """``(n,)`` float64 finite weights (ones for ``None``)."""
-    if weights is None:
-        return np.ones(n)
-    w = np.asarray(weights, dtype=np.float64)
-    if w.ndim == 0:
-        w = np.full(n, float(w))
-    if w.shape != (n,):
-        raise ValueError(f"{name} has shape {w.shape}: must be ({n},), one per point")
-    if not np.isfinite(w).all():
-        i = int(np.argmax(~np.isfinite(w)))
-        raise ValueError(f"{name}[{i}] = {w[i]} is not finite")
-    return np.ascontiguousarray(w)
+    return per_point(name, weights, n, 1.0, "weights", nonnegative=False)
 
 
 def signs_of(symmetry: Any, k: int) -> tuple[float, ...]:

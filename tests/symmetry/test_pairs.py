@@ -152,7 +152,7 @@ def test_errors():
         pairwise_sum(soft_inverse, X, method="fast")
     with pytest.raises(ValueError, match=r"tile=0: must be an int >= 1"):
         pairwise_sum(soft_inverse, X, tile=0)
-    with pytest.raises(ValueError, match=r"weights has shape \(3,\): must be \(4,\)"):
+    with pytest.raises(ValueError, match=r"weights has shape \(3,\): must be a scalar or \(4,\)"):
         pairwise_sum(soft_inverse, X, np.ones(3))
     with pytest.raises(ValueError, match=r"weights\[1\] = inf is not finite"):
         pairwise_sum(soft_inverse, X, np.array([1, np.inf, 1, 1]))

@@ -1,0 +1,104 @@
+"""What kind of array a value is, and the checks of point and per-point arrays.
+
+Public so that code built on propopt (the case studies first) validates its
+inputs as the verbs do, with the same one-line errors:
+
+* :func:`array_kind` and :func:`array_module`: NumPy, torch (CPU or CUDA),
+  CUDA device arrays, dask;
+* :func:`points`: an ``(n, d)`` array of finite real coordinates;
+* :func:`per_point`: one finite value per point (or a scalar for all);
+* :func:`count`: an int >= 1.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ._dispatch import CUDA, DASK, NUMPY, TORCH, TORCH_CUDA, array_kind, describe
+
+__all__ = [
+    "CUDA",
+    "DASK",
+    "NUMPY",
+    "TORCH",
+    "TORCH_CUDA",
+    "array_kind",
+    "array_module",
+    "count",
+    "describe",
+    "per_point",
+    "points",
+]
+
+
+def array_module(x: Any) -> Any:
+    """``torch`` for a torch tensor, else ``numpy``: the library whose ops ``x`` takes."""
+    if array_kind(x) in (TORCH, TORCH_CUDA):
+        import torch
+
+        return torch
+    return np
+
+
+def points(name: str, X: Any, dim: int | None = None, *, allow_empty: bool = True) -> np.ndarray:
+    """Validate an ``(n, d)`` point array: float32/float64, finite; errors name the index.
+
+    Integers and booleans are cast to float64; a torch CPU tensor is viewed.
+    The result is C-contiguous.
+    """
+    if array_kind(X) == TORCH:
+        X = X.detach().numpy()
+    a = np.asarray(X)
+    if a.dtype.kind not in "fiub":
+        raise TypeError(f"{name} has dtype {a.dtype}: pass real coordinates (float32 or float64)")
+    if a.dtype not in (np.float32, np.float64):
+        a = a.astype(np.float64)
+    if a.ndim != 2 or (dim is not None and a.shape[1] != dim):
+        want = f"(n, {dim})" if dim is not None else "(n, d)"
+        fix = " (one point per row)" if a.ndim == 1 else ""
+        raise ValueError(f"{name} has shape {a.shape}: must be {want} points{fix}")
+    if a.shape[1] < 1:
+        raise ValueError(f"{name} has shape {a.shape}: points need at least one coordinate")
+    if a.shape[0] == 0 and not allow_empty:
+        raise ValueError(f"{name} is empty (shape {a.shape}): pass at least one point")
+    if a.size and not np.isfinite(a).all():
+        i = int(np.argmax(~np.isfinite(a).all(axis=1)))
+        raise ValueError(
+            f"{name}[{i}] = {a[i].tolist()} is not finite: coordinates must be finite "
+            "(drop or fix that point)"
+        )
+    return np.ascontiguousarray(a)
+
+
+def per_point(
+    name: str, v: Any, n: int, default: float, what: str = "values", *, nonnegative: bool = True
+) -> np.ndarray:
+    """``(n,)`` float64: ``default`` for ``None``, a scalar for all, or one finite value each.
+
+    ``what`` names the values in the error (``'masses'``, ``'softening lengths'``).
+    """
+    if v is None:
+        return np.full(n, float(default))
+    a = np.asarray(v)
+    if a.dtype.kind not in "fiub":
+        raise TypeError(f"{name} has dtype {a.dtype}: pass real numbers")
+    if a.ndim == 0:
+        a = np.full(n, a.item(), dtype=np.float64)
+    if a.shape != (n,):
+        raise ValueError(f"{name} has shape {a.shape}: must be a scalar or ({n},), one per point")
+    a = a.astype(np.float64, copy=False)
+    bad = ~np.isfinite(a) | ((a < 0) if nonnegative else False)
+    if np.any(bad):
+        i = int(np.argmax(bad))
+        rule = "finite and >= 0" if nonnegative else "finite"
+        raise ValueError(f"{name}[{i}] = {a[i]}: {what} must be {rule}")
+    return np.ascontiguousarray(a)
+
+
+def count(name: str, v: Any) -> int:
+    """An int >= 1 (a size, a chunk length), or a one-line error naming ``name``."""
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+        raise ValueError(f"{name}={v!r}: must be an int >= 1")
+    return int(v)
