@@ -154,7 +154,7 @@ def test_errors():
         pairwise_sum(soft_inverse, X, tile=0)
     with pytest.raises(ValueError, match=r"weights has shape \(3,\): must be a scalar or \(4,\)"):
         pairwise_sum(soft_inverse, X, np.ones(3))
-    with pytest.raises(ValueError, match=r"weights\[1\] = inf is not finite"):
+    with pytest.raises(ValueError, match=r"weights\[1\] = inf: weights must be finite"):
         pairwise_sum(soft_inverse, X, np.array([1, np.inf, 1, 1]))
     with pytest.raises(ValueError, match=r"targets has shape \(2, 3\): must be \(n, 2\)"):
         pairwise_sum(soft_inverse, X, targets=np.zeros((2, 3)))
