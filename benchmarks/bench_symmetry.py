@@ -61,11 +61,11 @@ class PairwiseHalvingCUDA(Benchmark):
         if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" or not cuda.is_available():
             raise NotImplementedError("needs a CUDA GPU")
         self.pos, self.mass = _bodies(n)
-        pp.direct_gravity(self.pos[:300], self.mass[:300], eps=0.01, method="cuda")
+        pp.direct_gravity(self.pos[:300], self.mass[:300], eps=0.01, device="cuda")
         pp.direct_gravity(self.pos[:300], self.mass[:300], eps=0.01, targets=self.pos[:300])
 
     def time_cuda_halved(self, n):
-        pp.direct_gravity(self.pos, self.mass, eps=0.01, method="cuda")
+        pp.direct_gravity(self.pos, self.mass, eps=0.01, device="cuda")
 
     def time_cuda_all_pairs(self, n):
-        pp.direct_gravity(self.pos, self.mass, eps=0.01, targets=self.pos, method="cuda")
+        pp.direct_gravity(self.pos, self.mass, eps=0.01, targets=self.pos, device="cuda")

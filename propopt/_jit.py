@@ -12,7 +12,9 @@ is executed in memory instead and compiled without caching.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import importlib.util
+import inspect
 import os
 import sys
 import tempfile
@@ -74,6 +76,28 @@ def load_module(source: str, tag: str, namespace: dict[str, Any] | None = None) 
         exec(compile(source, f"<propopt generated {tag}>", "exec"), module.__dict__)
     _loaded[name] = module
     return module
+
+
+def import_line(py: Any, alias: str) -> str | None:
+    """``from <module> import <name> as <alias>`` for ``py``, if it can be imported by name.
+
+    A user's combine or pair kernel is spliced into generated kernel source
+    this way, so that numba caches the kernel on disk; the line carries a
+    hash of the function's source, so that editing the function changes the
+    generated file (and its cache).  ``None`` for a lambda, a closure or a
+    function of ``__main__``: those are compiled in memory instead.
+    """
+    mod, qual = getattr(py, "__module__", None), getattr(py, "__qualname__", "")
+    if not mod or mod == "__main__" or "<" in qual or "." in qual:
+        return None
+    try:
+        if getattr(importlib.import_module(mod), qual) is not py:
+            return None
+        src = inspect.getsource(getattr(py, "py_func", py))
+    except (ImportError, AttributeError, OSError, TypeError):
+        return None
+    digest = hashlib.sha256(src.encode()).hexdigest()[:16]
+    return f"# source sha256: {digest}\nfrom {mod} import {qual} as {alias}"
 
 
 def num_threads() -> int:

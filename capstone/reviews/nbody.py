@@ -71,9 +71,9 @@ def review(size: str, progress: Progress) -> list[Row]:
 
     def on_gpu(device: str) -> list[Row]:
         def fast() -> np.ndarray:
-            return Octree.build(pos, m, eps=EPS).field(method="cuda")[0]
+            return Octree.build(pos, m, eps=EPS).field(device="cuda")[0]
 
-        cg = compare(lambda: direct_gravity(pos, m, eps=EPS, targets=pos[idx], method="cuda"),
+        cg = compare(lambda: direct_gravity(pos, m, eps=EPS, targets=pos[idx], device="cuda"),
                      fast, rounds=rounds)  # fmt: skip
         cg = cg.baseline_scaled(n / len(idx))
         return [row(problem, size, *WHAT, TREE + ", a GPU thread per target",

@@ -96,7 +96,7 @@ def available() -> bool:
 def walk_cuda(tree, tgt: np.ndarray, theta: float, quad: bool) -> np.ndarray:
     """``(m, 4)`` ax, ay, az, phi of ``tree`` at the sorted targets ``tgt`` (4, m)."""
     if not available():
-        raise RuntimeError("method='cuda' needs a CUDA GPU (or NUMBA_ENABLE_CUDASIM=1)")
+        raise RuntimeError("device='cuda' needs a CUDA GPU (or NUMBA_ENABLE_CUDASIM=1)")
     m = tgt.shape[1]
     arrays = (tgt, tree.src, tree.nodes, tree.start, tree.end, tree.next, tree.leaf.view(np.uint8))
     d = [cuda.to_device(np.ascontiguousarray(a)) for a in arrays]

@@ -36,9 +36,12 @@ from propopt.locality import bounding_box
 from ._build import build_topology, node_moments
 from ._walk import walk
 
-__all__ = ["METHODS", "Octree", "barnes_hut"]
+__all__ = ["DEVICES", "METHODS", "Octree", "barnes_hut"]
 
-METHODS = ("cpu", "cuda", "reference")
+METHODS = ("tree", "direct")
+"""The algorithms: the tree walk, or the exact sum (:func:`propopt.direct_gravity`)."""
+DEVICES = ("cpu", "cuda")
+"""Where they run: numba threads, or numba.cuda (a GPU thread per target for the walk)."""
 PRECISIONS = ("float64", "float32")
 LEAF_SIZE = 32
 GROUP_SIZE = 256
@@ -215,7 +218,8 @@ class Octree:
         quadrupole: bool = True,
         group_size: int = GROUP_SIZE,
         G: float = 1.0,
-        method: str = "cpu",
+        method: str = "tree",
+        device: str = "cpu",
         precision: str = "float64",
     ) -> tuple[np.ndarray, np.ndarray]:
         """Accelerations and potentials of the bodies' gravity, at the bodies or at ``targets``.
@@ -243,8 +247,11 @@ class Octree:
             Targets per walk (a leaf of the targets' octree).
         G : float
             Gravitational constant.
-        method : {'cpu', 'cuda', 'reference'}
-            Numba threads; the GPU; or the exact ``O(n m)`` sum (:func:`propopt.direct_gravity`).
+        method : {'tree', 'direct'}
+            The tree walk (``theta``, ``quadrupole``, ``group_size``), or the
+            exact ``O(n m)`` sum (:func:`propopt.direct_gravity`, the yardstick).
+        device : {'cpu', 'cuda'}
+            Numba threads, or the GPU.
         precision : {'float64', 'float32'}
             Arithmetic of the CPU walk's inner loops.  'float32' runs twice as
             many SIMD lanes on coordinates taken relative to each target
@@ -261,6 +268,8 @@ class Octree:
         """
         if method not in METHODS:
             raise ValueError(f"method={method!r} is not one of {', '.join(map(repr, METHODS))}")
+        if device not in DEVICES:
+            raise ValueError(f"device={device!r} is not one of {', '.join(map(repr, DEVICES))}")
         if precision not in PRECISIONS:
             raise ValueError(
                 f"precision={precision!r} is not one of {', '.join(map(repr, PRECISIONS))}"
@@ -291,17 +300,17 @@ class Octree:
         m = tgt.shape[1]
         res = np.zeros((m, 4))
         if m and self.n:
-            if method == "reference":  # the exact sum, in the tree's units
+            if method == "direct":  # the exact sum, in the tree's units
                 P = np.ascontiguousarray(self.src[:3].T)
                 e = np.sqrt(self.src[4])
                 if targets is None:
-                    a, p = direct_gravity(P, self.src[3], eps=e)
+                    a, p = direct_gravity(P, self.src[3], eps=e, device=device)
                 else:
                     Tp = np.ascontiguousarray(tgt[:3].T)
                     a, p = direct_gravity(P, self.src[3], eps=e, targets=Tp,
-                                          target_eps=np.sqrt(tgt[3]))  # fmt: skip
+                                          target_eps=np.sqrt(tgt[3]), device=device)  # fmt: skip
                 res[:, :3], res[:, 3] = a, p
-            elif method == "cuda":
+            elif device == "cuda":
                 from ._cuda import walk_cuda
 
                 res = walk_cuda(self, tgt, theta, quadrupole)
@@ -319,7 +328,7 @@ class Octree:
                     )  # fmt: skip
                 finally:
                     numba.set_parallel_chunksize(old)
-            if targets is None and method != "reference":
+            if targets is None and method == "tree":
                 # the walk counted each body's own softened potential -m_i / eps_i
                 e2 = self.src[4]
                 with np.errstate(divide="ignore"):
@@ -388,7 +397,8 @@ def barnes_hut(
     leaf_size: int = LEAF_SIZE,
     group_size: int = GROUP_SIZE,
     G: float = 1.0,
-    method: str = "cpu",
+    method: str = "tree",
+    device: str = "cpu",
     precision: str = "float64",
 ) -> tuple[np.ndarray, np.ndarray]:
     """Gravitational accelerations and potentials by the Barnes-Hut tree code.
@@ -412,5 +422,5 @@ def barnes_hut(
     tree = Octree.build(pos, mass, eps=eps, leaf_size=leaf_size)
     return tree.field(
         targets, target_eps=target_eps, theta=theta, quadrupole=quadrupole,
-        group_size=group_size, G=G, method=method, precision=precision,
+        group_size=group_size, G=G, method=method, device=device, precision=precision,
     )  # fmt: skip

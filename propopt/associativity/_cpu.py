@@ -24,9 +24,6 @@ templates below and compiled once per (monoid, dtype); see ``_jit.py``.
 
 from __future__ import annotations
 
-import hashlib
-import importlib
-import inspect
 import math
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -312,19 +309,9 @@ def _source(k: int, dtype: np.dtype, header: str, cache: bool, rev: bool, excl: 
     return "\n".join(out) + "\n"
 
 
-def _combine_import(py: Any) -> str | None:
-    """An import line for ``py`` if it can be imported by name, else None."""
-    mod, qual = getattr(py, "__module__", None), getattr(py, "__qualname__", "")
-    if not mod or mod == "__main__" or "<" in qual or "." in qual:
-        return None
-    try:
-        if getattr(importlib.import_module(mod), qual) is not py:
-            return None
-        src = inspect.getsource(py)
-    except (ImportError, AttributeError, OSError, TypeError):
-        return None
-    digest = hashlib.sha256(src.encode()).hexdigest()[:16]
-    return f"# combine source sha256: {digest}\nfrom {mod} import {qual} as _py_combine"
+def combine_import(py: Any) -> str | None:
+    """An import line for the scalar combine ``py`` (see :func:`propopt._jit.import_line`)."""
+    return _jit.import_line(py, "_py_combine")
 
 
 def kernels(monoid: Monoid, dtype: np.dtype, rev: bool = False, excl: bool = False) -> Any:
@@ -333,7 +320,7 @@ def kernels(monoid: Monoid, dtype: np.dtype, rev: bool = False, excl: bool = Fal
     cache: dict[tuple[np.dtype, bool, bool], Any] = monoid.__dict__.setdefault("_cpu_kernels", {})
     if key not in cache:
         dt = key[0]
-        imp = _combine_import(monoid.scalar)
+        imp = combine_import(monoid.scalar)
         tag = f"cpu_{monoid.name}_{dt.name}".replace("-", "_")
         if imp is not None:
             mod = _jit.load_module(_source(monoid.arity, dt, imp, True, *key[1:]), tag)

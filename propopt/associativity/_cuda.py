@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import _dispatch, _jit
-from ._cpu import _combine_import, _j, _v
+from ._cpu import _j, _v, combine_import
 
 if TYPE_CHECKING:
     from .monoid import Monoid
@@ -208,7 +208,7 @@ def kernels(monoid: Monoid, dtype: np.dtype) -> tuple[Any, int]:
     cache: dict[tuple[Any, ...], Any] = monoid.__dict__.setdefault("_cuda_kernels", {})
     key = (dtype, tpb, items)
     if key not in cache:
-        imp = _combine_import(monoid.scalar)
+        imp = combine_import(monoid.scalar)
         tag = f"cuda_{monoid.name}_{dtype.name}"
         if imp is not None:
             cache[key] = _jit.load_module(_source(monoid.arity, dtype, tpb, items, imp), tag)

@@ -11,9 +11,10 @@
 """
 
 from .gravity import GRAVITY_SYMMETRY, direct_gravity, plummer
-from .pairs import METHODS, SYMMETRIES, TILE, pairwise_sum
+from .pairs import DEVICES, METHODS, SYMMETRIES, TILE, pairwise_sum
 
 __all__ = [
+    "DEVICES",
     "GRAVITY_SYMMETRY",
     "METHODS",
     "SYMMETRIES",

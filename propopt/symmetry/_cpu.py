@@ -59,27 +59,14 @@ sources are ``d`` contiguous runs.
 
 from __future__ import annotations
 
-import hashlib
-import importlib
-import inspect
 from typing import Any
 
 from .. import _jit
 
 
 def kernel_import(py: Any) -> str | None:
-    """An import line for ``py`` if it can be imported by name, else None."""
-    mod, qual = getattr(py, "__module__", None), getattr(py, "__qualname__", "")
-    if not mod or mod == "__main__" or "<" in qual or "." in qual:
-        return None
-    try:
-        if getattr(importlib.import_module(mod), qual) is not py:
-            return None
-        src = inspect.getsource(getattr(py, "py_func", py))
-    except (ImportError, AttributeError, OSError, TypeError):
-        return None
-    digest = hashlib.sha256(src.encode()).hexdigest()[:16]
-    return f"# kernel source sha256: {digest}\nfrom {mod} import {qual} as _py_kernel"
+    """An import line for the pair kernel ``py`` (see :func:`propopt._jit.import_line`)."""
+    return _jit.import_line(py, "_py_kernel")
 
 
 def _row(name: str, i: str, d: int) -> str:

@@ -19,7 +19,7 @@ The user's kernel body is compiled as a device function
     source) pair evaluated.  Used for separate targets, where no halving is
     possible.
 
-This module is imported only for ``method='cuda'``; the test suite runs it in
+This module is imported only for ``device='cuda'``; the test suite runs it in
 numba's CUDA simulator on tiny inputs.
 """
 
@@ -179,8 +179,7 @@ def pair_sum(
 
     if not cuda.is_available():
         raise RuntimeError(
-            "method='cuda' needs a CUDA GPU and numba-cuda (none is available); use "
-            "method='halved' on the CPU"
+            "device='cuda' needs a CUDA GPU and numba-cuda (none is available); use device='cpu'"
         )
     tpb = tile or THREADS
     n, d = X.shape

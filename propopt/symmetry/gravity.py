@@ -93,6 +93,7 @@ def direct_gravity(
     targets: Any = None,
     target_eps: Any = None,
     method: str = "auto",
+    device: str = "auto",
     tile: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Accelerations and potentials of point masses by the direct ``O(n^2)`` sum.
@@ -125,8 +126,10 @@ def direct_gravity(
     target_eps : float or array (m,), optional
         Softening of the targets (default: ``eps`` when it is one number,
         else 0).
-    method : {'auto', 'halved', 'full', 'untiled', 'reference', 'cuda'}
-        As in :func:`pairwise_sum`.
+    method : {'auto', 'halved', 'full', 'untiled', 'reference'}
+        The algorithm, as in :func:`pairwise_sum`.
+    device : {'auto', 'cpu', 'cuda'}
+        Where it runs, as in :func:`pairwise_sum`.
     tile : int, optional
         Points per block.
 
@@ -150,9 +153,9 @@ def direct_gravity(
     >>> acc.tolist(), pot.tolist()
     ([[0.75, 0.0, 0.0], [-0.25, 0.0, 0.0]], [-1.5, -0.5])
     """
-    _check_method(method)
-    if method == "auto" and _dispatch.array_kind(pos) in (_dispatch.CUDA, _dispatch.TORCH_CUDA):
-        method = "cuda"
+    _check_method(method, device)
+    if device == "auto" and _dispatch.array_kind(pos) in (_dispatch.CUDA, _dispatch.TORCH_CUDA):
+        device = "cuda"
     X = points("pos", _maybe_host(pos), 3)
     e = _lengths("eps", eps, X.shape[0])
     if not (isinstance(G, (int, float, np.floating, np.integer)) and math.isfinite(G)):
@@ -183,6 +186,7 @@ def direct_gravity(
         args=() if per_point else (float(eps) ** 2,),
         targets=T,
         method=method,
+        device=device,
         tile=tile,
     )
     acc = np.ascontiguousarray(res[:, :3])

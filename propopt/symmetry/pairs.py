@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -33,7 +34,10 @@ from ..arrays import per_point, points
 from . import _cpu, _reference
 
 SYMMETRIES: tuple[str, ...] = ("symmetric", "antisymmetric")
-METHODS: tuple[str, ...] = ("auto", "halved", "full", "untiled", "reference", "cuda")
+METHODS: tuple[str, ...] = ("auto", "halved", "full", "untiled", "reference")
+"""The algorithms: each unordered pair once, the tiled full loop, the full loop, the Python loop."""
+DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda")
+"""Where they run: numba threads, or numba.cuda."""
 
 TILE = 256
 """Default tile (points per block) on the CPU.  A block pair touches
@@ -45,10 +49,84 @@ machine 256 and 512 ran within 5% of each other and 128 10-15% slower
 Symmetry = Literal["symmetric", "antisymmetric"]
 
 
-def _check_method(method: Any) -> str:
+def _check_method(method: Any, device: Any = "auto") -> tuple[str, str]:
     if method not in METHODS:
         raise ValueError(f"method={method!r} is not one of {', '.join(map(repr, METHODS))}")
-    return str(method)
+    if device not in DEVICES:
+        raise ValueError(f"device={device!r} is not one of {', '.join(map(repr, DEVICES))}")
+    return str(method), str(device)
+
+
+@dataclass
+class PairPlan:
+    """A validated pair sum: what every backend receives (one signature for all)."""
+
+    kernel: Callable[..., Any]
+    X: np.ndarray
+    w: np.ndarray
+    args: tuple[Any, ...]
+    k: int
+    scalar: bool
+    signs: tuple[float, ...]
+    T: np.ndarray | None
+    tile: int | None
+
+
+def _halved_cpu(p: PairPlan) -> np.ndarray:
+    mod = _cpu.kernels(p.kernel, p.k, p.scalar, p.signs, len(p.args), p.X.shape[1])
+    XT = np.ascontiguousarray(p.X.T)  # (d, n): a tile's sources are d contiguous runs
+    nthreads = _jit.num_threads()
+    acc = np.zeros((nthreads, p.X.shape[0], p.k))
+    mod.halved(XT, p.w, *p.args, p.tile or TILE, nthreads, acc)
+    return acc[0] if nthreads == 1 else acc.sum(axis=0)
+
+
+def _full_cpu(untiled: bool) -> Callable[[PairPlan], np.ndarray]:
+    def run(p: PairPlan) -> np.ndarray:
+        mod = _cpu.kernels(p.kernel, p.k, p.scalar, p.signs, len(p.args), p.X.shape[1])
+        XT = np.ascontiguousarray(p.X.T)
+        TT = XT if p.T is None else np.ascontiguousarray(p.T.T)
+        out = np.zeros((TT.shape[1], p.k))
+        (mod.untiled if untiled else mod.full)(TT, XT, p.w, *p.args, p.tile or TILE,
+                                               p.T is None, out)  # fmt: skip
+        return out
+
+    return run
+
+
+def _reference_cpu(p: PairPlan) -> np.ndarray:
+    return _reference.pair_sum(p.kernel, p.X, p.w, p.args, p.k, p.T)
+
+
+def _cuda_run(p: PairPlan) -> np.ndarray:
+    from . import _cuda
+
+    return _cuda.pair_sum(p.kernel, p.X, p.w, p.args, p.k, p.scalar, p.signs, p.T, p.tile)
+
+
+BACKENDS: dict[tuple[str, str], Callable[[PairPlan], np.ndarray]] = {
+    ("halved", "cpu"): _halved_cpu,
+    ("full", "cpu"): _full_cpu(untiled=False),
+    ("untiled", "cpu"): _full_cpu(untiled=True),
+    ("reference", "cpu"): _reference_cpu,
+    ("halved", "cuda"): _cuda_run,  # each unordered pair once, in shared-memory tiles
+    ("full", "cuda"): _cuda_run,  # separate targets: each (target, source) pair once
+}
+"""Every (algorithm, device) that runs, by key."""
+
+
+def accepts(method: str, device: str, targets: bool) -> str | None:
+    """Why ``(method, device)`` cannot run (a one-line reason), or None."""
+    if (method, device) not in BACKENDS:
+        return f"method={method!r} does not run on device={device!r}"
+    if targets and method == "halved":
+        return (
+            "method='halved' needs the pairs of one point set; with targets= each (target, "
+            "source) pair is visited once anyway: use method='full' or 'auto'"
+        )
+    if not targets and device == "cuda" and method == "full":
+        return "device='cuda' halves the pairs of one point set: use method='halved' or 'auto'"
+    return None
 
 
 def weights_of(weights: Any, n: int, name: str = "weights") -> np.ndarray:
@@ -126,6 +204,7 @@ def pairwise_sum(
     args: tuple[Any, ...] = (),
     targets: Any = None,
     method: str = "auto",
+    device: str = "auto",
     tile: int | None = None,
 ) -> np.ndarray:
     """Sum a pair kernel over all pairs, visiting each unordered pair once.
@@ -165,14 +244,17 @@ def pairwise_sum(
         (target, source) pair is not an unordered pair of one set, and only
         the target is credited), so ``symmetry`` is not used and the full
         tiled loop runs.
-    method : {'auto', 'halved', 'full', 'untiled', 'reference', 'cuda'}
-        ``'halved'``: each unordered pair once on numba threads (per-thread
-        accumulators).  ``'full'``: the tiled full double loop, ``f`` twice
-        per pair, same numba (the baseline of the halving).  ``'untiled'``:
-        the full loop without tiles.  ``'reference'``: the plain-Python
-        float64 double loop.  ``'cuda'``: numba.cuda with shared-memory tiles
-        (numpy in, numpy out).  ``'auto'``: ``'cuda'`` for CUDA arrays,
+    method : {'auto', 'halved', 'full', 'untiled', 'reference'}
+        The algorithm.  ``'halved'``: each unordered pair once (per-thread
+        accumulators on the CPU).  ``'full'``: the tiled full double loop,
+        ``f`` twice per pair (the baseline of the halving; the only one with
+        ``targets``).  ``'untiled'``: the full loop without tiles.
+        ``'reference'``: the plain-Python float64 double loop.  ``'auto'``:
         ``'full'`` with ``targets``, else ``'halved'``.
+    device : {'auto', 'cpu', 'cuda'}
+        Where it runs: numba threads, or numba.cuda with shared-memory tiles
+        (``'halved'`` and ``'full'``; numpy in, numpy out).  ``'auto'``:
+        ``'cuda'`` for CUDA arrays, else ``'cpu'``.
     tile : int, optional
         Points per block (CPU default :data:`TILE`, CUDA default 128 threads).
 
@@ -202,7 +284,7 @@ def pairwise_sum(
     """
     if not callable(kernel):
         raise TypeError(f"kernel={kernel!r} is not callable: pass kernel(xi, xj, *args)")
-    method = _check_method(method)
+    method, device = _check_method(method, device)
     on_gpu = _dispatch.array_kind(X) in (_dispatch.CUDA, _dispatch.TORCH_CUDA)
     if on_gpu:
         X = _host(X)
@@ -219,38 +301,20 @@ def pairwise_sum(
     k, scalar = _shape_of(kernel, X, args)
     signs = signs_of(symmetry, k)
     if method == "auto":
-        method = "cuda" if on_gpu else ("full" if T is not None else "halved")
-    if method == "halved" and T is not None:
-        raise ValueError(
-            "method='halved' needs the pairs of one point set; with targets= each "
-            "(target, source) pair is visited once anyway: use method='full' or 'auto'"
-        )
+        method = "full" if T is not None else "halved"
+    if device == "auto":
+        device = "cuda" if on_gpu else "cpu"
+    reason = accepts(method, device, T is not None)
+    if reason is not None:
+        raise ValueError(reason)
     if tile is not None:
         tile = _check_tile(tile)
     m = n if T is None else T.shape[0]
     out: np.ndarray
     if m == 0 or n == 0:
         out = np.zeros((m, k))
-    elif method == "reference":
-        out = _reference.pair_sum(kernel, X, w, args, k, T)
-    elif method == "cuda":
-        from . import _cuda
-
-        out = _cuda.pair_sum(kernel, X, w, args, k, scalar, signs, T, tile)
     else:
-        mod = _cpu.kernels(kernel, k, scalar, signs, len(args), d)
-        tl = tile or TILE
-        XT = np.ascontiguousarray(X.T)  # (d, n): a tile's sources are d contiguous runs
-        if method == "halved":
-            nthreads = _jit.num_threads()
-            acc = np.zeros((nthreads, n, k))
-            mod.halved(XT, w, *args, tl, nthreads, acc)
-            out = acc[0] if nthreads == 1 else acc.sum(axis=0)
-        else:
-            out = np.zeros((m, k))
-            fn = mod.full if method == "full" else mod.untiled
-            TT = XT if T is None else np.ascontiguousarray(T.T)
-            fn(TT, XT, w, *args, tl, T is None, out)
+        out = BACKENDS[method, device](PairPlan(kernel, X, w, args, k, scalar, signs, T, tile))
     out = out.astype(X.dtype, copy=False)
     return out[:, 0] if scalar else out
 

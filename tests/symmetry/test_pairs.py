@@ -167,3 +167,24 @@ def test_errors():
     with pytest.raises(TypeError, match=r"args=1\.0: must be a tuple"):
         pairwise_sum(spring_2d, X, args=1.0)
     assert SYMMETRIES == ("symmetric", "antisymmetric")
+
+
+def test_algorithm_and_device_are_chosen_apart():
+    from propopt.symmetry import pairs
+
+    X = np.random.default_rng(0).normal(size=(6, 2))
+    with pytest.raises(ValueError, match="device='gpu' is not one of 'auto', 'cpu', 'cuda'"):
+        pairwise_sum(soft_inverse, X, device="gpu")
+    with pytest.raises(ValueError, match="method='cuda' is not one of"):
+        pairwise_sum(soft_inverse, X, method="cuda")
+    with pytest.raises(ValueError, match="method='untiled' does not run on device='cuda'"):
+        pairwise_sum(soft_inverse, X, method="untiled", device="cuda")
+    with pytest.raises(ValueError, match="device='cuda' halves the pairs of one point set"):
+        pairwise_sum(soft_inverse, X, method="full", device="cuda")
+    # every algorithm that runs on the CPU gives the reference's sums
+    want = pairwise_sum(soft_inverse, X, method="reference")
+    for (method, device), run in pairs.BACKENDS.items():
+        assert callable(run)
+        if device == "cpu":
+            got = pairwise_sum(soft_inverse, X, method=method, device="cpu")
+            np.testing.assert_allclose(got, want, rtol=1e-12)

@@ -58,14 +58,14 @@ def test_cuda_walk_simulator():
     t = rng.normal(size=(20, 3))
     for theta, quad in ((0.0, True), (0.6, True), (0.6, False)):
         # one GPU thread per target = the CPU walk with groups of one target
-        a, p = tree.field(theta=theta, quadrupole=quad, method="cuda")
+        a, p = tree.field(theta=theta, quadrupole=quad, device="cuda")
         a1, p1 = tree.field(theta=theta, quadrupole=quad, group_size=1)
         np.testing.assert_allclose(a, a1, rtol=1e-10, atol=1e-13)
         np.testing.assert_allclose(p, p1, rtol=1e-10)
-        a, p = tree.field(t, theta=theta, quadrupole=quad, method="cuda")
+        a, p = tree.field(t, theta=theta, quadrupole=quad, device="cuda")
         a1, p1 = tree.field(t, theta=theta, quadrupole=quad, group_size=1)
         np.testing.assert_allclose(a, a1, rtol=1e-10, atol=1e-13)
     a0, p0 = tree.field(theta=0.0)
-    ad, pd = direct_gravity(pos, m, eps=0.05, method="cuda")
+    ad, pd = direct_gravity(pos, m, eps=0.05, device="cuda")
     np.testing.assert_allclose(ad, a0, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(pd, p0, rtol=1e-9)

@@ -48,7 +48,7 @@ def test_theta_zero_is_exact(n, eps):
     a0, p0 = pp.direct_gravity(pos, m, eps=eps)
     np.testing.assert_allclose(a, a0, rtol=EXACT_RTOL, atol=1e-12)
     np.testing.assert_allclose(p, p0, rtol=EXACT_RTOL, atol=1e-12)
-    ar, pr = Octree.build(pos, m, eps=eps).field(theta=0.5, method="reference")
+    ar, pr = Octree.build(pos, m, eps=eps).field(theta=0.5, method="direct")
     np.testing.assert_allclose(ar, a0, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(pr, p0, rtol=1e-12, atol=1e-12)
 
@@ -241,7 +241,7 @@ def test_plummer_virial():
         (
             dict(pos=np.ones((3, 3)), method="gpu"),
             ValueError,
-            "method='gpu' is not one of 'cpu', 'cuda', 'reference'",
+            "method='gpu' is not one of 'tree', 'direct'",
         ),
         (dict(pos=np.ones((3, 3)), leaf_size=0), ValueError, "leaf_size=0: must be an int >= 1"),
         (dict(pos=np.ones((3, 3)), precision="half"), ValueError, "precision='half' is not one of"),
@@ -283,3 +283,12 @@ def test_a_field_beyond_float64_is_a_clear_error():
         OverflowError, match=r"the field overflows float64: bodies .* apart with masses"
     ):
         barnes_hut(pos, np.ones(50))
+
+
+def test_device_is_apart_from_the_method():
+    tree = Octree.build(np.random.default_rng(0).normal(size=(40, 3)), eps=0.1)
+    with pytest.raises(ValueError, match="device='gpu' is not one of 'cpu', 'cuda'"):
+        tree.field(device="gpu")
+    a_tree, _ = tree.field(theta=0.0)
+    a_direct, _ = tree.field(method="direct")
+    np.testing.assert_allclose(a_tree, a_direct, rtol=1e-10, atol=1e-12)
