@@ -8,6 +8,6 @@ MisraGries
     summaries merge with the same guarantee for the combined stream.
 """
 
-from .heavy_hitters import MisraGries, merge, merge_counts
+from .heavy_hitters import MisraGries, merge_counts, merge_summaries
 
-__all__ = ["MisraGries", "merge", "merge_counts"]
+__all__ = ["MisraGries", "merge_counts", "merge_summaries"]

@@ -57,7 +57,7 @@ class MisraGries:
 
     ``estimate(x)`` underestimates the true count ``f(x)`` by at most
     :attr:`error_bound` ``= n / (m + 1)`` (``n`` the number of items seen), and
-    never overestimates; :func:`merge` keeps that guarantee for the union of
+    never overestimates; :func:`merge_summaries` keeps that guarantee for the union of
     the streams.  Memory ``O(m)``.
 
     Examples
@@ -107,7 +107,7 @@ class MisraGries:
 
     def merge(self, other: MisraGries) -> MisraGries:
         """A summary of both streams (error at most ``(n1 + n2) / (m + 1)``)."""
-        return merge(self, other)
+        return merge_summaries(self, other)
 
     def estimate(self, items: Any) -> np.ndarray:
         """Lower estimates of the counts of ``items`` (0 for items not held)."""
@@ -142,7 +142,7 @@ class MisraGries:
         return f"MisraGries(m={self.m}, held={len(self)}, n={self.n})"
 
 
-def merge(a: MisraGries, b: MisraGries) -> MisraGries:
+def merge_summaries(a: MisraGries, b: MisraGries) -> MisraGries:
     """Merge two summaries with the same ``m`` (Agarwal et al. 2012)."""
     for name, s in (("a", a), ("b", b)):
         if not isinstance(s, MisraGries):

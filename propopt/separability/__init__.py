@@ -10,7 +10,7 @@ Low rank
 
 Multipoles (object API)
     :func:`moments` -> :class:`Moments` (mass, centre of mass, quadrupole,
-    octupole), ``a + b`` / :func:`merge`, :meth:`Moments.about` (``.shift``),
+    octupole), ``a + b`` / :func:`merge_moments`, :meth:`Moments.about` (``.shift``),
     :meth:`Moments.field`, ``.potential``, ``.acceleration``.
 
 Multipoles (numba building blocks, callable from other ``@njit`` code)
@@ -47,7 +47,7 @@ from ._kernels import (
     shift_add,
 )
 from .lowrank import LowRank, MatvecOperator, low_rank
-from .multipole import Moments, RawMoments, merge, moments
+from .multipole import Moments, RawMoments, merge_moments, moments
 
 __all__ = [
     "NMOM",
@@ -57,7 +57,7 @@ __all__ = [
     "RawMoments",
     "evaluate_rows",
     "low_rank",
-    "merge",
+    "merge_moments",
     "merge_rows",
     "merge_segments",
     "moments",

@@ -10,7 +10,7 @@ The moments of a union are computed from the moments of its parts by
 shifting each part to the common centre of mass and adding (parallel-axis
 theorem), which is the law a tree code's bottom-up pass relies on::
 
-    moments(A u B) == merge(moments(A), moments(B))
+    moments(A u B) == merge_moments(moments(A), moments(B))
 
 ``merge`` is associative and commutative and the zero moments (an empty set)
 are its identity: a commutative monoid, exact up to rounding.
@@ -32,7 +32,7 @@ import numpy as np
 from .. import threads
 from . import _kernels as K
 
-__all__ = ["Moments", "RawMoments", "merge", "moments"]
+__all__ = ["Moments", "RawMoments", "merge_moments", "moments"]
 
 _ORDERS = (0, 1, 2, 3)
 _I2 = np.array([[4, 5, 6], [5, 7, 8], [6, 8, 9]])
@@ -285,7 +285,7 @@ def moments(points: Any, masses: Any = None) -> Moments:
     return Moments(out)
 
 
-def merge(*parts: Moments) -> Moments:
+def merge_moments(*parts: Moments) -> Moments:
     """Moments of the union of sets given by their moments (zero moments for no parts)."""
     if not parts:
         return Moments.zero()

@@ -11,7 +11,7 @@ from propopt import Moments, moments
 from propopt.separability import (
     NMOM,
     evaluate_rows,
-    merge,
+    merge_moments,
     merge_rows,
     merge_segments,
     moments_of_points,
@@ -56,7 +56,7 @@ def test_empty_and_massless_sets_give_zero_moments():
         assert mo.radius == 0.0
     a = moments(*cloud(10))
     assert np.array_equal((a + Moments.zero()).row, a.row)
-    assert np.array_equal(merge().row, Moments.zero().row)
+    assert np.array_equal(merge_moments().row, Moments.zero().row)
     acc, pot = Moments.zero().field([[1.0, 2.0, 3.0]])
     assert not acc.any() and not pot.any()
 
@@ -76,7 +76,7 @@ def test_union_equals_merge_of_parts():
     whole = moments(x, m)
     a, b, c = split_moments(x, m, [50, 120])
     assert close((a + b + c).row, whole.row)
-    assert close(merge(a, b, c).row, whole.row)
+    assert close(merge_moments(a, b, c).row, whole.row)
     assert close(a.merge(b, c).row, whole.row)
 
 
