@@ -20,13 +20,12 @@ from __future__ import annotations
 import numpy as np
 
 import propopt as pp
-from case_studies.nbody import Octree, plummer_sphere
+from case_studies.nbody import THETA, Octree, plummer_sphere
 from case_studies.nbody.integrate import leapfrog
 
 from .common import Benchmark, median_seconds, ratio
 
 EPS = 1e-3
-THETA = 0.65  # quadrupole, float32 inner loops; see docs/nbody.md for the accuracy table
 PRECISION = "float32"
 SAMPLE = 1000
 
@@ -99,7 +98,7 @@ class BarnesHut(Benchmark):
 
 
 class VsPytreegrav(Benchmark):
-    """propopt's tree (quadrupole, theta 0.65, float32 loops) beside pytreegrav.Accel.
+    """propopt's tree (quadrupole, the default theta, float32 loops) beside pytreegrav.Accel.
 
     Both include building the tree; pytreegrav at its defaults (theta 0.7,
     monopole, float64).

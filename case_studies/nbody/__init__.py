@@ -7,8 +7,8 @@ and :func:`~.barnes_hut.barnes_hut` (the tree code), :func:`~.integrate.leapfrog
 (initial conditions), :func:`~.distributed.field_dask` (targets on a Dask cluster).
 """
 
-from .barnes_hut import METHODS, Octree, barnes_hut
+from .barnes_hut import DEVICES, METHODS, THETA, Octree, barnes_hut
 from .naive import nbody_naive
 from .plummer import plummer_sphere
 
-__all__ = ["METHODS", "Octree", "barnes_hut", "nbody_naive", "plummer_sphere"]
+__all__ = ["DEVICES", "METHODS", "THETA", "Octree", "barnes_hut", "nbody_naive", "plummer_sphere"]
