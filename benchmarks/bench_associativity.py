@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 import propopt as pp
-from propopt.associativity._reference import linear_recurrence_loop
+from capstone.peers import sequential_recurrence
 
 from .common import Benchmark, ratio
 
@@ -144,4 +144,4 @@ class ScanLinearRecurrence(Benchmark):
 
 
 def _sequential(a, b):
-    return linear_recurrence_loop()(a, b)
+    return sequential_recurrence(a, b)

@@ -19,7 +19,8 @@ import time
 
 import numpy as np
 
-from case_studies.mamba import _ssd_host, ssd_scan
+from case_studies.mamba import ssd_scan
+from case_studies.mamba.ssd import gemm_profile
 
 from .common import Benchmark
 from .ssd_minimal import ssd_minimal_discrete
@@ -102,7 +103,7 @@ def _timed(fn) -> float:  # type: ignore[no-untyped-def]
 
 def gemm_phase(fn) -> tuple[float, float]:  # type: ignore[no-untyped-def]
     """(seconds, flops) of the GEMMs issued by one call of ``fn``."""
-    with _ssd_host.gemm_profile() as log:
+    with gemm_profile() as log:
         fn()
     return sum(t for t, _ in log), sum(f for _, f in log)
 

@@ -2,7 +2,7 @@
 
 Targets at n = 10^8 float32, k = 1000 on the 2-core development machine:
 * at most 1.3x the time of one multi-threaded pass computing the maximum of
-  the same array (``_parallel_max`` below: the memory-bandwidth floor);
+  the same array (``capstone.machine.read_pass``: the memory-bandwidth floor);
 * at least 10x faster than ``np.argpartition``, at least 30x faster than
   ``torch.topk``;
 * streamed as 100 chunks of 10^6 through ``TopK.update``: within 1.5x of
@@ -15,49 +15,16 @@ from __future__ import annotations
 
 import heapq
 
-import numba
 import numpy as np
-from numba import prange
 
 import propopt as pp
+from capstone.machine import read_pass
 from case_studies.streaming_topk import heapq_loop, sort_everything
-from propopt.associativity import _topk_cpu
 from propopt.redundancy import MisraGries
 
 from .common import Benchmark, median_seconds, ratio
 
 K = 1000
-_ABS = np.int32(0x7FFFFFFF)
-_SHIFT = np.int32(31)
-
-
-@numba.njit(cache=True)
-def _max_key(bits):  # type: ignore[no-untyped-def]
-    # float32 max through order-preserving int32 keys: an integer max
-    # reduction vectorizes (vpmaxsd); a float max with select does not in
-    # numba 0.68, which would make the "floor" 5x slower than memory.
-    m = np.int32(-(2**31))
-    for i in range(bits.shape[0]):
-        v = bits[i]
-        m = max(m, np.int32(v ^ ((v >> _SHIFT) & _ABS)))
-    return m
-
-
-@numba.njit(parallel=True, cache=True)
-def _parallel_max_bits(bits, t):  # type: ignore[no-untyped-def]
-    n = bits.shape[0]
-    step = (n + t - 1) // t
-    part = np.full(t, np.int32(-(2**31)))
-    for p in prange(t):
-        s = min(p * step, n)
-        part[p] = _max_key(bits[s : min(s + step, n)])
-    return part.max()
-
-
-def _parallel_max(x: np.ndarray) -> np.float32:
-    """One multi-threaded pass computing ``x.max()`` (float32, no NaN)."""
-    m = np.int32(_parallel_max_bits(x.view(np.int32), numba.get_num_threads()))
-    return np.array([m ^ ((m >> 31) & 0x7FFFFFFF)], np.int32).view(np.float32)[0]
 
 
 def _streamed(x: np.ndarray, chunks: int) -> pp.TopK:
@@ -83,7 +50,7 @@ class TopKFloat32(Benchmark):
 
     def setup(self, n):
         self.x = np.random.default_rng(0).random(n, dtype=np.float32)
-        assert _parallel_max(self.x) == self.x.max()
+        assert read_pass(self.x) == self.x.max()
         self.chunks = 100
         pp.topk(self.x, K)
         _streamed(self.x, self.chunks)
@@ -91,7 +58,7 @@ class TopKFloat32(Benchmark):
         self.tx = None if torch is None else torch.from_numpy(self.x)
 
     def time_max_pass(self, n):
-        _parallel_max(self.x)
+        read_pass(self.x)
 
     def time_propopt_topk(self, n):
         pp.topk(self.x, K)
@@ -108,7 +75,7 @@ class TopKFloat32(Benchmark):
         _torch().topk(self.tx, K)
 
     def track_time_over_max_pass(self, n):
-        return 1.0 / ratio(lambda: _parallel_max(self.x), lambda: pp.topk(self.x, K))
+        return 1.0 / ratio(lambda: read_pass(self.x), lambda: pp.topk(self.x, K))
 
     track_time_over_max_pass.unit = "x max pass"
 
@@ -158,14 +125,6 @@ class TopKAdversarial(Benchmark):
         return 1e9 * median_seconds(lambda: pp.topk(self.ascending, K), 3) / n
 
     track_ascending_ns_per_element.unit = "ns"
-
-    def track_compactions_per_million(self, n):
-        xs = self.ascending.reshape(1, -1)
-        no = np.empty(0, np.int64)
-        _, _, c = _topk_cpu.topk_rows(xs, no, False, K, 1, True, False, False, np.float32(0), 0)
-        return 1e6 * c / n
-
-    track_compactions_per_million.unit = "per 10^6"
 
 
 class TopKChapterBaselines(Benchmark):

@@ -11,11 +11,11 @@ from __future__ import annotations
 import argparse
 import platform
 import subprocess
-import time
 
 import numpy as np
 
-from case_studies.mamba import _ssd_cpu, _ssd_host, ssd_scan
+from case_studies.mamba import ssd_scan
+from case_studies.mamba.ssd import GEMM_BACKEND, phase_times
 
 from . import bench_ssd as bs
 from .ssd_minimal import ssd_minimal_discrete
@@ -32,43 +32,6 @@ def cpu_model() -> str:
     return platform.processor()
 
 
-def phases(fn, rounds: int = 3) -> dict[str, float]:  # type: ignore[no-untyped-def]
-    """Median seconds per kernel / GEMM group of one call of ``fn``."""
-    names = ("prep", "left_operand", "fill_x", "pass_states", "pair_operands",
-             "put_pairs", "finish")  # fmt: skip
-    acc: dict[str, list[float]] = {}
-    cur: dict[str, float] = {}
-    saved = {n: getattr(_ssd_cpu, n) for n in names}
-    saved_mm = _ssd_host._matmul
-
-    def wrap(name, f):  # type: ignore[no-untyped-def]
-        def g(*a):  # type: ignore[no-untyped-def]
-            t0 = time.perf_counter()
-            r = f(*a)
-            cur[name] = cur.get(name, 0.0) + time.perf_counter() - t0
-            return r
-
-        return g
-
-    try:
-        for n in names:
-            setattr(_ssd_cpu, n, wrap(n, saved[n]))
-        _ssd_host._matmul = wrap("GEMMs", saved_mm)
-        fn()
-        for _ in range(rounds):
-            cur.clear()
-            t0 = time.perf_counter()
-            fn()
-            cur["total"] = time.perf_counter() - t0
-            for k, v in cur.items():
-                acc.setdefault(k, []).append(v)
-    finally:
-        for n in names:
-            setattr(_ssd_cpu, n, saved[n])
-        _ssd_host._matmul = saved_mm
-    return {k: float(np.median(v)) for k, v in acc.items()}
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--L", type=int, default=4096)
@@ -79,7 +42,7 @@ def main() -> None:
     import torch
 
     print(f"CPU: {cpu_model()}; torch threads {torch.get_num_threads()}, numba threads "
-          f"{numba.get_num_threads()}, GEMMs on {_ssd_host.GEMM_BACKEND}")  # fmt: skip
+          f"{numba.get_num_threads()}, GEMMs on {GEMM_BACKEND}")  # fmt: skip
     d = bs.ssd_inputs(args.L)
     print(f"shape: batch 1, L {args.L}, 32 heads x 64, dstate 128, 1 group, float32")
     rows = []
@@ -99,7 +62,7 @@ def main() -> None:
               f"GEMM phase {secs * 1e3:.1f} ms, {flops / 1e9:.2f} GFLOP, {flops / secs / 1e9:.1f} "
               f"GFLOP/s = {flops / secs / max(roof, roof2):.2f} of the sgemm roof "
               f"({roof / 1e9:.0f}, {roof2 / 1e9:.0f} GFLOP/s before, after)")  # fmt: skip
-        ph = phases(ours)
+        ph = phase_times(ours)
         print("   decomposition (ms): " + ", ".join(f"{k} {v * 1e3:.1f}" for k, v in ph.items()))
     best_ref = min(min(r[1]["ref1"], r[1]["ref2"]) for r in rows)
     best_ours = min(r[1]["ours"] for r in rows)

@@ -12,11 +12,12 @@ Methods:
 
 from __future__ import annotations
 
+import time
 from typing import Any, Literal
 
 import numpy as np
 
-from . import _checks, _ssd_reference
+from . import _checks, _ssd_cpu, _ssd_host, _ssd_reference
 
 SsdMethod = Literal["auto", "cpu", "torch", "reference"]
 SSD_METHODS: tuple[str, ...] = ("auto", "cpu", "torch", "reference")
@@ -363,3 +364,49 @@ def _run_cpu(args: dict[str, Any], Q: int, flags: dict[str, Any], starts: Any, c
         varlen = None if varlen is None else torch.from_numpy(varlen)
         return torch.from_numpy(y), torch.from_numpy(final), varlen
     return y, final, varlen
+
+
+def phase_times(fn: Any, rounds: int = 3) -> dict[str, float]:
+    """Median seconds per kernel and GEMM group of one call of ``fn`` (benchmarks).
+
+    ``fn`` runs :func:`ssd_scan` (``method='cpu'``); its numba kernels and its GEMMs are
+    wrapped with timers for the calls, then restored.
+    """
+    names = ("prep", "left_operand", "fill_x", "pass_states", "pair_operands",
+             "put_pairs", "finish")  # fmt: skip
+    acc: dict[str, list[float]] = {}
+    cur: dict[str, float] = {}
+    saved = {n: getattr(_ssd_cpu, n) for n in names}
+    saved_mm = _ssd_host._matmul
+
+    def wrap(name: str, f: Any) -> Any:
+        def g(*a: Any) -> Any:
+            t0 = time.perf_counter()
+            r = f(*a)
+            cur[name] = cur.get(name, 0.0) + time.perf_counter() - t0
+            return r
+
+        return g
+
+    try:
+        for n in names:
+            setattr(_ssd_cpu, n, wrap(n, saved[n]))
+        _ssd_host._matmul = wrap("GEMMs", saved_mm)
+        fn()
+        for _ in range(rounds):
+            cur.clear()
+            t0 = time.perf_counter()
+            fn()
+            cur["total"] = time.perf_counter() - t0
+            for k, v in cur.items():
+                acc.setdefault(k, []).append(v)
+    finally:
+        for n in names:
+            setattr(_ssd_cpu, n, saved[n])
+        _ssd_host._matmul = saved_mm
+    return {k: float(np.median(v)) for k, v in acc.items()}
+
+
+gemm_profile = _ssd_host.gemm_profile
+"""Record ``(seconds, flops)`` of every GEMM :func:`ssd_scan` issues inside the block."""
+GEMM_BACKEND = _ssd_host.GEMM_BACKEND
