@@ -65,6 +65,47 @@ def plummer_per_body(xi: Any, xj: Any) -> tuple[float, float, float, float]:
     return dx * inv3, dy * inv3, dz * inv3, -inv
 
 
+def spline_per_body(xi: Any, xj: Any) -> tuple[float, float, float, float]:
+    """Gravity of a cubic-spline mass distribution: each point's support radius ``h`` in its
+    4th column, a pair softened with ``h = max(h_i, h_j)`` (pytreegrav's convention).
+
+    Beyond ``h`` the pair is Newtonian; inside, the force and potential of
+    the M4 cubic spline of compact support ``h`` (Monaghan and Lattanzio
+    1985; the Gadget and pytreegrav kernel).  ``max`` is symmetric, so the
+    pair laws hold and the sum halves.  A coincident pair with ``h = 0``
+    contributes nothing.
+    """
+    dx = xj[0] - xi[0]
+    dy = xj[1] - xi[1]
+    dz = xj[2] - xi[2]
+    r2 = dx * dx + dy * dy + dz * dz
+    h = max(xi[3], xj[3])
+    if r2 == 0.0 and h == 0.0:
+        return 0.0, 0.0, 0.0, 0.0
+    r = math.sqrt(r2)
+    if r >= h:
+        inv = 1.0 / r
+        g = inv * inv * inv
+        p = -inv
+    else:
+        hinv = 1.0 / h
+        q = r * hinv
+        h3 = hinv * hinv * hinv
+        if q <= 0.5:
+            g = (32.0 / 3.0 + q * q * (32.0 * q - 38.4)) * h3
+            p = (-2.8 + q * q * (16.0 / 3.0 + q * q * (6.4 * q - 9.6))) * hinv
+        else:
+            g = (64.0 / 3.0 - 48.0 * q + 38.4 * q * q - 32.0 / 3.0 * q * q * q
+                 - 1.0 / 15.0 / (q * q * q)) * h3  # fmt: skip
+            inner = 32.0 / 3.0 + q * (-16.0 + q * (9.6 - 32.0 / 15.0 * q))
+            p = (-3.2 + 1.0 / 15.0 / q + q * q * inner) * hinv
+    return dx * g, dy * g, dz * g, p
+
+
+SOFTENINGS = ("plummer", "spline")
+"""``'plummer'``: ``1/sqrt(r^2 + eps^2)``; ``'spline'``: a cubic-spline mass of support ``eps``."""
+
+
 def _lengths(name: str, v: Any, n: int) -> np.ndarray | None:
     """A softening length per point (None for one scalar length), validated."""
     if np.ndim(v) == 0:
@@ -92,6 +133,7 @@ def direct_gravity(
     G: float = 1.0,
     targets: Any = None,
     target_eps: Any = None,
+    softening: str = "plummer",
     method: str = "auto",
     device: str = "auto",
     tile: int | None = None,
@@ -126,6 +168,12 @@ def direct_gravity(
     target_eps : float or array (m,), optional
         Softening of the targets (default: ``eps`` when it is one number,
         else 0).
+    softening : {'plummer', 'spline'}
+        ``'plummer'``: ``eps`` is the Plummer length and a pair uses the
+        mean of the squares.  ``'spline'``: ``eps`` is the support radius
+        ``h`` of a cubic-spline mass (pytreegrav's and Gadget's meaning of
+        the softening), a pair uses ``max(h_i, h_j)``, and pairs farther
+        apart than that are exactly Newtonian.
     method : {'auto', 'halved', 'full', 'untiled', 'reference'}
         The algorithm, as in :func:`pairwise_sum`.
     device : {'auto', 'cpu', 'cuda'}
@@ -156,6 +204,10 @@ def direct_gravity(
     _check_method(method, device)
     if device == "auto" and _dispatch.array_kind(pos) in (_dispatch.CUDA, _dispatch.TORCH_CUDA):
         device = "cuda"
+    if softening not in SOFTENINGS:
+        raise ValueError(
+            f"softening={softening!r} is not one of {', '.join(map(repr, SOFTENINGS))}"
+        )
     X = points("pos", _maybe_host(pos), 3)
     e = _lengths("eps", eps, X.shape[0])
     if not (isinstance(G, (int, float, np.floating, np.integer)) and math.isfinite(G)):
@@ -166,20 +218,23 @@ def direct_gravity(
     if T is None and target_eps is not None:
         raise ValueError("target_eps is given without targets: pass targets=, or leave it out")
     te = None if T is None or target_eps is None else _lengths("target_eps", target_eps, len(T))
-    per_point = e is not None or (T is not None and target_eps is not None)
+    spline = softening == "spline"
+    per_point = spline or e is not None or (T is not None and target_eps is not None)
     if per_point:
-        # each point's eps^2 rides along as a 4th column
-        e2 = np.full(X.shape[0], float(eps) ** 2) if e is None else e * e
-        X = np.column_stack([X, e2.astype(X.dtype)])
+        # each point's eps^2 (Plummer) or h (spline) rides along as a 4th column
+        power = 1 if spline else 2
+        e_all = np.full(X.shape[0], float(eps)) if e is None else e
+        X = np.column_stack([X, (e_all**power).astype(X.dtype)])
         if T is not None:
             if te is not None:
-                t2 = te * te
+                t_all = te
             else:
-                t_eps = float(target_eps) if target_eps is not None else 0.0
-                t2 = np.full(len(T), t_eps**2)
-            T = np.column_stack([T, t2.astype(T.dtype)])
+                t_eps = float(target_eps) if target_eps is not None else (
+                    float(eps) if e is None else 0.0)  # fmt: skip
+                t_all = np.full(len(T), t_eps)
+            T = np.column_stack([T, (t_all**power).astype(T.dtype)])
     res = pairwise_sum(
-        plummer_per_body if per_point else plummer,
+        spline_per_body if spline else (plummer_per_body if per_point else plummer),
         X,
         mass,
         symmetry=GRAVITY_SYMMETRY,
@@ -203,4 +258,11 @@ def _maybe_host(x: Any) -> Any:
     return _host(x)
 
 
-__all__ = ["GRAVITY_SYMMETRY", "METHODS", "direct_gravity", "plummer"]
+__all__ = [
+    "GRAVITY_SYMMETRY",
+    "METHODS",
+    "SOFTENINGS",
+    "direct_gravity",
+    "plummer",
+    "spline_per_body",
+]
