@@ -105,3 +105,24 @@ def leaf_paths(treedef: TreeDef, prefix: str = "elems") -> tuple[str, ...]:
         key = treedef.keys[i] if treedef.kind == "dict" else i
         out.extend(leaf_paths(c, f"{prefix}[{key!r}]"))
     return tuple(out)
+
+
+def apply(fn: Any, treedef: TreeDef, a: Sequence[Any], b: Sequence[Any]) -> list[Any]:
+    """``fn`` on two leaf lists of structure ``treedef``, returning leaves; its result is checked.
+
+    ``fn`` must return the structure of its inputs, leaf by leaf of their
+    shapes (an elementwise combine): anything else is a one-line error.
+    """
+    out, td = flatten(fn(unflatten(treedef, a), unflatten(treedef, b)))
+    if td != treedef:
+        raise ValueError(
+            f"fn returned {td.describe()} for elements of structure {treedef.describe()}; "
+            "fn must return the structure of its inputs"
+        )
+    for i, (o, x) in enumerate(zip(out, a)):
+        if tuple(getattr(o, "shape", ())) != tuple(x.shape):
+            raise ValueError(
+                f"fn returned leaf {i} of shape {tuple(getattr(o, 'shape', ()))} for inputs "
+                f"of shape {tuple(x.shape)}; fn must combine elementwise and keep the shape"
+            )
+    return out

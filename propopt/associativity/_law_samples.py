@@ -123,20 +123,7 @@ class Samples:
         """``fn(a, b)`` on leaf lists, checking structure and shapes."""
         if self.is_monoid:
             return list(self.fn.combine_leaves(a, b))
-        res = self.fn(_pytree.unflatten(self.td, a), _pytree.unflatten(self.td, b))
-        out, td = _pytree.flatten(res)
-        if td != self.td:
-            raise ValueError(
-                f"fn returned {td.describe()} for elements of structure {self.td.describe()}; "
-                "fn must return the structure of its inputs"
-            )
-        for i, (o, x) in enumerate(zip(out, a)):
-            if tuple(getattr(o, "shape", ())) != tuple(x.shape):
-                raise ValueError(
-                    f"fn returned leaf {i} of shape {tuple(getattr(o, 'shape', ()))} for inputs "
-                    f"of shape {tuple(x.shape)}; fn must combine elementwise and keep the shape"
-                )
-        return out
+        return _pytree.apply(self.fn, self.td, a, b)
 
     def identity(self) -> tuple[Any, ...]:
         return self.fn.identity(_validate.np_dtype(self.leaves[0].dtype))

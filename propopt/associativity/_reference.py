@@ -45,30 +45,3 @@ def scan(
             for j, v in enumerate(acc):
                 pieces[j][i] = v
     return [concat(p, axis) for p in pieces]
-
-
-_loop: Any = None
-
-
-def linear_recurrence_loop() -> Callable[[Any, Any], Any]:
-    """The sequential loop ``h_t = a_t * h_{t-1} + b_t`` compiled by numba.
-
-    The baseline that scans of the linear recurrence are measured against
-    (the chapter's loop, on one thread, with no Python overhead).
-    """
-    global _loop
-    if _loop is None:
-        import numba
-        import numpy as np
-
-        @numba.njit(cache=True)
-        def loop(a: Any, b: Any) -> Any:
-            out = np.empty_like(b)
-            h = b.dtype.type(0)
-            for i in range(b.shape[0]):
-                h = a[i] * h + b[i]
-                out[i] = h
-            return out
-
-        _loop = loop
-    return _loop

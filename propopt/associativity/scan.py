@@ -278,24 +278,12 @@ def _wrap_callable(fn: Callable[[Any, Any], Any], treedef: _pytree.TreeDef) -> A
     checked: set[tuple[tuple[int, ...], ...]] = set()
 
     def combine(a: Leaves, b: Leaves) -> Leaves:
-        res = fn(_pytree.unflatten(treedef, a), _pytree.unflatten(treedef, b))
-        out, td = _pytree.flatten(res)
         key = tuple(tuple(x.shape) for x in a)
-        if key in checked and len(out) == len(a):
-            return out
+        if key in checked:  # checked once per shape of the batches
+            res = fn(_pytree.unflatten(treedef, a), _pytree.unflatten(treedef, b))
+            return _pytree.flatten(res)[0]
+        out = _pytree.apply(fn, treedef, a, b)
         checked.add(key)
-        if td != treedef:
-            raise ValueError(
-                f"fn returned {td.describe()} but elems is {treedef.describe()}; fn must "
-                "return the same structure as its inputs"
-            )
-        for i, (o, x) in enumerate(zip(out, a)):
-            if tuple(getattr(o, "shape", ())) != tuple(x.shape):
-                raise ValueError(
-                    f"fn returned leaf {i} of shape {tuple(getattr(o, 'shape', ()))} for "
-                    f"inputs of shape {tuple(x.shape)}; fn must combine elementwise and keep "
-                    "the shape of its inputs"
-                )
         return out
 
     return combine
