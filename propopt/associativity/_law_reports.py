@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .. import _pytree, _validate
+from .._reports import verdict
 from ._law_samples import Samples, to_numpy
 
 Leaves = list[Any]
@@ -97,23 +98,10 @@ class AssociativityReport:
         samples, left, right = _SIDES.get(self.law, ("samples", "left", "right"))
         samples = samples[:-1] if self.trials == 1 else samples
         head = f"{self.law} of {self.name}"
-        tol = f"rtol={self.rtol:g}, atol={self.atol:g}"
-        if self.ok:
-            return (
-                f"{head}: holds on {self.trials} {samples} (worst |difference| "
-                f"{self.max_abs_diff:.3g}, {self.worst:.3g} of the tolerance {tol})"
-            )
-        how = (
-            "a difference where none is tolerated"
-            if np.isinf(self.worst)
-            else f"{self.worst:.3g} times the tolerance"
-        )
-        text = (
-            f"{head}: FAILS on {self.trials} {samples}: worst violation {how} "
-            f"(worst |difference| {self.max_abs_diff:.3g}, {tol})"
-        )
+        text = verdict(head, self.ok, self.trials, samples, self.worst, self.max_abs_diff,
+                       self.rtol, self.atol)  # fmt: skip
         ce = self.counterexample
-        if ce is None:
+        if self.ok or ce is None:
             return text
         at = f" at index {list(self.where)}" if len(self.where) > 1 else ""
         inputs = ", ".join(f"{k}={_show(v, self.where)}" for k, v in zip(ce._fields, ce[:-2]))

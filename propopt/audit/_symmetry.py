@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .. import _validate
+from .._reports import verdict
 
 __all__ = ["PairCounterexample", "SymmetryReport", "check_symmetric"]
 
@@ -84,23 +85,10 @@ class SymmetryReport:
 
     def __str__(self) -> str:
         head = f"{self.law} of {self.name} ({self.equation})"
-        tol = f"rtol={self.rtol:g}, atol={self.atol:g}"
-        if self.ok:
-            return (
-                f"{head}: holds on {self.trials} random pairs (worst |difference| "
-                f"{self.max_abs_diff:.3g}, {self.worst:.3g} of the tolerance {tol})"
-            )
-        how = (
-            "a difference where none is tolerated"
-            if np.isinf(self.worst)
-            else f"{self.worst:.3g} times the tolerance"
-        )
-        text = (
-            f"{head}: FAILS on {self.trials} random pairs: worst violation {how} "
-            f"(worst |difference| {self.max_abs_diff:.3g}, {tol})"
-        )
+        text = verdict(head, self.ok, self.trials, "random pairs", self.worst, self.max_abs_diff,
+                       self.rtol, self.atol)  # fmt: skip
         ce = self.counterexample
-        if ce is None:
+        if self.ok or ce is None:
             return text
         c = self.where
         comp = f" (component {c})" if np.size(ce.f_ij) > 1 else ""
