@@ -17,9 +17,23 @@ cuda = pytest.importorskip("numba.cuda")
 CASES = [((1,), 0), ((16,), 0), ((70,), 0), ((3, 37, 2), 1), ((2, 21), -1)]
 
 
-@pytest.mark.parametrize("m", [pp.add, pp.linear_recurrence, pp.matmul2x2], ids=lambda m: m.name)
-@pytest.mark.parametrize("reverse", [False, True])
-@pytest.mark.parametrize("exclusive", [False, True])
+# The simulator runs each case in 8-12 s: the default set keeps every
+# direction for `add` and the plain direction for the others; -m slow runs all.
+_SIM_CASES = [
+    pytest.param(
+        m,
+        reverse,
+        exclusive,
+        id=f"{m.name}-rev{reverse}-excl{exclusive}",
+        marks=() if m is pp.add or not (reverse or exclusive) else pytest.mark.slow,
+    )
+    for m in (pp.add, pp.linear_recurrence, pp.matmul2x2)
+    for reverse in (False, True)
+    for exclusive in (False, True)
+]
+
+
+@pytest.mark.parametrize(("m", "reverse", "exclusive"), _SIM_CASES)
 def test_cuda_matches_reference(m, reverse, exclusive):
     rng = np.random.default_rng(11)
     with _cuda.tiles(threads=8, items=2):
