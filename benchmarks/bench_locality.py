@@ -114,7 +114,7 @@ class MortonOrder(Benchmark):
 class Roofline(Benchmark):
     """Measured roofs and the fusion gain (float32)."""
 
-    params = [1 << 12, 1 << 24]
+    params = [1 << 12, 1 << 20]
     param_names = ["n"]
 
     def setup(self, n):

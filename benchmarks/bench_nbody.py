@@ -47,7 +47,7 @@ def _tree(pos: np.ndarray, m: np.ndarray, theta: float = THETA, quad: bool = Tru
 class BarnesHut(Benchmark):
     """Tree code against the direct sum (sampled and scaled), Plummer sphere of n bodies."""
 
-    params = [10_000, 100_000, 1_000_000]
+    params = [10_000]
     param_names = ["n"]
     repeat = (2, 5, 120.0)
 
@@ -104,7 +104,7 @@ class VsPytreegrav(Benchmark):
     monopole, float64).
     """
 
-    params = [2_000, 100_000, 1_000_000]
+    params = [2_000]
     param_names = ["n"]
     repeat = (1, 3, 300.0)
 
@@ -159,7 +159,7 @@ class VsPytreegrav(Benchmark):
 class Accuracy(Benchmark):
     """Relative acceleration error at 1000 bodies of a 20,000-body Plummer sphere."""
 
-    params = [[0.3, 0.5, 0.7, 1.0], [False, True]]
+    params = [[0.5, 0.7], [True]]
     param_names = ["theta", "quadrupole"]
 
     def setup(self, theta, quadrupole):

@@ -111,7 +111,7 @@ def gemm_phase(fn) -> tuple[float, float]:  # type: ignore[no-untyped-def]
 class SsdForward(Benchmark):
     """Forward at a small head shape (8 heads of 32, dstate 32), chunk 64, float32."""
 
-    params = [256, 2048]
+    params = [256]
     param_names = ["L"]
 
     def setup(self, L):
@@ -150,7 +150,7 @@ class SsdForward(Benchmark):
 class SsdForward2p7B(Benchmark):
     """Mamba-2 2.7B head shape: 32 heads of 64, dstate 128, 1 group, float32, batch 1."""
 
-    params = [[256, 4096], [64, 128, 256]]
+    params = [[256], [64, 256]]
     param_names = ["L", "chunk_size"]
 
     def setup(self, L, chunk_size):
@@ -199,7 +199,7 @@ class SsdForward2p7B(Benchmark):
 class SsdPacked(Benchmark):
     """Four sequences of unequal length packed in one row (cu_seqlens) vs a batch of 4."""
 
-    params = [1024, 4096]
+    params = [1024]
     param_names = ["tokens"]
 
     def setup(self, tokens):
@@ -233,7 +233,7 @@ class SsdPacked(Benchmark):
 class SsdForwardBackward(Benchmark):
     """Forward + backward (sum of outputs) under autograd, small head shape, chunk 64."""
 
-    params = [256, 1024]
+    params = [256]
     param_names = ["L"]
 
     def setup(self, L):

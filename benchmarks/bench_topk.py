@@ -45,7 +45,7 @@ def _torch():
 class TopKFloat32(Benchmark):
     """k = 1000 largest of n random float32."""
 
-    params = [10**6, 10**8]
+    params = [10**6, 10**7]
     param_names = ["n"]
 
     def setup(self, n):
@@ -221,7 +221,7 @@ class HeavyHitters(Benchmark):
 class TopKCuda(Benchmark):
     """propopt.topk on a torch CUDA tensor against torch.topk (needs a GPU)."""
 
-    params = [10**6, 10**8]
+    params = [10**6, 10**7]
     param_names = ["n"]
 
     def setup(self, n):

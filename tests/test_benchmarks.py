@@ -38,3 +38,25 @@ def test_benchmark_runs_at_smallest_size(cls, meth):
         return  # e.g. GPU benchmarks on a machine without a GPU
     if meth.startswith("track_"):
         assert result > 0
+
+
+def test_large_suite_holds_only_larger_sizes_of_the_quick_suites():
+    """``benchmarks_large`` repeats quick suites at sizes the quick ones leave out."""
+    import json
+    from pathlib import Path
+
+    import benchmarks_large.bench_large as large
+
+    classes = [c for _, c in inspect.getmembers(large, inspect.isclass)
+               if c.__module__ == large.__name__]  # fmt: skip
+    assert classes
+    for cls in classes:
+        base = cls.__mro__[1]
+        assert base.__module__.startswith("benchmarks.bench_"), cls
+        assert base.__name__ == cls.__name__
+        flat = lambda p: {tuple(x) for x in p} if isinstance(p[0], list) else {(x,) for x in p}  # noqa: E731
+        assert not flat(cls.params) <= flat(base.params), f"{cls.__name__} adds no size"
+    root = Path(__file__).resolve().parents[1]
+    conf = json.loads((root / "asv.large.conf.json").read_text())
+    assert conf["benchmark_dir"] == "benchmarks_large"
+    assert conf["results_dir"] != json.loads((root / "asv.conf.json").read_text())["results_dir"]

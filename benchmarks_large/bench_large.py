@@ -1,0 +1,79 @@
+"""The large sizes of ``benchmarks/``: same suites, parameters that take minutes.
+
+``asv run --config asv.large.conf.json --python=same`` runs them; the
+default configuration (``asv.conf.json``) runs the small and medium sizes.
+"""
+
+from __future__ import annotations
+
+from benchmarks import bench_associativity as _assoc
+from benchmarks import bench_locality as _loc
+from benchmarks import bench_mamba as _mamba
+from benchmarks import bench_nbody as _nbody
+from benchmarks import bench_separability as _sep
+from benchmarks import bench_ssd as _ssd
+from benchmarks import bench_topk as _topk
+
+
+class ScanAdd(_assoc.ScanAdd):
+    params = [2**24]
+
+
+class ScanLinearRecurrence(_assoc.ScanLinearRecurrence):
+    params = [2**24]
+
+
+class Roofline(_loc.Roofline):
+    params = [1 << 24]
+
+
+class MambaForward(_mamba.MambaForward):
+    params = [2048]
+
+
+class MambaForwardBackward(_mamba.MambaForwardBackward):
+    params = [2048]
+
+
+class MambaScaling(_mamba.MambaScaling):
+    params = [512, 2048, 4096]
+
+
+class BarnesHut(_nbody.BarnesHut):
+    params = [100_000, 1_000_000]
+
+
+class VsPytreegrav(_nbody.VsPytreegrav):
+    params = [100_000, 1_000_000]
+
+
+class Accuracy(_nbody.Accuracy):
+    params = [[0.3, 0.5, 0.7, 1.0], [False, True]]
+
+
+class MultipoleField(_sep.MultipoleField):
+    params = [[100_000], [2, 3]]
+
+
+class SsdForward(_ssd.SsdForward):
+    params = [2048]
+
+
+class SsdForward2p7B(_ssd.SsdForward2p7B):
+    params = [[4096], [64, 128, 256]]
+
+
+class SsdPacked(_ssd.SsdPacked):
+    params = [4096]
+
+
+class SsdForwardBackward(_ssd.SsdForwardBackward):
+    params = [1024]
+
+
+class TopKFloat32(_topk.TopKFloat32):
+    params = [10**8]
+
+
+class TopKCuda(_topk.TopKCuda):
+    params = [10**8]
