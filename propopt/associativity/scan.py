@@ -21,7 +21,7 @@ import numpy as np
 
 from .. import _dispatch, _pytree, _validate
 from ..typing import ScanMethod
-from . import _backends
+from . import _backends, _half
 from .monoid import Monoid
 
 METHODS: tuple[str, ...] = ("auto", "reference", "generic", "cpu", "cuda", "dask")
@@ -105,6 +105,17 @@ def associative_scan(
     size through the grouping.  Integer results wrap on overflow and keep the
     input dtype (unlike ``np.cumsum``, which widens small integers).
 
+    Half precision, as in jax's cumulative reductions: a monoid over floats
+    given float16 or bfloat16 (NumPy with ``ml_dtypes``, or torch) scans
+    in float32 (the elements are widened at the boundary, per chunk for
+    dask) and rounds the result to the input dtype once.  The error is the
+    float32 scan's plus that one rounding:
+    ``|out - exact| <= u * |s| + |s - exact|``, ``s`` the float32 result,
+    ``u = 2**-8`` for bfloat16 and ``2**-11`` for float16.  The float32
+    copies of the input and the result take four times the input's memory
+    while the scan runs.
+    A plain callable ``fn`` gets the half-precision arrays as they are.
+
     Examples
     --------
     >>> import numpy as np
@@ -142,8 +153,12 @@ def associative_scan(
                     "x.compute_chunk_sizes() first"
                 )
     ax = _validate.check_axis(axis, leaves, paths)
+    given: Leaves | None = None  # the half-precision leaves, when they are widened
     if isinstance(fn, Monoid):
         _check_monoid(fn, leaves, paths)
+        if _half.half_name(leaves[0].dtype) is not None:
+            given, leaves = leaves, _half.widen(leaves, kind, f"monoid {fn.name!r}")
+            elems = _pytree.unflatten(treedef, leaves)
         combine = fn.combine_leaves
     else:
         if exclusive and identity is None:
@@ -171,10 +186,13 @@ def associative_scan(
     if n == 0 and chosen != "dask":
         out = [x[(slice(None),) * ax + (slice(0, 0),)] for x in leaves]
         out = [o.copy() if hasattr(o, "copy") else o.clone() for o in out]
-        return _pytree.unflatten(treedef, out)
-    if ident is None and isinstance(fn, Monoid) and chosen in ("dask", "reference", "generic"):
-        plan.identity = _monoid_identity(fn, leaves, ax)
-    return _pytree.unflatten(treedef, _backends.BACKENDS[chosen].run(plan))
+    else:
+        if ident is None and isinstance(fn, Monoid) and chosen in ("dask", "reference", "generic"):
+            plan.identity = _monoid_identity(fn, leaves, ax)
+        out = _backends.BACKENDS[chosen].run(plan)
+    if given is not None:
+        out = _half.narrow(out, given)
+    return _pytree.unflatten(treedef, out)
 
 
 # ----------------------------------------------------- the automatic check
@@ -222,6 +240,14 @@ def _check_monoid(m: Monoid, leaves: Leaves, paths: Sequence[str]) -> None:
                 f"{_dispatch.describe(leaves[0])} but {path} is {_dispatch.describe(leaf)}; "
                 "broadcast and cast them first (np.broadcast_arrays, .astype)"
             )
+    if _half.half_name(dtype) is not None:
+        if "f" in m.kinds:
+            return  # widened to float32 by the caller
+        raise TypeError(
+            f"monoid {m.name!r} cannot combine elems of dtype {dtype}: half precision is "
+            f"widened to float32 only for monoids over floats, and it accepts "
+            f"{_kinds_text(m.kinds)}; cast elems to one of those first"
+        )
     np_dtype = _validate.np_dtype(dtype)
     if np_dtype is None or not m.accepts(np_dtype):
         raise TypeError(
