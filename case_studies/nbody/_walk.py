@@ -173,7 +173,7 @@ def walk(
                 d2 = dx * dx + dy * dy + dz * dz
                 if d2 > nodes[i, 11] and d2 * th2 > nodes[i, 12]:
                     if nf == FAR_CAP:
-                        _flush(tb, ge - gs, fb, nf, nb, 0, quad, c, acc)
+                        _flush(tb, ge - gs, fb, np.int64(nf), nb, np.int64(0), quad, c, acc)
                         nf = 0
                     fb[0, nf] = M
                     fb[1, nf] = cx - gx
@@ -187,7 +187,7 @@ def walk(
                     j = nstart[i]
                     while j < nend[i]:
                         if nq == NEAR_CAP:
-                            _flush(tb, ge - gs, fb, 0, nb, nq, quad, c, acc)
+                            _flush(tb, ge - gs, fb, np.int64(0), nb, np.int64(nq), quad, c, acc)
                             nq = 0
                         nb[0, nq] = src[0, j] - gx
                         nb[1, nq] = src[1, j] - gy
@@ -199,7 +199,7 @@ def walk(
                     i = nxt[i]
                 else:
                     i += 1
-            _flush(tb, ge - gs, fb, nf, nb, nq, quad, c, acc)
+            _flush(tb, ge - gs, fb, np.int64(nf), nb, np.int64(nq), quad, c, acc)
             for t in range(gs, ge):
                 for q in range(4):
                     out[t, q] = acc[t - gs, q]
