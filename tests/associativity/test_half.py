@@ -137,6 +137,17 @@ def test_half_in_integer_monoid_is_refused():
         pp.associative_scan(bitor, np.ones(3, np.float16))
 
 
+def test_half_law_audits_combine_in_float32():
+    from propopt.audit import check_associative, check_identity
+
+    sub = pp.Monoid(lambda a, b: a - b, 0.0, name="sub", array_combine=lambda a, b: [a[0] - b[0]])
+    x = np.random.default_rng(5).normal(size=200)
+    for v in (x.astype(ml_dtypes.bfloat16), torch.from_numpy(x).to(torch.bfloat16)):
+        assert check_associative(pp.logaddexp, v).ok and check_identity(pp.logaddexp, v).ok
+        report = check_associative(sub, v)
+        assert not report.ok and "rtol=0.0001" in str(report)  # float32's tolerance
+
+
 def test_half_dask_equals_in_memory():
     da = pytest.importorskip("dask.array")
     x = draw(pp.add, 1000, "bfloat16", np.random.default_rng(1))[0]
