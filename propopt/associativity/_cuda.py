@@ -279,3 +279,35 @@ def scan(monoid: Monoid, leaves: Sequence[Any], axis: int, reverse: bool,
     if n > 0 and p * q > 0:
         _scan3d(mod, tile, xs, outs, bool(reverse), bool(exclusive), ident, stream, empty)
     return [r.reshape(shape) if not is_torch else r.view(shape) for r in res]
+
+
+_CAST_SOURCE = """
+from numba import cuda
+
+
+@cuda.jit
+def cast(src, dst):
+    i = cuda.grid(1)
+    if i < src.size:
+        dst[i] = src[i]
+"""
+
+
+def convert(x: Any, dtype: Any) -> Any:
+    """A new device array with ``x`` cast elementwise to ``dtype`` (e.g. float16 <-> float32)."""
+    from numba import cuda
+
+    shape = tuple(int(d) for d in x.shape)
+    src = x if hasattr(x, "copy_to_host") else cuda.as_cuda_array(x)
+    try:
+        flat = src.reshape(-1)
+    except (NotImplementedError, ValueError) as err:
+        raise ValueError(
+            "CUDA device arrays must be C-contiguous to be scanned; copy them first "
+            "(e.g. cuda.to_device(np.ascontiguousarray(host)))"
+        ) from err
+    out = cuda.device_array(flat.shape, np.dtype(dtype))
+    if flat.size:
+        cast = _jit.load_module(_CAST_SOURCE, "cuda_cast").cast
+        cast[-(-flat.size // 256), 256](flat, out)
+    return out.reshape(shape)

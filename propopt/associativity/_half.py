@@ -14,7 +14,10 @@ result and ``u_half`` the unit roundoff, ``2**-8`` for bfloat16 and
 ``2**-11`` for float16.
 
 NumPy's bfloat16 comes from ``ml_dtypes`` (the dtype jax uses); it is
-recognised by name, so propopt does not import it.
+recognised by name, so propopt does not import it.  torch tensors are cast
+by torch (autograd follows), dask arrays lazily chunk by chunk, and CUDA
+device arrays of float16 by a one-line numba.cuda kernel (numba has no
+bfloat16 device arrays).
 """
 
 from __future__ import annotations
@@ -46,17 +49,23 @@ def widen(leaves: Sequence[Any], kind: str, what: str) -> Leaves:
 
         return [x.to(torch.float32) for x in leaves]  # autograd follows the cast
     if kind == _dispatch.CUDA:
-        raise TypeError(
-            f"{what} cannot widen CUDA device arrays of dtype {leaves[0].dtype} to float32; "
-            "cast them on the device first, or pass torch CUDA tensors"
-        )
+        if half_name(leaves[0].dtype) != "float16":
+            raise TypeError(
+                f"{what} takes CUDA device arrays of float16 but not {leaves[0].dtype}; pass "
+                "torch CUDA tensors of torch.bfloat16, or cast to float32 on the device"
+            )
+        from ._cuda import convert
+
+        return [convert(x, np.float32) for x in leaves]
     return [x.astype(np.float32) for x in leaves]
 
 
-def narrow(outs: Sequence[Any], like: Sequence[Any]) -> Leaves:
+def narrow(outs: Sequence[Any], like: Sequence[Any], kind: str) -> Leaves:
     """Round each float32 result once to the dtype of the matching input leaf."""
-    out = []
-    for o, x in zip(outs, like):
-        out.append(o.to(x.dtype) if _dispatch.array_kind(o) in ("torch", "torch-cuda")
-                   else o.astype(x.dtype))  # fmt: skip
-    return out
+    if kind in (_dispatch.TORCH, _dispatch.TORCH_CUDA):
+        return [o.to(x.dtype) for o, x in zip(outs, like)]
+    if kind == _dispatch.CUDA:
+        from ._cuda import convert
+
+        return [convert(o, x.dtype) for o, x in zip(outs, like)]
+    return [o.astype(x.dtype) for o, x in zip(outs, like)]

@@ -106,9 +106,10 @@ def associative_scan(
     input dtype (unlike ``np.cumsum``, which widens small integers).
 
     Half precision, as in jax's cumulative reductions: a monoid over floats
-    given float16 or bfloat16 (NumPy with ``ml_dtypes``, or torch) scans
-    in float32 (the elements are widened at the boundary, per chunk for
-    dask) and rounds the result to the input dtype once.  The error is the
+    given float16 or bfloat16 (NumPy with ``ml_dtypes``, torch, dask; float16
+    only for CUDA device arrays) scans in float32 (the elements are widened
+    at the boundary, per chunk for dask) and rounds the result to the input
+    dtype once.  The error is the
     float32 scan's plus that one rounding:
     ``|out - exact| <= u * |s| + |s - exact|``, ``s`` the float32 result,
     ``u = 2**-8`` for bfloat16 and ``2**-11`` for float16.  The float32
@@ -191,7 +192,7 @@ def associative_scan(
             plan.identity = _monoid_identity(fn, leaves, ax)
         out = _backends.BACKENDS[chosen].run(plan)
     if given is not None:
-        out = _half.narrow(out, given)
+        out = _half.narrow(out, given, kind)
     return _pytree.unflatten(treedef, out)
 
 

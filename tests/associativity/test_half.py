@@ -150,6 +150,21 @@ def test_half_dask_equals_in_memory():
     np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
 
 
+def test_half_cuda_device_arrays():
+    # numba's simulator unless NUMBA_ENABLE_CUDASIM=0 (tests/conftest.py); small
+    # tiles so that 40 elements span several tiles and the carry scan
+    cuda = pytest.importorskip("numba.cuda")
+    from propopt.associativity import _cuda
+
+    x = draw(pp.logaddexp, 40, "float16", np.random.default_rng(4))[0]
+    with _cuda.tiles(threads=8, items=2):
+        out = pp.associative_scan(pp.logaddexp, cuda.to_device(x))
+    assert out.dtype == np.float16
+    assert rel_error([out.copy_to_host()], loop64(pp.logaddexp, (x,))) <= TOL["float16"]
+    with pytest.raises(TypeError, match=r"float16 but not bfloat16.*torch CUDA tensors"):
+        pp.associative_scan(pp.add, cuda.to_device(x.astype(ml_dtypes.bfloat16)))
+
+
 # ---------------------------------------------------------------- slow matrix
 @pytest.mark.slow
 @pytest.mark.parametrize("lib", ["numpy", "torch"])
