@@ -30,6 +30,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .. import threads
+from ..arrays import per_point
 from . import _kernels as K
 
 __all__ = ["Moments", "RawMoments", "merge_moments", "moments"]
@@ -79,21 +80,6 @@ def _points(name: str, x: Any) -> np.ndarray:
         i = int(np.argmax(bad))
         raise ValueError(f"{name}[{i}] = {a[i].tolist()} is not finite: coordinates must be finite")
     return np.ascontiguousarray(a)
-
-
-def _masses(m: Any, n: int) -> np.ndarray:
-    if m is None:
-        return np.ones(n)
-    w = np.asarray(m, dtype=np.float64)
-    if w.ndim == 0:
-        w = np.full(n, float(w))
-    if w.shape != (n,):
-        raise ValueError(f"masses has shape {w.shape}: must be ({n},), one per point")
-    bad = ~np.isfinite(w) | (w < 0)
-    if bad.any():
-        i = int(np.argmax(bad))
-        raise ValueError(f"masses[{i}] = {w[i]}: masses must be finite and >= 0")
-    return np.ascontiguousarray(w)
 
 
 def _order(order: Any) -> int:
@@ -279,7 +265,7 @@ def moments(points: Any, masses: Any = None) -> Moments:
     True
     """
     x = _points("points", points) if np.size(points) else np.zeros((0, 3))
-    w = _masses(masses, x.shape[0])
+    w = per_point("masses", masses, x.shape[0], 1.0, "masses")
     out = np.empty(K.NMOM)
     K.moments_of_points(x, w, 0, x.shape[0], out)
     return Moments(out)
