@@ -120,6 +120,10 @@ def test_half_exclusive_reverse_and_grad():
     assert out.dtype == torch.bfloat16 and out.tolist() == [9.0, 7.0, 4.0, 0.0]
     out.sum().backward()
     assert x.grad.dtype == torch.bfloat16 and x.grad.tolist() == [0.0, 1.0, 2.0, 3.0]
+    for ident in (torch.tensor(0.0, dtype=torch.bfloat16), np.zeros((), ml_dtypes.bfloat16)):
+        for fn in (pp.add, lambda a, b: a + b):
+            out = pp.associative_scan(fn, x.detach(), exclusive=True, identity=ident)
+            assert out.dtype == torch.bfloat16 and out.tolist() == [0.0, 1.0, 3.0, 6.0]
     empty = pp.associative_scan(pp.logaddexp, np.zeros(0, ml_dtypes.bfloat16))
     assert empty.dtype == np.dtype(ml_dtypes.bfloat16) and empty.shape == (0,)
 
