@@ -72,6 +72,60 @@ class ScanAdd(Benchmark):
     track_time_over_copy.unit = "x copy"
 
 
+class ScanHalf(Benchmark):
+    """Cumulative sum of float16 / bfloat16: widened to float32, scanned, rounded once.
+
+    The cost over the float32 scan of the same values is the two casts;
+    NumPy's float16 casts are the slow ones.
+    """
+
+    params = [[2**20], ["float16", "bfloat16"], ["numpy", "torch"]]
+    param_names = ["n", "dtype", "lib"]
+
+    def setup(self, n, dtype, lib):
+        # prefix sums stay below float16's largest value (65504)
+        x = np.random.default_rng(0).uniform(0.5, 1.5, n) * (32768 / n)
+        if lib == "torch":
+            try:
+                import torch
+            except ImportError:
+                raise NotImplementedError("torch is not installed") from None
+            self.half = torch.from_numpy(x).to(getattr(torch, dtype))
+            self.f32 = self.half.float()
+        else:
+            if dtype == "bfloat16":
+                try:
+                    import ml_dtypes
+                except ImportError:
+                    raise NotImplementedError("ml_dtypes is not installed") from None
+                self.half = x.astype(ml_dtypes.bfloat16)
+            else:
+                self.half = x.astype(np.float16)
+            self.f32 = self.half.astype(np.float32)
+        self.exact = np.cumsum(np.asarray(self.f32, dtype=np.float64))
+        pp.associative_scan(pp.add, self.half)  # compile
+
+    def time_propopt_half(self, n, dtype, lib):
+        pp.associative_scan(pp.add, self.half)
+
+    def time_propopt_float32(self, n, dtype, lib):
+        pp.associative_scan(pp.add, self.f32)
+
+    def track_time_over_float32(self, n, dtype, lib):
+        f32 = self.f32
+        return 1.0 / ratio(lambda: pp.associative_scan(pp.add, f32),
+                           lambda: pp.associative_scan(pp.add, self.half))  # fmt: skip
+
+    track_time_over_float32.unit = "x float32"
+
+    def track_rel_error(self, n, dtype, lib):
+        out = pp.associative_scan(pp.add, self.half)
+        got = np.asarray(out.float() if lib == "torch" else out, dtype=np.float64)
+        return float(np.max(np.abs(got - self.exact) / self.exact))
+
+    track_rel_error.unit = "relative"
+
+
 class ScanLinearRecurrence(Benchmark):
     """h_t = a_t h_{t-1} + b_t in float32, as a pair (a, b)."""
 

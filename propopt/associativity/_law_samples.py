@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from .. import _dispatch, _pytree, _validate
+from ._half import half_name
 from .monoid import Monoid
 
 Leaves = list[Any]
@@ -26,7 +27,8 @@ def check_trials(trials: Any) -> None:
 def to_numpy(x: Any) -> np.ndarray:
     kind = _dispatch.array_kind(x)
     if kind in (_dispatch.TORCH, _dispatch.TORCH_CUDA):
-        return x.detach().cpu().resolve_conj().numpy()
+        x = x.detach().cpu().resolve_conj()
+        return (x.float() if half_name(x.dtype) == "bfloat16" else x).numpy()
     if kind == _dispatch.DASK:
         return np.asarray(x.compute())
     if kind == _dispatch.CUDA and hasattr(x, "copy_to_host"):
@@ -54,6 +56,8 @@ class Samples:
         self.is_monoid = isinstance(fn, Monoid)
         # a plain callable sees the array type it was written for
         self.native = not self.is_monoid and self.kind in (_dispatch.TORCH, _dispatch.TORCH_CUDA)
+        # a monoid over floats combines half precision in float32, as associative_scan does
+        self.widen = self.is_monoid and half_name(leaves[0].dtype) is not None and "f" in fn.kinds
         if self.is_monoid:
             if len(leaves) != fn.arity:
                 raise ValueError(
@@ -61,10 +65,10 @@ class Samples:
                     f"has {len(leaves)} leaves ({', '.join(paths)})"
                 )
             dtype = _validate.np_dtype(leaves[0].dtype)
-            if dtype is None or not fn.accepts(dtype):
+            if not self.widen and (dtype is None or not fn.accepts(dtype)):
                 raise TypeError(
-                    f"monoid {fn.name!r} cannot combine samples of dtype {dtype} (it accepts "
-                    f"dtype kinds {fn.kinds!r}); cast the samples first"
+                    f"monoid {fn.name!r} cannot combine samples of dtype {leaves[0].dtype} (it "
+                    f"accepts dtype kinds {fn.kinds!r}); cast the samples first"
                 )
 
     def gather(self, rows: np.ndarray, seed: int) -> Leaves:
@@ -94,11 +98,14 @@ class Samples:
             )
             with torch.no_grad():
                 out = x[idx]
-            return out if self.native else to_numpy(out)
+            return out if self.native else self._wide(to_numpy(out))
         if self.kind == _dispatch.DASK:
             fancy = sum(not isinstance(i, slice) for i in index) > 1
-            return to_numpy(x.vindex[index] if fancy else x[index])
-        return to_numpy(x)[index]
+            return self._wide(to_numpy(x.vindex[index] if fancy else x[index]))
+        return self._wide(to_numpy(x)[index])
+
+    def _wide(self, x: np.ndarray) -> np.ndarray:
+        return x.astype(np.float32) if self.widen else x
 
     def split(self, leaves: Leaves, parts: int) -> list[Leaves]:
         """Cut gathered leaves into ``parts`` equal batches along the axis."""
@@ -126,4 +133,6 @@ class Samples:
         return _pytree.apply(self.fn, self.td, a, b)
 
     def identity(self) -> tuple[Any, ...]:
+        if self.widen:
+            return self.fn.identity(np.dtype(np.float32))
         return self.fn.identity(_validate.np_dtype(self.leaves[0].dtype))

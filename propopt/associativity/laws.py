@@ -35,7 +35,9 @@ data.  The default ``rtol`` is a few hundred ulps of the result dtype (1e-2
 for float16, 1e-4 for float32, 1e-10 for float64) and the default ``atol``
 is ``rtol`` times the smallest normal number of the dtype (subnormal results
 have absolute, not relative, precision); integers are compared exactly.
-Equal values, including two infinities of one sign and two NaNs, are never a
+A :class:`~propopt.Monoid` over floats given float16 or bfloat16 samples
+combines them in float32, as ``associative_scan`` does, and is judged at
+float32's tolerance.  Equal values, including two infinities of one sign and two NaNs, are never a
 violation; a NaN on one side only always is.
 """
 

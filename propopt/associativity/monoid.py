@@ -59,7 +59,9 @@ class Monoid:
         Shown in errors and reports.
     kinds : str
         NumPy dtype kinds the combine is meaningful for: ``'i'`` signed and
-        ``'u'`` unsigned integers, ``'f'`` floats, ``'c'`` complex.
+        ``'u'`` unsigned integers, ``'f'`` floats, ``'c'`` complex.  With
+        ``'f'``, float16 and bfloat16 elements are also taken: scans
+        combine them in float32 and round the result to the input dtype.
     commutative : bool
         Informational; kernels never rely on it.
     array_combine : callable, optional

@@ -322,7 +322,10 @@ def _identity_leaves(identity: Any, treedef: _pytree.TreeDef, leaves: Leaves, ax
     for v, leaf in zip(ids, leaves):
         shape = tuple(leaf.shape)
         one = shape[:ax] + (1,) + shape[ax + 1 :]
-        vv = v.detach().cpu().numpy() if _dispatch.array_kind(v) in ("torch", "torch-cuda") else v
+        vv = v.detach().cpu() if _dispatch.array_kind(v) in ("torch", "torch-cuda") else v
+        if _half.half_name(getattr(vv, "dtype", None)) == "bfloat16":  # no NumPy bfloat16 in torch
+            vv = vv.float() if hasattr(vv, "detach") else np.asarray(vv, np.float32)
+        vv = vv.numpy() if hasattr(vv, "detach") else vv
         try:
             out.append(broadcast_to(vv, one, leaf))
         except (ValueError, RuntimeError) as err:
