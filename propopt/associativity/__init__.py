@@ -12,6 +12,9 @@ Monoid, monoid
     A numba-compilable combine with its identity; built-ins ``add``, ``mul``,
     ``maximum``, ``minimum``, ``logaddexp``, ``linear_recurrence``,
     ``matmul2x2``.
+segmented
+    The segmented monoid of a combine, over (flag, element) pairs: what
+    ``associative_scan(..., reset=)`` scans.
 TopK, merge, topk
     A mergeable summary of the k best (score, id) pairs (exact; merge is
     associative and commutative), and top-k along an axis like torch.topk.
@@ -29,6 +32,7 @@ from .monoid import (
     mul,
 )
 from .scan import associative_scan
+from .segmented import segmented
 from .topk import TopK, merge, topk
 
 __all__ = [
@@ -44,5 +48,6 @@ __all__ = [
     "minimum",
     "monoid",
     "mul",
+    "segmented",
     "topk",
 ]

@@ -42,6 +42,7 @@ import numpy as np
 
 from ._arrays import concat, expand, take
 from .monoid import BUILTINS, Monoid
+from .segmented import Segmented, segmented
 
 Leaves = list[Any]
 
@@ -229,6 +230,10 @@ def _builtin_monoid(name: str) -> _Shipped:
     return _Shipped(BUILTINS[name])
 
 
+def _segmented_monoid(inner: _Shipped) -> _Shipped:
+    return _Shipped(segmented(inner.monoid))
+
+
 def _copied_monoid(cls: type[Monoid], state: dict[str, Any]) -> _Shipped:
     m = cls.__new__(cls)
     m.__dict__.update(state)
@@ -258,6 +263,8 @@ class _Shipped:
         m = self.monoid
         if self._is_builtin():
             return (_builtin_monoid, (m.name,))
+        if isinstance(m, Segmented):  # rebuilt from its monoid (its combine is generated)
+            return (_segmented_monoid, (_Shipped(m.inner),))
         return (_copied_monoid, (type(m), self._state()))
 
     def __dask_tokenize__(self) -> Any:
@@ -266,6 +273,8 @@ class _Shipped:
         m = self.monoid
         if self._is_builtin():
             return ("propopt-builtin-monoid", m.name)
+        if isinstance(m, Segmented):
+            return ("propopt-segmented-monoid", _Shipped(m.inner).__dask_tokenize__())
         state = self._state()
         return (
             "propopt-monoid",

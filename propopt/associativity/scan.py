@@ -39,6 +39,7 @@ def associative_scan(
     identity: Any = None,
     method: ScanMethod = "auto",
     check: bool | None = None,
+    reset: Any = None,
 ) -> Any:
     """Scan ``elems`` with an associative combine, in parallel.
 
@@ -91,6 +92,16 @@ def associative_scan(
         elements, about 0.1 ms for NumPy ops.  A :class:`~propopt.Monoid` is
         trusted, and dask arrays are not sampled (that would compute them
         before the scan is built).  ``False``: no check.
+    reset : bool array, optional
+        Segment starts: a segmented scan restarts at every ``True``, so that
+        ``out_i`` combines only the elements from the last start at or before
+        ``i`` (in index order, for ``reverse=True`` too: a reverse scan runs
+        from each segment's end to its start); with ``exclusive=True``,
+        ``out_i`` is the identity at each start.  Shape ``(n,)`` along
+        ``axis``, or one that broadcasts to the elements with length ``n`` on
+        ``axis`` (a segmentation per row).  It scans the monoid transformer
+        :func:`propopt.associativity.segmented` over ``(flag, element)``
+        pairs, so every combine and backend takes it; see the Notes.
 
     Returns
     -------
@@ -117,6 +128,15 @@ def associative_scan(
     while the scan runs.
     A plain callable ``fn`` gets the half-precision arrays as they are.
 
+    Segmented scans (``reset=``) rely on the law of the segmented monoid,
+    ``(f1, a) * (f2, b) = (f1 | f2, b if f2 else a . b)``, which is
+    associative whenever ``.`` is.  It is an ordinary monoid of one more
+    array (the flag, in the element dtype for a :class:`~propopt.Monoid`), so
+    the compiled kernels, the generic path (torch autograd included) and
+    Dask run it unchanged; the flag rides in Dask's carries, so a segment
+    may span chunks.  Cost: one more array read and written, and ``a . b``
+    evaluated and discarded at each start.
+
     Examples
     --------
     >>> import numpy as np
@@ -130,6 +150,9 @@ def associative_scan(
     [1.0, 1.5, 1.75, 1.875]
     >>> associative_scan(lambda x, y: x + y, np.ones(3)).tolist()
     [1.0, 2.0, 3.0]
+    >>> starts = np.array([True, False, False, True, False])
+    >>> associative_scan(add, np.arange(1, 6), reset=starts).tolist()
+    [1, 3, 6, 4, 9]
 
     References
     ----------
@@ -169,20 +192,29 @@ def associative_scan(
             )
         combine = _wrap_callable(fn, treedef)
     ident = None if identity is None else _identity_leaves(identity, treedef, leaves, ax)
+    law_fn = fn  # the law is checked on the caller's combine, before segmenting it
+    if reset is not None:
+        from . import _segments
+
+        if exclusive and ident is None:
+            ident = _monoid_identity(fn, leaves, ax)  # type: ignore[arg-type]
+        fn, combine, leaves = _segments.prepare(fn, combine, leaves, reset, kind, ax, reverse,
+                                                exclusive, ident)  # fmt: skip
+        exclusive, ident = False, None
     plan = _backends.ScanPlan(fn, combine, leaves, kind, ax, reverse, exclusive, ident)
     chosen = _backends.choose(method, plan)
 
     n = leaves[0].shape[ax]
-    auto = check is None and kind != _dispatch.DASK and not isinstance(fn, Monoid)
-    if n > 0 and (check or (auto and _unchecked(fn))):
+    auto = check is None and kind != _dispatch.DASK and not isinstance(law_fn, Monoid)
+    if n > 0 and (check or (auto and _unchecked(law_fn))):
         from .laws import AssociativityError, check_associative
 
         trials = 200 if check else AUTO_CHECK_TRIALS
-        report = check_associative(fn, elems, axis=ax, trials=trials)
+        report = check_associative(law_fn, elems, axis=ax, trials=trials)
         if not report.ok:
             raise AssociativityError(report, automatic=check is None)
         if check is None:
-            _checked_ok(fn)
+            _checked_ok(law_fn)
 
     if n == 0 and chosen != "dask":
         out = [x[(slice(None),) * ax + (slice(0, 0),)] for x in leaves]
@@ -191,6 +223,8 @@ def associative_scan(
         if ident is None and isinstance(fn, Monoid) and chosen in ("dask", "reference", "generic"):
             plan.identity = _monoid_identity(fn, leaves, ax)
         out = _backends.BACKENDS[chosen].run(plan)
+    if reset is not None:
+        out = out[1:]  # the flags
     if given is not None:
         out = _half.narrow(out, given, kind)
     return _pytree.unflatten(treedef, out)
@@ -288,7 +322,10 @@ def _identity_leaves(identity: Any, treedef: _pytree.TreeDef, leaves: Leaves, ax
     for v, leaf in zip(ids, leaves):
         shape = tuple(leaf.shape)
         one = shape[:ax] + (1,) + shape[ax + 1 :]
-        vv = v.detach().cpu().numpy() if _dispatch.array_kind(v) in ("torch", "torch-cuda") else v
+        vv = v.detach().cpu() if _dispatch.array_kind(v) in ("torch", "torch-cuda") else v
+        if _half.half_name(getattr(vv, "dtype", None)) == "bfloat16":  # no NumPy bfloat16 in torch
+            vv = vv.float() if hasattr(vv, "detach") else np.asarray(vv, np.float32)
+        vv = vv.numpy() if hasattr(vv, "detach") else vv
         try:
             out.append(broadcast_to(vv, one, leaf))
         except (ValueError, RuntimeError) as err:

@@ -189,3 +189,16 @@ def test_unknown_chunk_sizes_refused():
         pp.associative_scan(pp.add, y)
     with pytest.raises(ValueError, match="unknown chunk sizes"):
         _dask.scan(pp.add, pp.add.combine_leaves, [y], 0, False, False, None, lambda *a: a[2])
+
+
+@pytest.mark.parametrize("fn_name", ["affine", "callable"])
+def test_segmented_scan_on_workers(client, fn_name):
+    # the segmented monoid (its combine is generated) and a segmented callable
+    # travel to the worker processes; segments cross the chunk edges 5 and 12
+    fn = affine if fn_name == "affine" else linrec
+    xs = draw(fn, (23,))
+    starts = np.zeros(23, bool)
+    starts[[0, 3, 12, 13]] = True
+    kw = {"reverse": True, "reset": starts}
+    lazy, ref = scan_both(fn, xs, (5, 7, 11), **kw)
+    check(client, lazy, ref)
