@@ -99,7 +99,7 @@ def _select(v, ids, pos, n, k, desc, nanbig):  # type: ignore[no-untyped-def]
     while lo < hi:
         rounds += 1
         if rounds > 64:  # pathological pivots: finish by sorting the range
-            order = _sort_order(v, ids, lo, hi + 1, desc, nanbig)
+            order = _sort_order(v, ids, np.int64(lo), hi + 1, desc, nanbig)
             m = hi + 1 - lo
             tv = np.empty(m, v.dtype)
             ti = np.empty(m, np.int64)
@@ -265,7 +265,7 @@ def _shrink(v, ids, pos, c, k, desc, nanbig):  # type: ignore[no-untyped-def]
         q = (t * c) // ns
         sv[t] = v[q]
         si[t] = ids[q]
-    order = _sort_order(sv, si, 0, ns, desc, nanbig)
+    order = _sort_order(sv, si, np.int64(0), ns, desc, nanbig)
     r = min(ns - 1, (ns * k) // c + 2 * int(np.sqrt(ns * k / c)) + 2)
     pv = sv[order[r]]
     pi = si[order[r]]
@@ -435,8 +435,8 @@ def topk_rows(x, xids, has_ids, k, pieces, desc, nanbig, seeded, sv, sid):  # ty
                 pp[m] = cp[u, t]
                 m += 1
         kk = min(k, m)
-        _select(v, ii, pp, m, kk, desc, nanbig)
-        order = _sort_order(v, ii, 0, kk, desc, nanbig)
+        _select(v, ii, pp, np.int64(m), kk, desc, nanbig)
+        order = _sort_order(v, ii, np.int64(0), kk, desc, nanbig)
         for t in range(kk):
             out[r, t] = pp[order[t]]
         counts[r] = kk
@@ -455,8 +455,8 @@ def topk_one(x, xids, has_ids, k, desc, nanbig, seeded, sv, sid):  # type: ignor
     ov = np.empty(k, x.dtype)
     oi = np.empty(k, np.int64)
     op = np.empty(k, np.int64)
-    c, comp = _unit(x, xids, has_ids, 0, x.shape[0], k, desc, nanbig, seeded, sv, sid, ov, oi, op)
-    order = _sort_order(ov, oi, 0, c, desc, nanbig)
+    c, comp = _unit(x, xids, has_ids, np.int64(0), x.shape[0], k, desc, nanbig, seeded, sv, sid, ov, oi, op)
+    order = _sort_order(ov, oi, np.int64(0), c, desc, nanbig)
     best = np.empty(c, np.int64)
     for t in range(c):
         best[t] = op[order[t]]
