@@ -162,3 +162,41 @@ class MambaScaling(Benchmark):
         return L / median_seconds(lambda: selective_scan(**self.mamba), 5)
 
     track_tokens_per_s.unit = "tokens/s"
+
+
+class MambaPacked(Benchmark):
+    """Four sequences of unequal length packed in one row (seq_idx) vs a batch of 4.
+
+    Target: packed within 1.2x of the batch (the same tokens), d_model 256,
+    d_state 16, float32.  ``python -m benchmarks.packed_report`` gives the
+    larger shapes and the backward.
+    """
+
+    params = [1024]
+    param_names = ["tokens"]
+
+    def setup(self, tokens):
+        q = tokens // 4
+        lengths = [q + q // 2, q // 2, q - q // 4, q + q // 4]
+        self.seq_idx = np.repeat(np.arange(4), lengths)[None]
+        self.packed = {k: v.numpy() for k, v in mamba_inputs(tokens, 256).items()}
+        self.batch = dict(self.packed)
+        for k in ("u", "delta", "B", "C"):  # (1, c, tokens) -> (4, c, q)
+            v = self.packed[k]
+            self.batch[k] = np.ascontiguousarray(v.reshape(v.shape[1], 4, q).transpose(1, 0, 2))
+        self.run_packed()
+        self.run_batch()
+
+    def run_packed(self):
+        return selective_scan(**self.packed, seq_idx=self.seq_idx)
+
+    def run_batch(self):
+        return selective_scan(**self.batch)
+
+    def time_packed(self, tokens):
+        self.run_packed()
+
+    def track_packed_over_batch(self, tokens):
+        return 1.0 / ratio(self.run_packed, self.run_batch)
+
+    track_packed_over_batch.unit = "x (time packed / time batched)"

@@ -26,6 +26,7 @@ __all__ = [
     "TORCH_CUDA",
     "array_kind",
     "array_module",
+    "as_numpy",
     "count",
     "describe",
     "per_point",
@@ -42,19 +43,30 @@ def array_module(x: Any) -> Any:
     return np
 
 
+def as_numpy(x: Any) -> Any:
+    """A torch CPU tensor as a NumPy view; anything else unchanged.
+
+    bfloat16, which NumPy lacks, becomes a float32 copy.
+    """
+    if array_kind(x) != TORCH:
+        return x
+    if str(x.dtype) == "torch.bfloat16":
+        x = x.float()
+    return x.detach().numpy()
+
+
 def points(name: str, X: Any, dim: int | None = None, *, allow_empty: bool = True) -> np.ndarray:
     """Validate an ``(n, d)`` point array: float32/float64, finite; errors name the index.
 
-    Integers and booleans are cast to float64; a torch CPU tensor is viewed.
+    Integers and booleans are cast to float64, float16 and bfloat16 to
+    float32 (exactly); a torch CPU tensor is viewed.
     The result is C-contiguous.
     """
-    if array_kind(X) == TORCH:
-        X = X.detach().numpy()
-    a = np.asarray(X)
+    a = np.asarray(as_numpy(X))
     if a.dtype.kind not in "fiub":
         raise TypeError(f"{name} has dtype {a.dtype}: pass real coordinates (float32 or float64)")
     if a.dtype not in (np.float32, np.float64):
-        a = a.astype(np.float64)
+        a = a.astype(np.float32 if a.dtype == np.float16 else np.float64)
     if a.ndim != 2 or (dim is not None and a.shape[1] != dim):
         want = f"(n, {dim})" if dim is not None else "(n, d)"
         fix = " (one point per row)" if a.ndim == 1 else ""
@@ -81,7 +93,7 @@ def per_point(
     """
     if v is None:
         return np.full(n, float(default))
-    a = np.asarray(v)
+    a = np.asarray(as_numpy(v))
     if a.dtype.kind not in "fiub":
         raise TypeError(f"{name} has dtype {a.dtype}: pass real numbers")
     if a.ndim == 0:

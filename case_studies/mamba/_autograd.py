@@ -29,24 +29,25 @@ class SelectiveScanFn(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, u: Any, delta: Any, A: Any, B: Any, C: Any, D: Any, z: Any,
                 delta_bias: Any, initial_state: Any, softplus: bool,
-                scale_b: bool) -> tuple[Any, Any]:  # type: ignore[override]  # fmt: skip
+                scale_b: bool, starts: np.ndarray | None = None,
+                ) -> tuple[Any, Any]:  # type: ignore[override]  # fmt: skip
         cdt = np.dtype(np.float64 if u.dtype == torch.float64 else np.float32)
         p = _host.prepare(*(_np(x, cdt) for x in (u, delta, A, B, C, D, z, delta_bias,
                                                   initial_state)),
-                          softplus, scale_b, cdt)  # type: ignore[arg-type]  # fmt: skip
+                          softplus, scale_b, cdt, starts)  # type: ignore[arg-type]  # fmt: skip
         out, last, ckpt = _host.forward(p, save=True)
         ctx.save_for_backward(u, delta, A, B, C, D, z, delta_bias, initial_state)
         ctx.ckpt = ckpt
-        ctx.flags = (softplus, scale_b, cdt)
+        ctx.flags = (softplus, scale_b, cdt, starts)
         return torch.from_numpy(out).to(u.dtype), torch.from_numpy(last)
 
     @staticmethod
     def backward(ctx: Any, dout: Any, dlast: Any) -> tuple[Any, ...]:  # type: ignore[override]
         u, delta, A, B, C, D, z, delta_bias, initial_state = ctx.saved_tensors
-        softplus, scale_b, cdt = ctx.flags
+        softplus, scale_b, cdt, starts = ctx.flags
         p = _host.prepare(*(_np(x, cdt) for x in (u, delta, A, B, C, D, z, delta_bias,
                                                   initial_state)),
-                          softplus, scale_b, cdt)  # type: ignore[arg-type]  # fmt: skip
+                          softplus, scale_b, cdt, starts)  # type: ignore[arg-type]  # fmt: skip
         batch, dim, L = u.shape
         N = A.shape[1]
         g_out = np.zeros((batch, dim, L), cdt) if dout is None else _np(dout, cdt)
@@ -59,4 +60,4 @@ class SelectiveScanFn(torch.autograd.Function):
             g = grads[name]
             res.append(torch.from_numpy(np.ascontiguousarray(g)).to(x.dtype)
                        if need and x is not None and g is not None else None)  # fmt: skip
-        return (*res, None, None)
+        return (*res, None, None, None)

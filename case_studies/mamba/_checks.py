@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from propopt.arrays import NUMPY, TORCH, TORCH_CUDA, array_kind
 
 FLOATS = ("float16", "bfloat16", "float32", "float64")
@@ -90,3 +92,56 @@ def check_scan_shapes(
     if initial_state is not None:
         _want("initial_state", initial_state, (batch, dim, N), "(batch, dim, d_state)")
     return batch, dim, L, N
+
+
+def _to_numpy_int(v: Any, name: str) -> np.ndarray:
+    if type(v).__module__.startswith("torch"):
+        v = v.detach().cpu().numpy()
+    a = np.asarray(v)
+    if a.dtype.kind not in "iu":
+        raise TypeError(f"{name} has dtype {a.dtype}; expected integers")
+    return a
+
+
+def packing(seq_idx: Any, cu_seqlens: Any, nb: int, L: int, kind: str,
+             x: Any) -> tuple[Any, Any]:  # fmt: skip
+    """Sequence starts (b, l) as a bool array of the inputs' library, and cu_seqlens.
+
+    mamba_ssm's meaning, shared by :func:`selective_scan` and :func:`ssd_scan`:
+    a state resets to zero at every token whose ``seq_idx`` differs from the
+    previous token's, and at token 0 unless ``seq_idx[b, 0] == 0`` (the
+    initial state belongs to the sequence numbered 0).
+    """
+    starts = np.zeros((nb, L), bool)
+    cu = None
+    if cu_seqlens is not None:
+        cu = _to_numpy_int(cu_seqlens, "cu_seqlens").astype(np.int64)
+        if cu.ndim != 1 or len(cu) < 2:
+            raise ValueError(f"cu_seqlens has shape {cu.shape}; expected (nseq + 1,) with "
+                             "nseq >= 1")  # fmt: skip
+        if nb != 1:
+            raise ValueError(f"cu_seqlens packs sequences into one row, but batch={nb}; "
+                             "pack them along seqlen with batch 1")  # fmt: skip
+        if cu[0] != 0 or cu[-1] != L or np.any(np.diff(cu) < 0):
+            raise ValueError(f"cu_seqlens={cu.tolist()[:8]}...: must start at 0, end at "
+                             f"seqlen={L} and never decrease")  # fmt: skip
+        inner = cu[1:-1]
+        starts[0, inner[inner < L]] = True
+    if seq_idx is not None:
+        si = _to_numpy_int(seq_idx, "seq_idx")
+        if si.shape != (nb, L):
+            raise ValueError(f"seq_idx has shape {si.shape}; expected (batch, seqlen) = "
+                             f"{(nb, L)}")  # fmt: skip
+        from_idx = np.zeros((nb, L), bool)
+        if L:
+            from_idx[:, 0] = si[:, 0] != 0
+            from_idx[:, 1:] = si[:, 1:] != si[:, :-1]
+        if cu is not None and not np.array_equal(from_idx[:, 1:], starts[:, 1:]):
+            raise ValueError("seq_idx and cu_seqlens disagree on where sequences start; "
+                             "pass one of them")  # fmt: skip
+        starts = from_idx
+    if kind == "numpy":
+        return starts, cu
+    import torch
+
+    return torch.from_numpy(starts).to(x.device), cu

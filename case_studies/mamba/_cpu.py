@@ -17,6 +17,11 @@ segments' end states are chained by the linear-recurrence carry
 ``H_s = exp(A * sum(dt over segment s-1)) * H_{s-1} + h_end_{s-1}``, and each
 segment is scanned again from its carry (twice the work, all threads busy).
 
+Packed sequences (``starts``, uint8 (batch, L), or an empty array when
+there are none): the state is set to zero before every token that starts a
+sequence, so each sequence is computed exactly as alone; a segment of the
+sequence split that holds a start passes no carry through it.
+
 Backward is a reverse linear scan of the adjoint ``g_t = dL/dh_t``::
 
     g_t = a_{t+1} g_{t+1} + dy_t C_t        (g_{L-1} also gets dL/d last_state)
@@ -71,11 +76,12 @@ def _dt(x, softplus):  # type: ignore[no-untyped-def]
 
 @njit(fastmath=FASTMATH, cache=True)
 def _segment(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, scale_b,
-             b, d, t0, t1, h, out, write, ckpt, T, one):  # type: ignore[no-untyped-def]  # fmt: skip
+             b, d, t0, t1, h, out, write, ckpt, T, one, starts):  # type: ignore[no-untyped-def]  # fmt: skip
     """Scan tokens [t0, t1) of channel (b, d) from state ``h`` (updated in place).
 
     Writes ``out`` when ``write`` and a checkpoint at every multiple of ``T``
-    when ``ckpt`` has room; returns the sum of ``dt`` (in float64).
+    when ``ckpt`` has room; returns the sum of ``dt`` (in float64) since the
+    last sequence start, and whether a sequence started in [t0, t1).
     """
     N = A.shape[1]
     D = u.shape[1]
@@ -89,11 +95,18 @@ def _segment(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, scale_b,
     bias_d = bias[d]
     dsk = Dv[d]
     dtsum = 0.0
+    cut = False
+    packed = starts.shape[0] > 0
     zero = one - one
     for t in range(t0, t1):
         if save and t % T == 0:
             for n in range(N):
                 ckpt[b, d, t // T, n] = h[n]
+        if packed and starts[b, t]:
+            for n in range(N):
+                h[n] = zero
+            dtsum = 0.0
+            cut = True
         dt = _dt(delta[b, d, t] + bias_d, softplus)
         dtsum += dt
         ut = u[b, d, t]
@@ -111,12 +124,12 @@ def _segment(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, scale_b,
                 zt = z[b, d, t]
                 o = o * (zt / (one + fexp(-zt)))
             out[b, d, t] = o
-    return dtsum
+    return dtsum, cut
 
 
 @njit(parallel=True, fastmath=FASTMATH, cache=True)
 def forward(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, scale_b, h0, out, last,
-            ckpt, T, seg, one):  # type: ignore[no-untyped-def]  # fmt: skip
+            ckpt, T, seg, one, starts):  # type: ignore[no-untyped-def]  # fmt: skip
     """Fused forward; ``seg`` tokens per sequence segment (a multiple of ``T``)."""
     nb, D, L = u.shape
     N = A.shape[1]
@@ -128,11 +141,12 @@ def forward(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, scale_b, h0, out,
             d = i - b * D
             h = h0[b, d].copy()
             _segment(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, scale_b,
-                     b, d, 0, L, h, out, True, ckpt, T, one)  # fmt: skip
+                     b, d, 0, L, h, out, True, ckpt, T, one, starts)  # fmt: skip
             last[b, d] = h
         return
     ends = np.zeros((nb, D, S, N), dtype=h0.dtype)
     sums = np.zeros((nb, D, S))
+    cuts = np.zeros((nb, D, S), dtype=np.bool_)
     for i in prange(P * (S - 1)):  # pass 1: end state of each segment from 0
         p = i // (S - 1)
         s = i - p * (S - 1)
@@ -140,9 +154,9 @@ def forward(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, scale_b, h0, out,
         d = p - b * D
         h = np.zeros(N, dtype=h0.dtype)
         nock = ckpt[:, :, :0]
-        sums[b, d, s] = _segment(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z,
-                                 scale_b, b, d, s * seg, (s + 1) * seg, h, out, False,
-                                 nock, T, one)  # fmt: skip
+        sums[b, d, s], cuts[b, d, s] = _segment(u, delta, A, Bg, Cg, Dv, z, bias, softplus,
+                                                has_z, scale_b, b, d, s * seg, (s + 1) * seg,
+                                                h, out, False, nock, T, one, starts)  # fmt: skip
         ends[b, d, s] = h
     for p in prange(P):  # chain the carries: ends[s] becomes the state entering s
         b = p // D
@@ -151,7 +165,10 @@ def forward(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, scale_b, h0, out,
         for s in range(S):
             nxt = np.empty(N, dtype=h0.dtype)
             for n in range(N):
-                nxt[n] = math.exp(A[d, n] * sums[b, d, s]) * H[n] + ends[b, d, s, n]
+                if cuts[b, d, s]:  # a sequence starts inside: nothing before it passes
+                    nxt[n] = ends[b, d, s, n]
+                else:
+                    nxt[n] = math.exp(A[d, n] * sums[b, d, s]) * H[n] + ends[b, d, s, n]
             ends[b, d, s] = H
             H = nxt
     for i in prange(P * S):  # pass 2: every segment from its carry
@@ -161,7 +178,8 @@ def forward(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, scale_b, h0, out,
         d = p - b * D
         h = ends[b, d, s].copy()
         _segment(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, scale_b,
-                 b, d, s * seg, min(L, (s + 1) * seg), h, out, True, ckpt, T, one)  # fmt: skip
+                 b, d, s * seg, min(L, (s + 1) * seg), h, out, True, ckpt, T, one,
+                 starts)  # fmt: skip
         if s == S - 1:
             last[b, d] = h
 
@@ -176,7 +194,7 @@ LANES = (64, 32, 16)
 
 @njit(parallel=True, fastmath=FASTMATH, cache=True)
 def forward_lanes(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, scale_b, h0, out, last,
-                  ckpt, T, W, one, token_major, tile, runs):  # type: ignore[no-untyped-def]  # fmt: skip
+                  ckpt, T, W, one, token_major, tile, runs, starts):  # type: ignore[no-untyped-def]  # fmt: skip
     """Fused forward with ``W`` channels in SIMD lanes (B and C per token, shared by them).
 
     The per-channel kernel vectorizes over d_state and pays a horizontal sum
@@ -197,6 +215,7 @@ def forward_lanes(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, scale_b, h0
     N = A.shape[1]
     nblk = D // W
     save = ckpt.shape[2] > 0
+    packed = starts.shape[0] > 0
     zero = one - one
     for task in prange(nb * runs):
         b = task // runs
@@ -259,6 +278,11 @@ def forward_lanes(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, scale_b, h0
                         for j in range(W):
                             dub[k, j] *= dtb[k, j]
                 for k in range(m):
+                    if packed and starts[b, t0 + k]:  # a sequence starts: from zero
+                        for n in range(N):
+                            hz = h[n]
+                            for j in range(W):
+                                hz[j] = zero
                     dr = dtb[k]
                     ur = dub[k]
                     yr = yb[k]
@@ -310,7 +334,7 @@ def forward_lanes(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, scale_b, h0
 @njit(parallel=True, fastmath=FASTMATH, cache=True)
 def backward(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, scale_b, ckpt, T,
              dout, dlast, du, ddelta, dz, dA_p, dB_p, dC_p, dD_p, dbias_p,
-             dh0, one):  # type: ignore[no-untyped-def]  # fmt: skip
+             dh0, one, starts):  # type: ignore[no-untyped-def]  # fmt: skip
     """Reverse scan of the adjoint, recomputing states chunk by chunk.
 
     ``dA_p`` (threads, D, N), ``dB_p``/``dC_p`` (threads, *Bg.shape),
@@ -321,6 +345,7 @@ def backward(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, scale_b, ckpt, T
     nck = (L + T - 1) // T
     vb = Bg.shape[2] > 1
     vc = Cg.shape[2] > 1
+    packed = starts.shape[0] > 0
     for i in prange(nb * D):
         tid = numba.get_thread_id()
         b = i // D
@@ -350,10 +375,11 @@ def backward(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, scale_b, ckpt, T
                 ut = u[b, d, t]
                 dub = dt * ut if scale_b else ut
                 tb = t if vb else 0
+                rs = packed and starts[b, t]  # then the state entering t is zero
                 for n in range(N):
                     a = fexp(dt * A[d, n])
                     aa[k, n] = a
-                    hs[k + 1, n] = a * hs[k, n] + dub * Bg[bb, gb, tb, n]
+                    hs[k + 1, n] = a * (zero if rs else hs[k, n]) + dub * Bg[bb, gb, tb, n]
             for n in range(N):
                 dA_c[n] = 0
             for t in range(t1 - 1, t0 - 1, -1):  # walk it in reverse
@@ -379,15 +405,19 @@ def backward(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, scale_b, ckpt, T
                 sA = zero
                 sB = zero
                 dub = dt * ut if scale_b else ut
+                rs = packed and starts[b, t]
                 for n in range(N):
                     gn = g[n] + dy * Cg[bc, gc, tc, n]
                     dC_p[tid, bc, gc, tc, n] += dy * hs[k + 1, n]
                     dB_p[tid, bb, gb, tb, n] += gn * dub
                     sB += gn * Bg[bb, gb, tb, n]
-                    da = gn * hs[k, n] * aa[k, n]  # dL/d(dt * A[n])
+                    da = gn * (zero if rs else hs[k, n]) * aa[k, n]  # dL/d(dt * A[n])
                     sA += da * A[d, n]
                     dA_c[n] += da * dt
                     g[n] = gn * aa[k, n]
+                if rs:  # nothing flows back past a start
+                    for n in range(N):
+                        g[n] = zero
                 if scale_b:
                     ddt = sA + sB * ut
                     du[b, d, t] = dy * dsk + sB * dt

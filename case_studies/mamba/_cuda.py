@@ -32,7 +32,7 @@ def _kernel(dtype_name: str) -> Any:
     zero, one, twenty = dtype.type(0), dtype.type(1), dtype.type(20)
 
     @cuda.jit
-    def fwd(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, scale_b, h0, out, last):  # type: ignore[no-untyped-def]
+    def fwd(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, scale_b, h0, out, last, starts):  # type: ignore[no-untyped-def]
         i = cuda.grid(1)
         nb, D, L = u.shape
         if i >= nb * D:
@@ -47,7 +47,11 @@ def _kernel(dtype_name: str) -> Any:
         gb = d // (D // Bg.shape[1])
         bc = b if Cg.shape[0] > 1 else 0
         gc = d // (D // Cg.shape[1])
+        packed = starts.shape[0] > 0
         for t in range(L):
+            if packed and starts[b, t]:  # a packed sequence starts: from zero
+                for n in range(N):
+                    h[n] = zero
             dt = delta[b, d, t] + bias[d]
             if softplus and dt <= twenty:
                 dt = math.log1p(math.exp(dt))
@@ -73,20 +77,26 @@ def _kernel(dtype_name: str) -> Any:
 
 def launch(u: Any, delta: Any, A: Any, Bg: Any, Cg: Any, Dv: Any, z: Any, bias: Any,
            softplus: bool, has_z: bool, scale_b: bool, h0: Any, out: Any, last: Any,
-           dtype: str) -> None:  # fmt: skip
-    """Run the kernel on CUDA arrays (or numpy arrays in the simulator)."""
+           dtype: str, starts: Any = None) -> None:  # fmt: skip
+    """Run the kernel on CUDA arrays (or numpy arrays in the simulator).
+
+    ``starts``: uint8 (batch, L), nonzero where a packed sequence starts.
+    """
     if A.shape[1] > MAX_STATE:
         raise ValueError(f"d_state={A.shape[1]}: the CUDA kernel holds at most {MAX_STATE}")
     pairs = u.shape[0] * u.shape[1]
     if pairs == 0:
         return
     blocks = -(-pairs // THREADS)
+    if starts is None:
+        starts = cuda.to_device(np.zeros((0, 0), np.uint8))
     _kernel(dtype)[blocks, THREADS](u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z,
-                                    scale_b, h0, out, last)  # fmt: skip
+                                    scale_b, h0, out, last, starts)  # fmt: skip
 
 
 def scan_torch(u: Any, delta: Any, A: Any, B: Any, C: Any, D: Any, z: Any, delta_bias: Any,
-               softplus: bool, initial_state: Any, scale_b: bool) -> tuple[Any, Any]:  # fmt: skip
+               softplus: bool, initial_state: Any, scale_b: bool,
+               starts: Any = None) -> tuple[Any, Any]:  # fmt: skip
     """Forward on torch CUDA tensors; returns (out in the compute dtype, last state)."""
     import torch
 
@@ -113,6 +123,9 @@ def scan_torch(u: Any, delta: Any, A: Any, B: Any, C: Any, D: Any, z: Any, delta
     out = torch.empty((batch, dim, L), dtype=cdt, device=u.device)
     last = torch.empty((batch, dim, N), dtype=cdt, device=u.device)
     ca = [cuda.as_cuda_array(x) for x in (*args, h0, out, last)]
+    st = None
+    if starts is not None and bool(starts.any()):
+        st = cuda.as_cuda_array(starts.to(device=u.device, dtype=torch.uint8).contiguous())
     launch(*ca[:8], bool(softplus), z is not None, scale_b, *ca[8:],
-           dtype="float64" if cdt == torch.float64 else "float32")  # fmt: skip
+           dtype="float64" if cdt == torch.float64 else "float32", starts=st)  # fmt: skip
     return out, last

@@ -32,6 +32,7 @@ class Prepared:
     scale_b: bool
     B_ndim: int
     C_ndim: int
+    starts: np.ndarray  # uint8 (batch, L): sequence starts; (0, 0) when not packed
 
 
 def token_major(M: np.ndarray, dim: int) -> np.ndarray:
@@ -56,6 +57,7 @@ def prepare(
     u: np.ndarray, delta: np.ndarray, A: np.ndarray, B: np.ndarray, C: np.ndarray,
     D: np.ndarray | None, z: np.ndarray | None, delta_bias: np.ndarray | None,
     initial_state: np.ndarray | None, softplus: bool, scale_b: bool, dtype: np.dtype,
+    starts: np.ndarray | None = None,
 ) -> Prepared:  # fmt: skip
     """Cast to ``dtype`` and lay out for :mod:`._cpu` (u, delta, z keep their strides)."""
     batch, dim, _ = u.shape
@@ -82,6 +84,9 @@ def prepare(
         scale_b=scale_b,
         B_ndim=B.ndim,
         C_ndim=C.ndim,
+        starts=np.zeros((0, 0), np.uint8)
+        if starts is None or not starts.any()
+        else np.ascontiguousarray(starts, dtype=np.uint8),
     )
 
 
@@ -151,11 +156,11 @@ def forward(p: Prepared, save: bool, out: np.ndarray | None = None) -> tuple[np.
         runs = min(nblk, base * -(-need // base))
         _cpu.forward_lanes(u, delta, p.A, p.Bg, p.Cg, p.Dv, z, p.bias, p.softplus, p.has_z,
                            p.scale_b, p.h0, o, last, ckpt, _cpu.CHUNK, W, one, tm,
-                           _cpu.TILE, runs)  # fmt: skip
+                           _cpu.TILE, runs, p.starts)  # fmt: skip
         return out, last, ckpt
     _cpu.forward(p.u, p.delta, p.A, p.Bg, p.Cg, p.Dv, p.z, p.bias, p.softplus, p.has_z,
                  p.scale_b, p.h0, out, last, ckpt, _cpu.CHUNK,
-                 seg, one)  # fmt: skip
+                 seg, one, p.starts)  # fmt: skip
     return out, last, ckpt
 
 
@@ -179,7 +184,7 @@ def backward(p: Prepared, ckpt: np.ndarray, dout: np.ndarray, dlast: np.ndarray)
     dlast = np.ascontiguousarray(dlast, dtype=dt)
     _cpu.backward(p.u, p.delta, p.A, p.Bg, p.Cg, p.Dv, p.z, p.bias, p.softplus, p.has_z,
                   p.scale_b, ckpt, _cpu.CHUNK, dout, dlast, du, ddelta, dz, dA_p, dB_p,
-                  dC_p, dD_p, dbias_p, dh0, dt.type(1))  # fmt: skip
+                  dC_p, dD_p, dbias_p, dh0, dt.type(1), p.starts)  # fmt: skip
     return {
         "u": du,
         "delta": ddelta,

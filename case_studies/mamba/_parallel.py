@@ -10,7 +10,8 @@ This path materializes ``a``, ``b`` and ``h`` of shape (batch, dim, L,
 d_state) (what the fused kernel avoids); it works for numpy and torch (CPU
 or CUDA) and is differentiable by torch autograd, since
 ``associative_scan`` falls back to torch operations when a tensor requires
-grad.
+grad.  Packed sequences are its segmented scan (``reset=``): each sequence
+start cuts the composition of maps, so every sequence starts from zero.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from ._reference import _expand
 
 def scan(
     u: Any, delta: Any, A: Any, B: Any, C: Any, D: Any, z: Any, delta_bias: Any,
-    softplus: bool, initial_state: Any, scale_b: bool = True,
+    softplus: bool, initial_state: Any, scale_b: bool = True, starts: Any = None,
 ) -> tuple[Any, Any]:  # fmt: skip
     """Selective scan by associative scan; arrays already in the compute dtype."""
     xp = _xp(u)
@@ -42,9 +43,13 @@ def scan(
     if L == 0:
         h0 = xp.zeros((batch, dim, N), dtype=u.dtype) if initial_state is None else initial_state
         return u * 0, h0 + 0
-    acum, h = propopt.associative_scan(propopt.linear_recurrence, (a, b), axis=2)
+    reset = None if starts is None else starts[:, None, :, None]
+    acum, h = propopt.associative_scan(propopt.linear_recurrence, (a, b), axis=2, reset=reset)
     if initial_state is not None:
-        h = h + acum * initial_state[:, :, None, :]
+        h0 = initial_state[:, :, None, :]
+        if reset is not None:  # the initial state reaches only the tokens before any start
+            h0 = h0 * (reset.cumsum(2) == 0)
+        h = h + acum * h0
     y = (h * Cx).sum(-1)
     out = y if D is None else y + D[:, None] * u
     if z is not None:

@@ -53,14 +53,15 @@ def _expand(M: Any, dim: int, xp: Any) -> Any:
 def reference(
     u: Any, delta: Any, A: Any, B: Any, C: Any, D: Any = None, z: Any = None,
     delta_bias: Any = None, delta_softplus: bool = False, initial_state: Any = None,
-    scale_b: bool = True,
+    scale_b: bool = True, starts: Any = None,
 ) -> tuple[Any, Any]:  # fmt: skip
     """Sequential selective scan in the inputs' dtype; returns (out, last_state).
 
     ``h_t = exp(dt_t A) h_{t-1} + dt_t B_t u_t``, ``out_t = (C_t . h_t + D u_t) silu(z_t)``
     with ``dt = softplus(delta + delta_bias)`` (softplus(x) = x above 20, as
     mamba_ssm).  Layout (batch, dim, L).  ``scale_b=False`` drops the ``dt``
-    in front of ``B`` (the chapter's recurrence).
+    in front of ``B`` (the chapter's recurrence).  ``starts`` (batch, L), bool:
+    the state is zero before each token where it is set (packed sequences).
     """
     xp = array_module(u)
     batch, dim, L = u.shape
@@ -77,6 +78,8 @@ def reference(
         bt = Bx[..., t if Bx.shape[-1] > 1 else 0]
         ct = Cx[..., t if Cx.shape[-1] > 1 else 0]
         drive = dt * u[:, :, t, None] if scale_b else u[:, :, t, None]
+        if starts is not None:
+            h = xp.where(starts[:, t, None, None], 0 * h, h)
         h = xp.exp(dt * A) * h + drive * bt
         ys.append((h * ct).sum(-1))
     y = xp.stack(ys, -1) if L else u * 0

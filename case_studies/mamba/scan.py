@@ -38,6 +38,8 @@ def selective_scan(
     delta_softplus: bool = False,
     return_last_state: bool = False,
     initial_state: Any = None,
+    seq_idx: Any = None,
+    cu_seqlens: Any = None,
     *,
     method: Method = "auto",
 ) -> Any:
@@ -81,6 +83,18 @@ def selective_scan(
         dtype (float32, or float64 for float64 inputs).  Differentiable.
     initial_state : array (batch, dim, d_state), optional
         ``h_{-1}`` (zeros if omitted), for chunked processing; differentiable.
+        With ``seq_idx`` it belongs to the sequence numbered 0 (dropped when
+        ``seq_idx[b, 0] != 0``), as in :func:`ssd_scan`.
+    seq_idx : integer array (batch, L), optional
+        Packed sequences, with mamba_ssm's meaning (as :func:`ssd_scan`): the
+        state resets to zero before every token whose ``seq_idx`` differs
+        from the previous token's (and before token 0 unless
+        ``seq_idx[b, 0] == 0``), so each sequence gives exactly what it gives
+        alone, forward and backward.
+    cu_seqlens : integer array (nseq + 1,), optional
+        Packed sequences of one row (batch 1): sequence ``i`` is tokens
+        ``cu_seqlens[i] .. cu_seqlens[i + 1] - 1``; if ``seq_idx`` is also
+        given they must agree.
     method : {'auto', 'reference', 'parallel', 'cpu', 'cuda'}
         ``'auto'``: ``'cuda'`` for CUDA tensors (``'parallel'`` when they
         require grad), else ``'cpu'``.
@@ -116,8 +130,12 @@ def selective_scan(
     State Spaces", 2023 (Algorithm 2 and the ``selective_scan_ref`` of
     github.com/state-spaces/mamba).
     """
+    starts = None
+    if seq_idx is not None or cu_seqlens is not None:
+        nb, L = (int(s) for s in (u.shape[0], u.shape[2]))
+        starts = _checks.packing(seq_idx, cu_seqlens, nb, L, "numpy", u)[0]
     out, last = _dispatch(u, delta, A, B, C, D, z, delta_bias, delta_softplus, initial_state,
-                          method, scale_b=True)  # fmt: skip
+                          method, scale_b=True, starts=starts)  # fmt: skip
     return (out, last) if return_last_state else out
 
 
@@ -157,13 +175,15 @@ def _swap_last_two(v: Any) -> Any:
 
 def _dispatch(u: Any, delta: Any, A: Any, B: Any, C: Any, D: Any, z: Any, delta_bias: Any,
               softplus: bool, initial_state: Any, method: str,
-              scale_b: bool) -> tuple[Any, Any]:  # fmt: skip
+              scale_b: bool, starts: np.ndarray | None = None) -> tuple[Any, Any]:  # fmt: skip
     if method not in METHODS:
         raise ValueError(f"method={method!r} is not one of {', '.join(map(repr, METHODS))}")
     named = dict(u=u, delta=delta, A=A, B=B, C=C, D=D, z=z, delta_bias=delta_bias,
                  initial_state=initial_state)  # fmt: skip
     kind = _checks.check_arrays(named)
     _checks.check_scan_shapes(u, delta, A, B, C, D, z, delta_bias, initial_state)
+    if starts is not None and not starts.any():
+        starts = None  # one sequence per row: nothing to reset
     needs_grad = kind != "numpy" and _needs_grad(named)
     if method == "auto":
         method = ("parallel" if needs_grad else "cuda") if kind == "torch-cuda" else "cpu"
@@ -181,23 +201,28 @@ def _dispatch(u: Any, delta: Any, A: Any, B: Any, C: Any, D: Any, z: Any, delta_
         from ._autograd import SelectiveScanFn
 
         return SelectiveScanFn.apply(u, delta, A, B, C, D, z, delta_bias,  # type: ignore[no-any-return]
-                                     initial_state, bool(softplus), scale_b)  # fmt: skip
+                                     initial_state, bool(softplus), scale_b, starts)  # fmt: skip
     args = _to_compute(named, kind)
+    st = starts
+    if starts is not None and kind != "numpy":
+        import torch
+
+        st = torch.from_numpy(starts).to(u.device)
     if method == "cpu":
-        out, last = _cpu_numpy(args, bool(softplus), scale_b, kind)
+        out, last = _cpu_numpy(args, bool(softplus), scale_b, kind, starts)
     elif method == "cuda":
         from ._cuda import scan_torch
 
         out, last = scan_torch(*(args[k] for k in ("u", "delta", "A", "B", "C", "D", "z",
                                                    "delta_bias")),
-                               softplus, args["initial_state"], scale_b)  # fmt: skip
+                               softplus, args["initial_state"], scale_b, st)  # fmt: skip
     elif method == "parallel":
         out, last = _parallel.scan(*(args[k] for k in ("u", "delta", "A", "B", "C", "D", "z",
                                                        "delta_bias")),
-                                   bool(softplus), args["initial_state"], scale_b)  # fmt: skip
+                                   bool(softplus), args["initial_state"], scale_b, st)  # fmt: skip
     else:
         out, last = _reference.reference(**args, delta_softplus=bool(softplus),
-                                         scale_b=scale_b)  # fmt: skip
+                                         scale_b=scale_b, starts=st)  # fmt: skip
     if kind == "numpy":
         return out.astype(in_dtype, copy=False), last
     return out.to(in_dtype), last
@@ -226,8 +251,8 @@ def _to_compute(named: dict[str, Any], kind: str) -> dict[str, Any]:
     return {k: None if v is None else v.to(cdt) for k, v in named.items()}
 
 
-def _cpu_numpy(args: dict[str, Any], softplus: bool, scale_b: bool,
-               kind: str) -> tuple[Any, Any]:  # fmt: skip
+def _cpu_numpy(args: dict[str, Any], softplus: bool, scale_b: bool, kind: str,
+               starts: np.ndarray | None = None) -> tuple[Any, Any]:  # fmt: skip
     if kind == "torch":
         arrs = {k: None if v is None else v.detach().numpy() for k, v in args.items()}
     else:
@@ -235,7 +260,7 @@ def _cpu_numpy(args: dict[str, Any], softplus: bool, scale_b: bool,
     u = arrs["u"]
     p = _host.prepare(arrs["u"], arrs["delta"], arrs["A"], arrs["B"], arrs["C"], arrs["D"],
                       arrs["z"], arrs["delta_bias"], arrs["initial_state"], softplus, scale_b,
-                      u.dtype)  # fmt: skip
+                      u.dtype, starts)  # fmt: skip
     out = None
     if not u.flags.c_contiguous:  # the chapter's layout: write the output in it too
         out = np.empty((u.shape[0], u.shape[2], u.shape[1]), u.dtype).transpose(0, 2, 1)

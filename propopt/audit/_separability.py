@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from .. import _validate
+from ..arrays import as_numpy
 
 __all__ = ["DecayReport", "LowRankReport", "check_decay", "check_low_rank"]
 
@@ -301,7 +302,7 @@ def check_low_rank(
         block = vals.reshape(a.shape[0], -1)[:, 0].reshape(X.shape[0], Y.shape[0])
         block = block.real.astype(np.float64) if block.dtype.kind == "c" else block
     else:
-        block = np.asarray(kernel_or_matrix)
+        block = np.asarray(as_numpy(kernel_or_matrix))
         name = f"a {'x'.join(map(str, block.shape))} matrix"
         if block.ndim != 2:
             raise ValueError(
@@ -337,7 +338,7 @@ def _numerical_rank(a: np.ndarray, rtol: float) -> int:
 
 
 def _pts(name: str, x: Any, d: int | None = None) -> np.ndarray:
-    a = np.asarray(x, dtype=np.float64)
+    a = np.asarray(as_numpy(x), dtype=np.float64)
     if a.ndim != 2 or (d is not None and a.shape[1] != d):
         want = f"(n, {d})" if d is not None else "(n, d)"
         raise ValueError(f"{name} has shape {a.shape}: must be {want} points")

@@ -27,6 +27,7 @@ import numpy as np
 
 from .. import _validate
 from .._reports import verdict
+from ..arrays import as_numpy
 
 __all__ = ["PairCounterexample", "SymmetryReport", "check_symmetric"]
 
@@ -180,7 +181,7 @@ def check_symmetric(
     for nm, v in (("rtol", rtol), ("atol", atol)):
         if v is not None and not (np.isfinite(v) and v >= 0):
             raise ValueError(f"{nm}={v!r}: must be a finite number >= 0")
-    X = np.asarray(samples)
+    X = np.asarray(as_numpy(samples))
     if X.ndim == 1:
         X = X[:, None]
     if X.ndim != 2:

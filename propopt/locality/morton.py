@@ -50,6 +50,7 @@ import numpy as np
 from numba import njit, prange
 
 from .. import _jit, threads
+from ..arrays import as_numpy
 
 __all__ = [
     "MORTON_BITS",
@@ -192,11 +193,11 @@ def _extent(p: Any, nthreads: int) -> Any:
 
 # ------------------------------------------------------------ validation
 def _points(points: Any) -> np.ndarray:
-    a = np.asarray(points)
+    a = np.asarray(as_numpy(points))
     if a.dtype.kind not in "fiu":
         raise TypeError(f"points has dtype {a.dtype}: pass real coordinates (float32 or float64)")
     if a.dtype not in (np.float32, np.float64):
-        a = a.astype(np.float64)
+        a = a.astype(np.float32 if a.dtype == np.float16 else np.float64)
     if a.ndim != 2 or a.shape[1] not in MORTON_BITS:
         raise ValueError(
             f"points has shape {a.shape}: Morton keys take (n, 2) or (n, 3) points "
