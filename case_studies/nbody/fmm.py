@@ -28,6 +28,7 @@ The knob ``tol`` is a target relative force error; ``(p, theta)`` come from
 
 from __future__ import annotations
 
+import heapq
 import math
 from typing import Any
 
@@ -49,6 +50,8 @@ TOL = 1e-3
 """Default target relative force error."""
 LEAF_SIZE = 64
 """Bodies per leaf of both trees."""
+ITEMS_PER_THREAD = 64
+"""Target subtrees per thread (taken one at a time: the load balances)."""
 
 TOL_TABLE: tuple[tuple[float, int, float], ...] = (
     # (tol, p, theta): the cheapest measured (p, theta) whose 99th-percentile
@@ -264,6 +267,25 @@ def _unit_box(P: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return lo - pad, lo + side + 2 * pad
 
 
+def _items(tgt: dict, want: int) -> np.ndarray:
+    """Disjoint target subtrees covering every target: split the largest until ``want``."""
+    start, end, nxt, leaf = tgt["start"], tgt["end"], tgt["nxt"], tgt["leaf"]
+    heap = [(-(int(end[0] - start[0])), 0)]
+    done = []
+    while heap and len(heap) + len(done) < want:
+        size, i = heapq.heappop(heap)
+        if leaf[i]:
+            done.append(i)
+            continue
+        c = i + 1
+        while c < nxt[i]:
+            heapq.heappush(heap, (-(int(end[c] - start[c])), int(c)))
+            c = int(nxt[c])
+    # largest first: threads take items in order, the small ones fill the gaps
+    rest = [i for _, i in sorted(heap)]
+    return np.array(rest + done, dtype=np.int64)
+
+
 def _run(src: dict, tgt: dict, p: int, theta: float) -> np.ndarray:
     """The passes of the method on two trees in tree units: ``(m, 4)`` grad psi and psi."""
     tab = expansion_tables(p)
@@ -271,19 +293,18 @@ def _run(src: dict, tgt: dict, p: int, theta: float) -> np.ndarray:
     M = np.zeros((ks, tab.nterms))
     _fmm.upward(src["pos"], src["w"], src["start"], src["end"], src["nxt"], src["leaf"],
                 src["ctr"], src["nodes"], src["ptr"], tab.mono, tab.trip, M)  # fmt: skip
-    far, near = _fmm.traverse(tgt["ctr"], tgt["rad"], tgt["leaf"], tgt["nxt"], src["ctr"],
-                              src["rad"], src["leaf"], src["nxt"], src["wsum"], theta)  # fmt: skip
-    fptr, fcols = _fmm.csr(far, kt)
-    nptr, ncols = _fmm.csr(near, kt)
     L = np.zeros((kt, tab.nterms))
-    nblocks = int(min(kt, 16 * numba.get_num_threads()))
-    _fmm.m2l_pass(tgt["ctr"], tgt["me2"], src["ctr"], src["me2"], fptr, fcols, M, tab.rec1,
-                  tab.rec2, tab.trip, tab.trip_ptr, L, max(nblocks, 1))  # fmt: skip
-    _fmm.downward(tgt["ctr"], tgt["nodes"], tgt["ptr"], tgt["parent"], tab.mono, tab.trip, L)
-    leaves = np.flatnonzero(tgt["leaf"]).astype(np.int64)
     out = np.empty((tgt["x"].shape[0], 4))
-    _fmm.evaluate(tgt["x"], tgt["y"], tgt["z"], tgt["e2"], tgt["start"], tgt["end"], tgt["ctr"],
-                  leaves, src["x"], src["y"], src["z"], src["w"], src["e2"], src["start"],
-                  src["end"], nptr, ncols, L, tab.mono, tab.grad,
-                  max(1, int(min(leaves.shape[0], 16 * numba.get_num_threads()))), out)  # fmt: skip
+    items = _items(tgt, ITEMS_PER_THREAD * numba.get_num_threads())
+    T = tuple(tgt[k] for k in ("ctr", "rad", "leaf", "nxt", "start", "end", "parent", "me2",
+                               "x", "y", "z", "e2"))  # fmt: skip
+    S = tuple(src[k] for k in ("ctr", "rad", "leaf", "nxt", "start", "end", "wsum", "me2",
+                               "x", "y", "z", "w", "e2"))  # fmt: skip
+    old = numba.get_parallel_chunksize()
+    numba.set_parallel_chunksize(1)
+    try:
+        _fmm.solve(items, T, S, M, theta, tab.rec1, tab.rec2, tab.mono, tab.trip, tab.trip_ptr,
+                   tab.grad, L, out)  # fmt: skip
+    finally:
+        numba.set_parallel_chunksize(old)
     return out
