@@ -132,7 +132,7 @@ def _grow(a, n):  # pragma: no cover - numba
 
 
 @njit(cache=True)
-def _traverse(a0, tctr, trad, tleaf, tnxt, sctr, srad, sleaf, snxt, sw, theta, far, near, st):  # fmt: skip  # pragma: no cover
+def _traverse(a0, tctr, trad, tleaf, tnxt, sctr, srad, sleaf, snxt, sw, theta, far, near, st):  # noqa: E501  # pragma: no cover
     """Dual-tree traversal of target subtree ``a0`` against the source tree.
 
     A pair of cells is well separated (one M2L, into ``far``) when
@@ -192,7 +192,7 @@ def _traverse(a0, tctr, trad, tleaf, tnxt, sctr, srad, sleaf, snxt, sw, theta, f
 
 @njit(cache=True)
 def _group(pairs, npairs, a0, k, ptr, cols):  # pragma: no cover - numba
-    """Counting sort of ``pairs[:npairs, 1]`` by ``pairs[:, 0] - a0`` into ``ptr[:k+1]``, ``cols``."""
+    """Counting sort of ``pairs[:npairs, 1]`` by ``pairs[:, 0] - a0`` into ``ptr``, ``cols``."""
     for i in range(k + 1):
         ptr[i] = 0
     for q in range(npairs):
@@ -212,18 +212,24 @@ CHUNK = 64  # sources per batched M2L: two (nterms, 64) scratch blocks stay in L
 
 
 @njit(cache=True, fastmath=True, error_model="numpy")
-def _near(px, py, pz, e, nb, nq):  # pragma: no cover - numba
-    """Direct sum over the gathered near bodies ``nb[:, :nq]`` (a dense loop LLVM vectorizes)."""
-    psi = 0.0
-    gx = 0.0
-    gy = 0.0
-    gz = 0.0
+def _near(px, py, pz, e, nb, nq, c):  # pragma: no cover - numba
+    """Direct sum over the gathered near bodies ``nb[:, :nq]`` (a dense loop LLVM vectorizes).
+
+    Arithmetic in ``c.dtype`` (``c = (0, 0.5, 1)``): float32 runs twice the SIMD lanes.
+    """
+    psi = c[0]
+    gx = c[0]
+    gy = c[0]
+    gz = c[0]
+    zero = c[0]
+    half = c[1]
+    one = c[2]
     for j in range(nq):
         dx = nb[0, j] - px
         dy = nb[1, j] - py
         dz = nb[2, j] - pz
-        s2 = dx * dx + dy * dy + dz * dz + 0.5 * (e + nb[4, j])
-        inv = 1.0 / np.sqrt(s2) if s2 > 0.0 else 0.0
+        s2 = dx * dx + dy * dy + dz * dz + half * (e + nb[4, j])
+        inv = one / np.sqrt(s2) if s2 > zero else zero
         f = nb[3, j] * inv
         g = f * inv * inv
         psi += f
@@ -235,7 +241,7 @@ def _near(px, py, pz, e, nb, nq):  # pragma: no cover - numba
 
 @njit(cache=True, parallel=True, error_model="numpy")
 def solve(
-    items, T, S, M, theta, rec1, rec2, mono, trip, trip_ptr, grad, L, out
+    items, T, S, M, theta, rec1, rec2, mono, trip, trip_ptr, grad, c, L, out
 ):  # pragma: no cover
     """Everything after the upward pass, one target subtree per item, threads over items.
 
@@ -245,7 +251,9 @@ def solve(
     dual traversal against the whole source tree; the M2L pairs grouped by
     target cell, batched (:func:`m2l_many`); L2L down the subtree (nothing
     lies above a subtree: the traversal starts at it); at each leaf, L2P and
-    P2P over its near leaves' bodies gathered into one buffer.  No two items
+    P2P over its near leaves' bodies gathered into one buffer, with
+    coordinates relative to the leaf's centre in ``c.dtype`` (float32 or
+    float64, ``c = (0, 0.5, 1)``).  No two items
     write the same cell or target.  ``out[t] = (dpsi/dx, dpsi/dy, dpsi/dz, psi)``.
     """
     tctr, trad, tleaf, tnxt, tstart, tend, tparent, tme2, tx, ty, tz, te2 = T
@@ -286,7 +294,8 @@ def solve(
                 l2l(L[u], tctr[a, 0] - tctr[u, 0], tctr[a, 1] - tctr[u, 1],
                     tctr[a, 2] - tctr[u, 2], mono, trip, L[a])  # fmt: skip
         w = np.empty(nt)
-        nb = np.empty((5, 1024))
+        nb = np.empty((5, 1024), c.dtype)
+        tb = np.empty(4, c.dtype)
         for a in range(a0, a0 + k):
             if not tleaf[a]:
                 continue
@@ -295,14 +304,17 @@ def solve(
                 b = ncols[r]
                 nq += send[b] - sstart[b]
             if nq > nb.shape[1]:
-                nb = np.empty((5, 2 * nq))
+                nb = np.empty((5, 2 * nq), c.dtype)
+            ox = tctr[a, 0]
+            oy = tctr[a, 1]
+            oz = tctr[a, 2]
             nq = 0
             for r in range(nptr[a - a0], nptr[a - a0 + 1]):
                 b = ncols[r]
                 for j in range(sstart[b], send[b]):
-                    nb[0, nq] = sx[j]
-                    nb[1, nq] = sy[j]
-                    nb[2, nq] = sz[j]
+                    nb[0, nq] = sx[j] - ox
+                    nb[1, nq] = sy[j] - oy
+                    nb[2, nq] = sz[j] - oz
                     nb[3, nq] = sm[j]
                     nb[4, nq] = se2[j]
                     nq += 1
@@ -310,9 +322,12 @@ def solve(
                 px = tx[t]
                 py = ty[t]
                 pz = tz[t]
-                psi, gx, gy, gz = l2p(L[a], px - tctr[a, 0], py - tctr[a, 1], pz - tctr[a, 2],
-                                      mono, grad, w)  # fmt: skip
-                p2, g2x, g2y, g2z = _near(px, py, pz, te2[t], nb, nq)
+                psi, gx, gy, gz = l2p(L[a], px - ox, py - oy, pz - oz, mono, grad, w)
+                tb[0] = px - ox
+                tb[1] = py - oy
+                tb[2] = pz - oz
+                tb[3] = te2[t]
+                p2, g2x, g2y, g2z = _near(tb[0], tb[1], tb[2], tb[3], nb, nq, c)
                 out[t, 0] = gx + g2x
                 out[t, 1] = gy + g2y
                 out[t, 2] = gz + g2z

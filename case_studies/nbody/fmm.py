@@ -50,6 +50,10 @@ TOL = 1e-3
 """Default target relative force error."""
 LEAF_SIZE = 64
 """Bodies per leaf of both trees."""
+NEAR32_TOL = 1e-4
+"""From this ``tol`` up (``order`` and ``theta`` from the table), the near field runs
+in float32 (coordinates relative to each target leaf's centre; rounding ~1e-6
+relative, 100x below the tolerance)."""
 ITEMS_PER_THREAD = 64
 """Target subtrees per thread (taken one at a time: the load balances)."""
 
@@ -153,7 +157,8 @@ def fmm(
     potential : bool
         Also return the potentials.
     order, theta : optional
-        Override the expansion order ``p`` and opening angle chosen from ``tol``.
+        Override the expansion order ``p`` and opening angle chosen from ``tol``
+        (the near field then runs in float64).
     leaf_size : int
         Bodies (and targets) per leaf.
 
@@ -194,6 +199,7 @@ def fmm(
     if not (isinstance(G, (int, float, np.floating, np.integer)) and math.isfinite(G)):
         raise ValueError(f"G={G!r}: must be a finite number")
     p, th = fmm_parameters(tol)
+    near32 = _check_tol(tol) >= NEAR32_TOL and order is None and theta is None
     if order is not None:
         if (
             isinstance(order, bool)
@@ -237,7 +243,7 @@ def fmm(
     mt = tgt["x"].shape[0]
     res = np.zeros((mt, 4))
     if mt and n:
-        res = _run(src, tgt, p, th)
+        res = _run(src, tgt, p, th, near32=near32)
         if T is None:  # P2P counted each body's own softened potential m_i / eps_i
             e2 = src["e2"]
             with np.errstate(divide="ignore"):
@@ -286,7 +292,7 @@ def _items(tgt: dict, want: int) -> np.ndarray:
     return np.array(rest + done, dtype=np.int64)
 
 
-def _run(src: dict, tgt: dict, p: int, theta: float) -> np.ndarray:
+def _run(src: dict, tgt: dict, p: int, theta: float, near32: bool = False) -> np.ndarray:
     """The passes of the method on two trees in tree units: ``(m, 4)`` grad psi and psi."""
     tab = expansion_tables(p)
     ks, kt = src["start"].shape[0], tgt["start"].shape[0]
@@ -304,7 +310,8 @@ def _run(src: dict, tgt: dict, p: int, theta: float) -> np.ndarray:
     numba.set_parallel_chunksize(1)
     try:
         _fmm.solve(items, T, S, M, theta, tab.rec1, tab.rec2, tab.mono, tab.trip, tab.trip_ptr,
-                   tab.grad, L, out)  # fmt: skip
+                   tab.grad, np.array([0.0, 0.5, 1.0], np.float32 if near32 else np.float64), L,
+                   out)  # fmt: skip
     finally:
         numba.set_parallel_chunksize(old)
     return out
