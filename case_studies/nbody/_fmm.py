@@ -101,6 +101,18 @@ def geometry(x, y, z, w, e2, start, end, nxt, leaf):  # pragma: no cover - numba
     return ctr, rad, wsum, me2, depth, parent
 
 
+def records(ctr: np.ndarray, rad: np.ndarray, w: np.ndarray, leaf: np.ndarray,
+            nxt: np.ndarray) -> np.ndarray:  # fmt: skip
+    """``(k, 8)`` node records of the traversal: ``cx, cy, cz, radius, weight, leaf, next, 0``."""
+    rec = np.zeros((ctr.shape[0], 8))
+    rec[:, :3] = ctr
+    rec[:, 3] = rad
+    rec[:, 4] = w
+    rec[:, 5] = leaf
+    rec[:, 6] = nxt
+    return rec
+
+
 def by_depth(depth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Nodes grouped by depth: ``nodes[ptr[d]:ptr[d + 1]]`` are those at depth ``d``."""
     order = np.argsort(depth, kind="stable").astype(np.int64)
@@ -132,14 +144,15 @@ def _grow(a, n):  # pragma: no cover - numba
 
 
 @njit(cache=True)
-def _traverse(a0, tctr, trad, tleaf, tnxt, sctr, srad, sleaf, snxt, sw, theta, far, near, st):  # noqa: E501  # pragma: no cover
+def _traverse(a0, trec, srec, theta, far, near, st):  # pragma: no cover - numba
     """Dual-tree traversal of target subtree ``a0`` against the source tree.
 
-    A pair of cells is well separated (one M2L, into ``far``) when
-    ``r_a + r_b < theta |z_a - c_b|``; a pair of leaves that is not goes to
-    ``near`` (P2P); otherwise the larger cell (a leaf never) is split.
-    Source cells without mass are dropped.  Returns the buffers (grown as
-    needed) and the pair counts.
+    ``trec``, ``srec`` (k, 8): per node ``cx, cy, cz, radius, weight, leaf,
+    next, -`` (one cache line a visit).  A pair of cells is well separated
+    (one M2L, into ``far``) when ``r_a + r_b < theta |z_a - c_b|``; a pair of
+    leaves that is not goes to ``near`` (P2P); otherwise the larger cell (a
+    leaf never) is split.  Source cells without mass are dropped.  Returns
+    the buffers (grown as needed) and the pair counts.
     """
     nf = 0
     nn = 0
@@ -151,42 +164,48 @@ def _traverse(a0, tctr, trad, tleaf, tnxt, sctr, srad, sleaf, snxt, sw, theta, f
         sp -= 1
         a = st[sp, 0]
         b = st[sp, 1]
-        if sw[b] == 0.0:
+        if srec[b, 4] == 0.0:
             continue
-        dx = tctr[a, 0] - sctr[b, 0]
-        dy = tctr[a, 1] - sctr[b, 1]
-        dz = tctr[a, 2] - sctr[b, 2]
-        r = trad[a] + srad[b]
+        dx = trec[a, 0] - srec[b, 0]
+        dy = trec[a, 1] - srec[b, 1]
+        dz = trec[a, 2] - srec[b, 2]
+        ra = trec[a, 3]
+        rb = srec[b, 3]
+        r = ra + rb
+        aleaf = trec[a, 5] != 0.0
+        bleaf = srec[b, 5] != 0.0
         if r * r < th2 * (dx * dx + dy * dy + dz * dz):
             if nf == far.shape[0]:
                 far = _grow(far, nf)
             far[nf, 0] = a
             far[nf, 1] = b
             nf += 1
-        elif tleaf[a] and sleaf[b]:
+        elif aleaf and bleaf:
             if nn == near.shape[0]:
                 near = _grow(near, nn)
             near[nn, 0] = a
             near[nn, 1] = b
             nn += 1
-        elif sleaf[b] or (not tleaf[a] and trad[a] >= srad[b]):
+        elif bleaf or (not aleaf and ra >= rb):
+            end = int(trec[a, 6])
             c = a + 1
-            while c < tnxt[a]:
+            while c < end:
                 if sp == st.shape[0]:
                     st = _grow(st, sp)
                 st[sp, 0] = c
                 st[sp, 1] = b
                 sp += 1
-                c = tnxt[c]
+                c = int(trec[c, 6])
         else:
+            end = int(srec[b, 6])
             c = b + 1
-            while c < snxt[b]:
+            while c < end:
                 if sp == st.shape[0]:
                     st = _grow(st, sp)
                 st[sp, 0] = a
                 st[sp, 1] = c
                 sp += 1
-                c = snxt[c]
+                c = int(srec[c, 6])
     return far, nf, near, nn, st
 
 
@@ -241,13 +260,14 @@ def _near(px, py, pz, e, nb, nq, c):  # pragma: no cover - numba
 
 @njit(cache=True, parallel=True, error_model="numpy")
 def solve(
-    items, T, S, M, theta, rec1, rec2, mono, trip, trip_ptr, grad, c, L, out
+    items, trec, srec, T, S, M, theta, rec1, rec2, mono, trip, trip_ptr, grad, c, L, out
 ):  # pragma: no cover
     """Everything after the upward pass, one target subtree per item, threads over items.
 
     ``T`` = (ctr, rad, leaf, nxt, start, end, parent, me2, x, y, z, e2) of the
     target tree, ``S`` = (ctr, rad, leaf, nxt, start, end, wsum, me2, x, y,
-    z, m, e2) of the source tree.  Per item (a target subtree ``a0``): the
+    z, m, e2) of the source tree, ``trec``, ``srec`` their packed node records
+    (:func:`records`).  Per item (a target subtree ``a0``): the
     dual traversal against the whole source tree; the M2L pairs grouped by
     target cell, batched (:func:`m2l_many`); L2L down the subtree (nothing
     lies above a subtree: the traversal starts at it); at each leaf, L2P and
@@ -256,8 +276,8 @@ def solve(
     float64, ``c = (0, 0.5, 1)``).  No two items
     write the same cell or target.  ``out[t] = (dpsi/dx, dpsi/dy, dpsi/dz, psi)``.
     """
-    tctr, trad, tleaf, tnxt, tstart, tend, tparent, tme2, tx, ty, tz, te2 = T
-    sctr, srad, sleaf, snxt, sstart, send, sw, sme2, sx, sy, sz, sm, se2 = S
+    tctr, _, tleaf, _, tstart, tend, tparent, tme2, tx, ty, tz, te2 = T
+    sctr, _, _, _, sstart, send, _, sme2, sx, sy, sz, sm, se2 = S
     nt = M.shape[1]
     for it in prange(items.shape[0]):
         a0 = items[it]
@@ -265,8 +285,7 @@ def solve(
         far = np.empty((256, 2), np.int64)
         near = np.empty((256, 2), np.int64)
         st = np.empty((256, 2), np.int64)
-        far, nf, near, nn, st = _traverse(a0, tctr, trad, tleaf, tnxt, sctr, srad, sleaf, snxt,
-                                          sw, theta, far, near, st)  # fmt: skip
+        far, nf, near, nn, st = _traverse(a0, trec, srec, theta, far, near, st)
         fptr = np.empty(k + 1, np.int64)
         fcols = np.empty(nf, np.int64)
         _group(far, nf, a0, k, fptr, fcols)

@@ -309,7 +309,9 @@ def _run(src: dict, tgt: dict, p: int, theta: float, near32: bool = False) -> np
     old = numba.get_parallel_chunksize()
     numba.set_parallel_chunksize(1)
     try:
-        _fmm.solve(items, T, S, M, theta, tab.rec1, tab.rec2, tab.mono, tab.trip, tab.trip_ptr,
+        trec = _fmm.records(tgt["ctr"], tgt["rad"], tgt["wsum"], tgt["leaf"], tgt["nxt"])
+        srec = _fmm.records(src["ctr"], src["rad"], src["wsum"], src["leaf"], src["nxt"])
+        _fmm.solve(items, trec, srec, T, S, M, theta, tab.rec1, tab.rec2, tab.mono, tab.trip, tab.trip_ptr,
                    tab.grad, np.array([0.0, 0.5, 1.0], np.float32 if near32 else np.float64), L,
                    out)  # fmt: skip
     finally:
