@@ -276,7 +276,7 @@ def solve(
     float64, ``c = (0, 0.5, 1)``).  No two items
     write the same cell or target.  ``out[t] = (dpsi/dx, dpsi/dy, dpsi/dz, psi)``.
     """
-    tctr, _, tleaf, _, tstart, tend, tparent, tme2, tx, ty, tz, te2 = T
+    tctr, _, tleaf, tnxt, tstart, tend, tparent, tme2, tx, ty, tz, te2 = T
     sctr, _, _, _, sstart, send, _, sme2, sx, sy, sz, sm, se2 = S
     nt = M.shape[1]
     for it in prange(items.shape[0]):

@@ -279,7 +279,7 @@ def _items(tgt: dict, want: int) -> np.ndarray:
     heap = [(-(int(end[0] - start[0])), 0)]
     done = []
     while heap and len(heap) + len(done) < want:
-        size, i = heapq.heappop(heap)
+        _, i = heapq.heappop(heap)
         if leaf[i]:
             done.append(i)
             continue
@@ -311,9 +311,9 @@ def _run(src: dict, tgt: dict, p: int, theta: float, near32: bool = False) -> np
     try:
         trec = _fmm.records(tgt["ctr"], tgt["rad"], tgt["wsum"], tgt["leaf"], tgt["nxt"])
         srec = _fmm.records(src["ctr"], src["rad"], src["wsum"], src["leaf"], src["nxt"])
-        _fmm.solve(items, trec, srec, T, S, M, theta, tab.rec1, tab.rec2, tab.mono, tab.trip, tab.trip_ptr,
-                   tab.grad, np.array([0.0, 0.5, 1.0], np.float32 if near32 else np.float64), L,
-                   out)  # fmt: skip
+        c = np.array([0.0, 0.5, 1.0], np.float32 if near32 else np.float64)
+        _fmm.solve(items, trec, srec, T, S, M, theta, tab.rec1, tab.rec2, tab.mono, tab.trip,
+                   tab.trip_ptr, tab.grad, c, L, out)  # fmt: skip
     finally:
         numba.set_parallel_chunksize(old)
     return out
