@@ -1,4 +1,4 @@
-"""torch bfloat16 and float16 points and weights: accepted, and equal to the same values in float32."""
+"""torch bfloat16 and float16 points and weights: accepted, equal to the same values in float32."""
 
 import numpy as np
 import pytest

@@ -455,7 +455,9 @@ def topk_one(x, xids, has_ids, k, desc, nanbig, seeded, sv, sid):  # type: ignor
     ov = np.empty(k, x.dtype)
     oi = np.empty(k, np.int64)
     op = np.empty(k, np.int64)
-    c, comp = _unit(x, xids, has_ids, np.int64(0), x.shape[0], k, desc, nanbig, seeded, sv, sid, ov, oi, op)
+    c, comp = _unit(
+        x, xids, has_ids, np.int64(0), x.shape[0], k, desc, nanbig, seeded, sv, sid, ov, oi, op
+    )
     order = _sort_order(ov, oi, np.int64(0), c, desc, nanbig)
     best = np.empty(c, np.int64)
     for t in range(c):

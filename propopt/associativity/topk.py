@@ -50,6 +50,17 @@ MIN_PIECE = 1 << 16
 #: 11.8 ms in parallel regions, 22.7-24.5 ms through the thread pool.
 SEEDED_ONE_THREAD_BELOW = 1 << 18
 
+#: An in-memory row at least this long, and this many times ``k``, is first
+#: sampled along its whole length: the best ``k`` of a strided sample are
+#: ``k`` real elements, so the ``k``-th of them is a lower bound for the
+#: ``k``-th of the row and seeds the filter.  Without it a row in ascending
+#: order raised the threshold element by element (10^8 float32, k = 1000:
+#: 360-530 ms against 15-23 ms for the same values in random order).
+SAMPLE_ABOVE = 1 << 22
+SAMPLE_PER_K = 64
+#: Sample size (elements, spread evenly over the row).
+SAMPLE = 1 << 16
+
 _MAGIC = b"PPTOPK"
 _VERSION = 2  # 2 adds the spans of positional ids; version 1 is still read
 _HEAD = struct.Struct("<6sHQQQBB")  # magic, version, k, n_seen, start, largest, nan
@@ -135,11 +146,50 @@ def _best_positions(
     kk = min(k, n)
     xv = np.ascontiguousarray(kernel_view(x2))
     has_ids = ids is not None
-    sv = kernel_view(np.asarray([seed[0] if seed else 0], x2.dtype))[0]
-    sid = np.int64(seed[1] if seed else 0)
     idv = ids if ids is not None else _NO_IDS
     with threads.sized():
-        return _best_positions_sized(x2, kk, largest, nanbig, xv, idv, has_ids, seed, sv, sid)
+        sampled = False
+        if seed is None and not has_ids and x2.shape[0] == 1:
+            bound = _sample_bound(xv[0], kk, largest, nanbig)
+            if bound is not None:
+                # pairs strictly beating a value just worse than the bound: every
+                # element at least as good as the bound, ties included
+                sampled, sv, sid = True, bound, np.int64(-1)
+        if not sampled:
+            sv = kernel_view(np.asarray([seed[0] if seed else 0], x2.dtype))[0]
+            sid = np.int64(seed[1] if seed else 0)
+        return _best_positions_sized(
+            x2, kk, largest, nanbig, xv, idv, has_ids, seed if not sampled else (sv, -1), sv,
+            sid, sampled,
+        )  # fmt: skip
+
+
+def _sample_bound(xv: np.ndarray, k: int, largest: bool, nanbig: bool) -> Any:
+    """A value just worse than the ``k``-th best of a strided sample of ``xv``, or None.
+
+    The sample's best ``k`` are ``k`` elements of the row, so every element of
+    the row's best ``k`` is at least as good as the sample's ``k``-th: all of
+    them beat the returned value strictly.  None for short rows, too few
+    non-NaN samples, or a ``k``-th best with nothing worse than it.
+    """
+    n = xv.shape[0]
+    if n < SAMPLE_ABOVE or n < SAMPLE_PER_K * k:
+        return None
+    stride = n // max(SAMPLE, SAMPLE_PER_K * k // 4)
+    sample = np.ascontiguousarray(xv[::stride])
+    best, _ = _topk_cpu.topk_one(sample, _NO_IDS, False, k, largest, nanbig, False, sample[0],
+                                 np.int64(0))  # fmt: skip
+    if best.shape[0] < k:
+        return None
+    v = sample[best[k - 1]]
+    if xv.dtype.kind == "f":
+        if np.isnan(v) or np.isinf(v):
+            return None
+        return np.nextafter(v, -np.inf if largest else np.inf, dtype=xv.dtype)
+    info = np.iinfo(xv.dtype)
+    if v == (info.min if largest else info.max):
+        return None
+    return xv.dtype.type(v - 1 if largest else v + 1)
 
 
 def _best_positions_sized(
@@ -153,9 +203,10 @@ def _best_positions_sized(
     seed: tuple[Any, int] | None,
     sv: Any,
     sid: Any,
+    sampled: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     rows, n = x2.shape
-    pieces = _pieces(rows, n, kk, seed is not None)
+    pieces = _pieces(rows, n, kk, seed is not None and not sampled)
     if rows == 1 and pieces == 1:
         p1, _ = _topk_cpu.topk_one(
             xv[0], idv, has_ids, kk, largest, nanbig, seed is not None, sv, sid
@@ -163,7 +214,7 @@ def _best_positions_sized(
         pos = np.zeros((1, kk), np.int64)
         pos[0, : p1.shape[0]] = p1
         return pos, np.array([p1.shape[0]])
-    if rows == 1 and seed is None:
+    if rows == 1 and (seed is None or sampled):
         p1 = _one_row_threads(xv[0], idv, has_ids, kk, pieces, largest, nanbig, seed, sv, sid)
         pos = np.zeros((1, kk), np.int64)
         pos[0, : p1.shape[0]] = p1

@@ -26,8 +26,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .. import _validate
-from ..arrays import as_numpy
 from .._reports import verdict
+from ..arrays import as_numpy
 
 __all__ = ["PairCounterexample", "SymmetryReport", "check_symmetric"]
 

@@ -4,6 +4,8 @@ Every answer is exact, so results are compared for equality with
 ``_topk_reference`` (Python's ``sorted`` over (score, id) pairs).
 """
 
+import importlib
+
 import numba
 import numpy as np
 import pytest
@@ -314,3 +316,56 @@ def test_offset_chunk_below_held_ids_wins_ties():
     s = TopK.empty(2, np.float32).update(np.array([5, 5, 1, 1], np.float32), offset=0)
     s.update(np.array([5, 0, 0, 0], np.float32), offset=100)  # later ids lose ties
     np.testing.assert_array_equal(s.result()[1], [0, 1])
+
+
+# ------------------------------------------- long rows: the sampled threshold
+def _lexsort_ref(x, k, largest):
+    """Best k positions by (score, position), from NumPy's lexsort in float64."""
+    v = x.astype(np.float64)
+    return np.lexsort((np.arange(v.shape[0]), -v if largest else v))[:k]
+
+
+LONG = 1 << 22  # topk.SAMPLE_ABOVE: rows this long are sampled first
+
+
+@pytest.mark.parametrize("largest", [True, False])
+def test_long_rows_in_any_order_match_a_full_sort(largest):
+    topk_module = importlib.import_module("propopt.associativity.topk")
+
+    assert LONG >= topk_module.SAMPLE_ABOVE
+    base = RNG.integers(0, 1 << 20, LONG).astype(np.float32)  # ties on top of the orders
+    for x in (base, np.sort(base), np.sort(base)[::-1].copy(), np.zeros(LONG, np.float32)):
+        for k in (1, 7, 1000):
+            want = _lexsort_ref(x, k, largest)
+            np.testing.assert_array_equal(topk(x, k, largest=largest)[1], want)
+
+
+def test_a_sample_holding_the_whole_top_k_keeps_its_kth():
+    """Only k - 1 elements beat the sample's k-th best: the seed itself is returned last."""
+    topk_module = importlib.import_module("propopt.associativity.topk")
+
+    k = 10
+    stride = LONG // max(topk_module.SAMPLE, topk_module.SAMPLE_PER_K * k // 4)
+    x = np.zeros(LONG, np.float32)
+    x[: k * stride : stride] = np.arange(1, k + 1, dtype=np.float32)  # all on sampled positions
+    vals, pos = topk(x, k)
+    np.testing.assert_array_equal(pos, _lexsort_ref(x, k, True))
+    assert vals[-1] == 1.0
+
+
+def test_long_rows_with_nan():
+    x = np.sort(RNG.random(LONG, dtype=np.float32))
+    x[RNG.integers(0, LONG, 5000)] = np.nan
+    fin = np.where(np.isnan(x), -np.inf, x)  # nan='ignore': NaN never wins
+    np.testing.assert_array_equal(topk(x, 500)[1], _lexsort_ref(fin, 500, True))
+    top = topk(x, 500, nan="largest")[1]  # NaN above everything, in position order
+    nan_at = np.flatnonzero(np.isnan(x))
+    np.testing.assert_array_equal(top[: nan_at.shape[0]], nan_at[:500])
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.uint8, np.float64])
+@pytest.mark.parametrize("largest", [True, False])
+def test_long_sorted_rows_of_other_dtypes(dtype, largest):
+    x = np.sort(RNG.integers(0, 256, LONG)).astype(dtype)  # runs of ties, extremes present
+    for k in (1, 300):
+        np.testing.assert_array_equal(topk(x, k, largest=largest)[1], _lexsort_ref(x, k, largest))

@@ -1,4 +1,4 @@
-"""The published figures: every fenced block in README.md and docs/*.md equals what docs/figures.json gives."""
+"""Each fenced figures block of README.md and docs/*.md is what docs/figures.json gives."""
 
 import json
 import shutil
