@@ -2,13 +2,26 @@
 
 :func:`~.naive.nbody_naive` (the chapter's double loop; the exact sum done
 properly is :func:`propopt.direct_gravity`), :class:`~.barnes_hut.Octree`
-and :func:`~.barnes_hut.barnes_hut` (the tree code), :func:`~.integrate.leapfrog`
+and :func:`~.barnes_hut.barnes_hut` (the tree code), :func:`~.fmm.fmm` (the fast multipole method,
+error as the knob), :func:`~.integrate.leapfrog`
 (kick-drift-kick with diagnostics and snapshots), :func:`~.plummer.plummer_sphere`
 (initial conditions), :func:`~.distributed.field_dask` (targets on a Dask cluster).
 """
 
 from .barnes_hut import DEVICES, METHODS, THETA, Octree, barnes_hut
+from .fmm import TOL_TABLE, fmm, fmm_parameters
 from .naive import nbody_naive
 from .plummer import plummer_sphere
 
-__all__ = ["DEVICES", "METHODS", "THETA", "Octree", "barnes_hut", "nbody_naive", "plummer_sphere"]
+__all__ = [
+    "DEVICES",
+    "METHODS",
+    "THETA",
+    "TOL_TABLE",
+    "Octree",
+    "barnes_hut",
+    "fmm",
+    "fmm_parameters",
+    "nbody_naive",
+    "plummer_sphere",
+]

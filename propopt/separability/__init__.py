@@ -33,9 +33,15 @@ Multipoles (numba building blocks, callable from other ``@njit`` code)
     ``evaluate_rows(rows, targets, order, eps2, acc, pot)``
         field of all rows at all targets (threaded over targets).
 
+Expansions of any order (:mod:`propopt.separability.expansions`)
+    Cartesian Taylor expansions of the softened ``1/r``, the operators of a
+    fast multipole method: ``expansion_tables(p)``, ``p2m``, ``m2m``,
+    ``derivatives``, ``m2l``, ``l2l``, ``l2p`` (numba, callable from ``@njit`` code).
+
 The exact sum they approximate is :func:`propopt.direct_gravity`.
 """
 
+from . import expansions
 from ._kernels import (
     NMOM,
     evaluate_rows,
@@ -46,6 +52,7 @@ from ._kernels import (
     multipole_accel,
     shift_add,
 )
+from .expansions import expansion_tables
 from .lowrank import LowRank, MatvecOperator, low_rank
 from .multipole import Moments, RawMoments, merge_moments, moments
 
@@ -56,6 +63,8 @@ __all__ = [
     "Moments",
     "RawMoments",
     "evaluate_rows",
+    "expansion_tables",
+    "expansions",
     "low_rank",
     "merge_moments",
     "merge_rows",

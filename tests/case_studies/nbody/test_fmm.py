@@ -1,0 +1,138 @@
+"""Fast multipole method: accuracy as asked against an independent direct sum; edges, errors."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+from case_studies.nbody import fmm, fmm_parameters
+from case_studies.nbody.distributions import DISTRIBUTIONS
+
+
+def _direct(pos, m, eps, targets=None, target_eps=None):
+    """Softened field by a float64 loop over sources (pair eps^2 = mean of squares)."""
+    pos = np.asarray(pos, float)
+    T = pos if targets is None else np.asarray(targets, float)
+    e2s = np.broadcast_to(np.asarray(eps, float) ** 2, len(pos))
+    e2t = e2s if targets is None else np.broadcast_to(np.asarray(target_eps, float) ** 2, len(T))
+    acc = np.zeros((len(T), 3))
+    pot = np.zeros(len(T))
+    for j in range(len(pos)):
+        d = pos[j] - T
+        s2 = (d * d).sum(1) + 0.5 * (e2t + e2s[j])
+        if targets is None:
+            s2[j] = np.inf  # no self-interaction
+        inv = np.zeros_like(s2)
+        inv[s2 > 0] = 1.0 / np.sqrt(s2[s2 > 0])  # coincident and unsoftened: no force
+        acc += (m[j] * inv**3)[:, None] * d
+        pot -= m[j] * inv
+    return acc, pot
+
+
+def _relerr(a, b):
+    return np.linalg.norm(a - b, axis=1) / np.linalg.norm(b, axis=1)
+
+
+@pytest.fixture(scope="module")
+def bodies():
+    pos, m = DISTRIBUTIONS["plummer"](3000, seed=2)
+    return pos, m, _direct(pos, m, 1e-3)
+
+
+@pytest.mark.parametrize("tol", [1e-3, 1e-6])
+def test_accuracy_as_asked(bodies, tol):
+    pos, m, (a0, p0) = bodies
+    a, p = fmm(pos, m, eps=1e-3, tol=tol, potential=True)
+    err = _relerr(a, a0)
+    assert np.quantile(err, 0.99) <= tol
+    assert np.median(err) <= tol / 5
+    np.testing.assert_allclose(p, p0, rtol=tol)
+
+
+def test_separate_targets_with_their_softening(bodies):
+    pos, m, _ = bodies
+    T = np.random.default_rng(3).normal(size=(500, 3))
+    te = 2e-3  # one length for the targets, another for the bodies: exact in the far field
+    a, p = fmm(pos, m, eps=1e-3, targets=T, target_eps=te, tol=1e-5, potential=True)
+    a0, p0 = _direct(pos, m, 1e-3, T, te)
+    assert np.quantile(_relerr(a, a0), 0.99) <= 1e-5
+    np.testing.assert_allclose(p, p0, rtol=1e-5)
+
+
+def test_high_order_is_the_direct_sum_per_body_softening():
+    rng = np.random.default_rng(5)
+    pos, m = rng.normal(size=(700, 3)), rng.uniform(0.5, 1.5, 700)
+    eps = rng.uniform(0, 0.05, 700)
+    a, p = fmm(pos, m, eps=eps, order=14, theta=0.3, leaf_size=8, potential=True)
+    a0, p0 = _direct(pos, m, eps)
+    # the far field softens a pair of cells with their mean eps^2: lengths up to
+    # 0.05 mixed in a cell leave terms ~ (0.05 / d)^2 / 2 ~ 1e-3 at d ~ 1
+    assert np.quantile(_relerr(a, a0), 0.99) < 2e-3
+    np.testing.assert_allclose(p, p0, rtol=2e-3)
+    a1 = fmm(pos, m, eps=0.02, order=14, theta=0.3, leaf_size=8)  # one length: exact
+    assert np.quantile(_relerr(a1, _direct(pos, m, 0.02)[0]), 0.99) < 1e-7  # 0.3^15 ~ 1e-8
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 65])
+def test_tiny(n):
+    rng = np.random.default_rng(n)
+    pos, m = rng.normal(size=(n, 3)), rng.uniform(0.5, 1.5, n)
+    a, p = fmm(pos, m, eps=0.1, order=11, theta=0.05, leaf_size=4, potential=True)
+    a0, p0 = _direct(pos, m, 0.1)
+    # theta 0.05 and order 11: truncation ~0.05^12, rounding only
+    np.testing.assert_allclose(a, a0, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(p, p0, rtol=1e-10, atol=1e-12)
+
+
+def test_coincident_and_zero_masses_and_float32():
+    pos = np.zeros((100, 3), np.float32)
+    pos[50:] = 1.0
+    m = np.ones(100, np.float32)
+    m[:10] = 0
+    a, p = fmm(pos, m, eps=0.0, potential=True)
+    assert a.dtype == np.float32 and p.dtype == np.float32
+    a0, p0 = _direct(pos, m.astype(float), 0.0)
+    np.testing.assert_allclose(a, a0, rtol=1e-5)
+    np.testing.assert_allclose(p, p0, rtol=1e-5)
+
+
+def test_parameters_follow_tol():
+    ps = [fmm_parameters(t) for t in (3e-2, 1e-3, 1e-5, 1e-7)]
+    # stricter tolerances never open fewer cells or drop terms both at once
+    for (p0, t0), (p1, t1) in itertools.pairwise(ps):
+        assert p1 >= p0 or t1 < t0
+    assert ps[0][0] < ps[-1][0] and ps[0][1] > ps[-1][1]
+
+
+@pytest.mark.parametrize(
+    "kwargs, exc, msg",
+    [
+        (dict(tol=0.0), ValueError, "tol=0.0"),
+        (dict(tol="1e-3"), TypeError, "tol='1e-3'"),
+        (dict(tol=1e-12), ValueError, "smallest calibrated"),
+        (dict(eps=-1.0), ValueError, "eps"),
+        (dict(order=-1), ValueError, "order=-1"),
+        (dict(theta=1.5), ValueError, "theta=1.5"),
+        (dict(leaf_size=0), ValueError, "leaf_size=0"),
+        (dict(target_eps=0.1), ValueError, "target_eps is given without targets"),
+        (dict(targets=[[0.0, 0.0]]), ValueError, "targets has shape"),
+    ],
+)
+def test_errors(kwargs, exc, msg):
+    with pytest.raises(exc, match=msg):
+        fmm(np.zeros((4, 3)), np.ones(4), **kwargs)
+
+
+def test_bad_positions():
+    with pytest.raises(ValueError, match=r"pos\[1\]"):
+        fmm([[0.0, 0.0, 0.0], [1.0, np.nan, 0.0]])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(DISTRIBUTIONS))
+@pytest.mark.parametrize("tol", [1e-2, 1e-4, 1e-7])
+def test_accuracy_every_distribution(name, tol):
+    pos, m = DISTRIBUTIONS[name](20000, seed=4)
+    a0, _ = _direct(pos, m, 1e-3)
+    a = fmm(pos, m, eps=1e-3, tol=tol)
+    assert np.quantile(_relerr(a, a0), 0.99) <= tol
