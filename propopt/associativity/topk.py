@@ -68,11 +68,11 @@ _CRC = struct.Struct("<I")
 
 
 # ------------------------------------------------------------------ helpers
-def _check_k(k: Any) -> int:
+def _check_k(k: Any, least: int = 1) -> int:
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
         raise TypeError(f"k must be an int, got {k!r}")
-    if k <= 0:
-        raise ValueError(f"k={k}: k must be >= 1")
+    if k < least:
+        raise ValueError(f"k={k}: k must be >= {least}")
     return int(k)
 
 
@@ -137,10 +137,13 @@ def _best_positions(
     nanbig: bool,
     ids: np.ndarray | None = None,
     seed: tuple[Any, int] | None = None,
+    ordered: bool = True,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Kernel call: best ``min(k, n)`` positions per row of ``x2`` and the counts.
 
-    With ``seed=(score, id)`` only pairs that beat it are returned.
+    With ``seed=(score, id)`` only pairs that beat it are returned.  With
+    ``ordered=False`` a row's positions may come in any order (no final sort
+    where that saves one).
     """
     n = x2.shape[1]
     kk = min(k, n)
@@ -160,7 +163,7 @@ def _best_positions(
             sid = np.int64(seed[1] if seed else 0)
         return _best_positions_sized(
             x2, kk, largest, nanbig, xv, idv, has_ids, seed if not sampled else (sv, -1), sv,
-            sid, sampled,
+            sid, sampled, ordered,
         )  # fmt: skip
 
 
@@ -178,7 +181,7 @@ def _sample_bound(xv: np.ndarray, k: int, largest: bool, nanbig: bool) -> Any:
     stride = n // max(SAMPLE, SAMPLE_PER_K * k // 4)
     sample = np.ascontiguousarray(xv[::stride])
     best, _ = _topk_cpu.topk_one(sample, _NO_IDS, False, k, largest, nanbig, False, sample[0],
-                                 np.int64(0))  # fmt: skip
+                                 np.int64(0), True)  # fmt: skip
     if best.shape[0] < k:
         return None
     v = sample[best[k - 1]]
@@ -204,12 +207,13 @@ def _best_positions_sized(
     sv: Any,
     sid: Any,
     sampled: bool = False,
+    ordered: bool = True,
 ) -> tuple[np.ndarray, np.ndarray]:
     rows, n = x2.shape
     pieces = _pieces(rows, n, kk, seed is not None and not sampled)
     if rows == 1 and pieces == 1:
         p1, _ = _topk_cpu.topk_one(
-            xv[0], idv, has_ids, kk, largest, nanbig, seed is not None, sv, sid
+            xv[0], idv, has_ids, kk, largest, nanbig, seed is not None, sv, sid, ordered
         )
         pos = np.zeros((1, kk), np.int64)
         pos[0, : p1.shape[0]] = p1
@@ -220,7 +224,7 @@ def _best_positions_sized(
         pos[0, : p1.shape[0]] = p1
         return pos, np.array([p1.shape[0]])
     pos, counts, _ = _topk_cpu.topk_rows(
-        xv, idv, has_ids, kk, pieces, largest, nanbig, seed is not None, sv, sid
+        xv, idv, has_ids, kk, pieces, largest, nanbig, seed is not None, sv, sid, ordered
     )
     return pos, counts
 
@@ -256,8 +260,8 @@ def _one_row_threads(
     def run(q: int) -> tuple[np.ndarray, np.ndarray]:
         a, b = q * step, min(n, (q + 1) * step)
         ids = idv[a:b] if has_ids else idv
-        p, _ = _topk_cpu.topk_one(
-            x[a:b], ids, has_ids, k, largest, nanbig, seed is not None, sv, sid
+        p, _ = _topk_cpu.topk_one(  # sorted: the pieces are merged as sorted lists
+            x[a:b], ids, has_ids, k, largest, nanbig, seed is not None, sv, sid, True
         )
         p = p + a
         return p, (idv[p] if has_ids else p)
@@ -679,26 +683,34 @@ def topk(
     k: int,
     axis: int = -1,
     largest: bool = True,
+    sorted: bool = True,
     *,
     nan: NanPolicy = "ignore",
     method: str = "auto",
+    out: tuple[Any, Any] | None = None,
 ) -> tuple[Any, Any]:
     """The ``k`` best values along an axis and their indices, like ``torch.topk``.
 
-    Ties go to the smaller index and the result is sorted best first, so it
-    does not depend on thread count or on how the axis is split: the answer
-    is unique for the total order ``(value, index)`` (see :class:`TopK`).
+    Ties go to the smaller index, so the chosen set does not depend on thread
+    count or on how the axis is split: it is unique for the total order
+    ``(value, index)`` (see :class:`TopK`); with ``sorted`` (the default) it
+    comes best first.
 
     Parameters
     ----------
     x : numpy.ndarray or torch.Tensor (CPU or CUDA)
         Bool, integer or float values.
     k : int
-        How many to return (>= 1); ``k > n`` returns all ``n``.
+        How many to return (>= 0); ``k > n`` returns all ``n``.  A 0-d ``x``
+        is one value, returned as 0-d arrays for ``k`` 0 or 1, as torch does.
     axis : int
         The axis to select along.
     largest : bool
         The largest values (else the smallest).
+    sorted : bool
+        Best first (the default).  ``False`` allows any order of the same
+        ``k`` pairs, and skips the final sort where one row runs on one
+        thread (``k`` log ``k`` work saved per row).
     nan : {'ignore', 'largest'}
         ``'ignore'`` never returns a NaN (a 1-D input may then yield fewer
         than ``k``; an N-D input whose rows would differ in length is an
@@ -706,6 +718,10 @@ def topk(
     method : {'auto', 'cpu', 'cuda', 'reference'}
         ``'auto'`` runs the CUDA kernel for CUDA tensors and the CPU kernel
         otherwise; ``'reference'`` sorts with Python (tests).
+    out : (values, indices), optional
+        Arrays to write the result into, of the input's kind, device and
+        dtype (indices int64) and the result's shape; torch tensors of another
+        shape are resized, as ``torch.topk(out=...)`` does.  They are returned.
 
     Returns
     -------
@@ -735,8 +751,10 @@ def topk(
     >>> topk(np.array([2, 7, 7, 1]), 2, largest=False)[1].tolist()
     [3, 0]
     """
-    k = _check_k(k)
+    k = _check_k(k, least=0)
     nanbig = _check_nan(nan)
+    if not isinstance(sorted, (bool, np.bool_)):
+        raise TypeError(f"sorted must be a bool, got {sorted!r}")
     if method not in METHODS:
         raise ValueError(f"method={method!r} is not one of {', '.join(map(repr, METHODS))}")
     if not isinstance(largest, (bool, np.bool_)):
@@ -749,7 +767,12 @@ def topk(
         )
     nd = len(x.shape)
     if nd == 0:
-        raise ValueError("x is 0-dimensional; top-k needs at least one axis")
+        if axis not in (0, -1) or isinstance(axis, bool):
+            raise ValueError(f"axis={axis!r} is out of range for a 0-d x; use 0 or -1")
+        if k > 1:
+            raise ValueError(f"k={k}: a 0-d x holds one value, so k must be 0 or 1")
+        v, i = topk(x.reshape(1), 1, 0, largest, sorted, nan="largest", method=method)
+        return _into(out, v.reshape(()), i.reshape(()))
     if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
         raise TypeError(f"axis must be an int, got {axis!r}")
     if not -nd <= axis < nd:
@@ -766,14 +789,57 @@ def topk(
     if on_gpu and method != "cuda":
         raise ValueError(f"method={method!r} runs on the CPU; x is on {_dispatch.device_of(x)}")
     _check_dtype(_score_dtype(x))
+    if k == 0:
+        return _into(out, *_empty(x, ax))
     if method == "cuda":
         from . import _topk_cuda
 
-        return _topk_cuda.topk(x, k, ax, bool(largest), nanbig)
+        return _into(out, *_topk_cuda.topk(x, k, ax, bool(largest), nanbig))
     if kind == _dispatch.TORCH:
-        return _topk_torch_cpu(x, k, ax, bool(largest), nanbig, method)
-    idx = _positions(x, k, ax, bool(largest), nanbig, method)
-    return np.take_along_axis(x, idx, ax), idx
+        return _into(out, *_topk_torch_cpu(x, k, ax, bool(largest), nanbig, method, sorted))
+    idx = _positions(x, k, ax, bool(largest), nanbig, method, bool(sorted))
+    return _into(out, np.take_along_axis(x, idx, ax), idx)
+
+
+def _empty(x: Any, ax: int) -> tuple[Any, Any]:
+    """``k = 0``: values and int64 indices with a zero-length ``ax``."""
+    shape = tuple(x.shape[:ax]) + (0,) + tuple(x.shape[ax + 1 :])
+    if isinstance(x, np.ndarray):
+        return np.empty(shape, x.dtype), np.empty(shape, np.int64)
+    import torch
+
+    return x.new_empty(shape), torch.empty(shape, dtype=torch.int64, device=x.device)
+
+
+def _into(out: Any, values: Any, indices: Any) -> tuple[Any, Any]:
+    """The result, or written into ``out=(values, indices)`` and that returned."""
+    if out is None:
+        return values, indices
+    if not isinstance(out, (tuple, list)) or len(out) != 2:
+        raise TypeError(f"out must be a (values, indices) pair of arrays, got {type(out).__name__}")
+    for name, dst, src in (("out[0]", out[0], values), ("out[1]", out[1], indices)):
+        if type(dst) is not type(src) or str(dst.dtype) != str(src.dtype):
+            raise TypeError(
+                f"{name} is {_dispatch.describe(dst)}; pass "
+                f"{_dispatch.describe(src)} like the result (indices are int64)"
+            )
+        if _dispatch.device_of(dst) != _dispatch.device_of(src):
+            raise ValueError(
+                f"{name} is on {_dispatch.device_of(dst)} but the result is on "
+                f"{_dispatch.device_of(src)}; allocate out on the input's device"
+            )
+        if isinstance(dst, np.ndarray):
+            if dst.shape != src.shape:
+                raise ValueError(
+                    f"{name} has shape {dst.shape}; the result has shape {src.shape}: "
+                    "allocate out with that shape"
+                )
+            dst[...] = src
+        else:
+            if tuple(dst.shape) != tuple(src.shape):
+                dst.resize_(src.shape)
+            dst.copy_(src)
+    return out[0], out[1]
 
 
 def _score_dtype(x: Any) -> np.dtype:
@@ -787,7 +853,7 @@ def _score_dtype(x: Any) -> np.dtype:
 
 
 def _positions(
-    x: np.ndarray, k: int, ax: int, largest: bool, nanbig: bool, method: str
+    x: np.ndarray, k: int, ax: int, largest: bool, nanbig: bool, method: str, ordered: bool = True
 ) -> np.ndarray:
     """int64 indices of the top k along ``ax`` (shape of ``x`` with min(k, n) there)."""
     xm = np.moveaxis(x, ax, -1)
@@ -801,7 +867,7 @@ def _positions(
         pos = _topk_reference.topk(x2, kk, largest, "largest" if nanbig else "ignore")
         counts = (pos >= 0).sum(axis=1)
     else:
-        pos, counts = _best_positions(x2, kk, largest, nanbig)
+        pos, counts = _best_positions(x2, kk, largest, nanbig, ordered=ordered)
     got = int(counts.min())
     if got < kk:
         if rows > 1 and got != int(counts.max()):
@@ -817,11 +883,13 @@ def _positions(
 
 
 def _topk_torch_cpu(
-    x: Any, k: int, ax: int, largest: bool, nanbig: bool, method: str
+    x: Any, k: int, ax: int, largest: bool, nanbig: bool, method: str, ordered: bool = True
 ) -> tuple[Any, Any]:
     import torch
 
     xd = x.detach()
     view = xd.float().numpy() if xd.dtype == torch.bfloat16 else xd.numpy()
-    idx = torch.from_numpy(np.ascontiguousarray(_positions(view, k, ax, largest, nanbig, method)))
+    idx = torch.from_numpy(
+        np.ascontiguousarray(_positions(view, k, ax, largest, nanbig, method, ordered))
+    )
     return torch.gather(x, ax, idx), idx

@@ -138,7 +138,9 @@ def test_independent_of_thread_count_and_pieces():
     want = _ref_1d(x, 100)
     xs = x.reshape(1, -1)
     for pieces in (1, 2, 3, 7):
-        pos, c, _ = K.topk_rows(xs, NO, False, 100, pieces, True, False, False, np.float32(0), 0)
+        pos, c, _ = K.topk_rows(
+            xs, NO, False, 100, pieces, True, False, False, np.float32(0), 0, True
+        )
         np.testing.assert_array_equal(pos[0, : c[0]], want)
     old = numba.get_num_threads()
     try:
@@ -159,7 +161,7 @@ def test_ascending_input_stays_linear():
 
     def compactions(x):
         pos, _, comp = K.topk_rows(
-            x.reshape(1, -1), NO, False, k, 1, True, False, False, np.float32(0), 0
+            x.reshape(1, -1), NO, False, k, 1, True, False, False, np.float32(0), 0, True
         )
         return pos[0], comp
 
@@ -303,7 +305,7 @@ def test_distinct_random_floats_match_a_full_sort(largest, k):
     np.testing.assert_array_equal(v, x[order])
     for pieces in (1, 2):
         pos, c, _ = K.topk_rows(
-            x.reshape(1, -1), NO, False, k, pieces, largest, False, False, np.float64(0), 0
+            x.reshape(1, -1), NO, False, k, pieces, largest, False, False, np.float64(0), 0, True
         )
         np.testing.assert_array_equal(pos[0, : c[0]], order)
 
