@@ -332,7 +332,7 @@ LONG = 1 << 22  # topk.SAMPLE_ABOVE: rows this long are sampled first
 
 @pytest.mark.parametrize("largest", [True, False])
 def test_long_rows_in_any_order_match_a_full_sort(largest):
-    topk_module = importlib.import_module("propopt.associativity.topk")
+    topk_module = importlib.import_module("propopt.associativity._topk_threads")
 
     assert LONG >= topk_module.SAMPLE_ABOVE
     base = RNG.integers(0, 1 << 20, LONG).astype(np.float32)  # ties on top of the orders
@@ -344,7 +344,7 @@ def test_long_rows_in_any_order_match_a_full_sort(largest):
 
 def test_a_sample_holding_the_whole_top_k_keeps_its_kth():
     """Only k - 1 elements beat the sample's k-th best: the seed itself is returned last."""
-    topk_module = importlib.import_module("propopt.associativity.topk")
+    topk_module = importlib.import_module("propopt.associativity._topk_threads")
 
     k = 10
     stride = LONG // max(topk_module.SAMPLE, topk_module.SAMPLE_PER_K * k // 4)

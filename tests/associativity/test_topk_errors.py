@@ -118,3 +118,20 @@ def test_spans_survive_serialization_and_old_format_is_read():
     body = body[:6] + struct.pack("<H", 1) + body[8:]
     old = TopK.from_bytes(body + struct.pack("<I", zlib.crc32(body)))
     assert old._spans == ((0, 5),) and old.result()[1].tolist() == s.result()[1].tolist()
+
+
+def test_backends_come_from_one_table():
+    from propopt import _dispatch
+    from propopt.associativity import _topk_backends as tb
+
+    assert set(tb.BACKENDS) == {"cpu", "cuda", "reference"}
+    assert tb.METHODS == ("auto", "cpu", "cuda", "reference")
+    plan = tb.TopKPlan(np.ones(5), 2, 0, True, False, True, _dispatch.NUMPY)
+    assert tb.choose("auto", plan) == "cpu"  # the first of AUTO that accepts host memory
+    assert tb.BACKENDS["cuda"].refuse(plan) is not None
+    assert tb.BACKENDS["reference"].refuse(plan) is None
+    with pytest.raises(ValueError, match="method='cuda' needs a CUDA tensor"):
+        tb.choose("cuda", plan)
+    ref = tb.BACKENDS["reference"].run(plan)
+    cpu = tb.BACKENDS["cpu"].run(plan)
+    np.testing.assert_array_equal(ref[1], cpu[1])
