@@ -149,6 +149,7 @@ def test_dask_segments_span_chunks():
         for exclusive in (False, True):
             kw = dict(reverse=reverse, exclusive=exclusive)
             out = pp.associative_scan(pp.linear_recurrence, lazy, reset=starts, **kw)
+            assert all(o.chunks == ((5, 7, 11),) for o in out)
             got = [o.compute(scheduler="sync") for o in out]
             close(got, loop("linear_recurrence", elems, starts, **kw), str(kw))
 
