@@ -56,7 +56,10 @@ def load_module(source: str, tag: str, namespace: dict[str, Any] | None = None) 
     # those objects alive, so their ids are not reused.
     ident = sorted((k, id(v)) for k, v in (namespace or {}).items())
     key = hashlib.sha256((source + repr(ident)).encode()).hexdigest()[:20]
-    name = f"_propopt_gen_{tag}_{key}"
+    # a monoid's name may hold any character ("segmented(add)"): module names
+    # and file names get identifier characters only
+    safe = "".join(c if c.isalnum() or c == "_" else "_" for c in tag)
+    name = f"_propopt_gen_{safe}_{key}"
     if name in _loaded:
         return _loaded[name]
     if namespace is None:

@@ -19,6 +19,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from propopt.symmetry import spline_kernel
+
 FAR_CAP = 2048
 NEAR_CAP = 4096
 
@@ -94,21 +96,48 @@ def _near(tx, ty, tz, te2, nb, nq, c, out):  # pragma: no cover - numba
 
 
 @njit(cache=True, fastmath=True, error_model="numpy")
-def _flush(tb, ng, fb, nf, nb, nq, quad, c, acc):  # pragma: no cover - numba
+def _near_spline(tx, ty, tz, th2, nb, nq, out):  # pragma: no cover - numba
+    """:func:`_near` with pytreegrav's cubic-spline softening: ``h = max(h_i, h_j)``.
+
+    ``th2`` and ``nb[4]`` hold ``h^2``; beyond ``h`` a pair is Newtonian.
+    The kernel is :func:`propopt.symmetry.spline_kernel` (float64).
+    """
+    for k in range(nq):
+        dx = nb[0, k] - tx
+        dy = nb[1, k] - ty
+        dz = nb[2, k] - tz
+        r2 = dx * dx + dy * dy + dz * dz
+        h2 = max(th2, nb[4, k])
+        if r2 == 0.0 and h2 == 0.0:
+            continue
+        g, p = spline_kernel(r2, np.sqrt(h2))
+        w = nb[3, k]
+        out[0] += w * g * dx
+        out[1] += w * g * dy
+        out[2] += w * g * dz
+        out[3] += w * p
+
+
+@njit(cache=True, fastmath=True, error_model="numpy")
+def _flush(tb, ng, fb, nf, nb, nq, quad, c, spline, acc):  # pragma: no cover - numba
     for t in range(ng):
         o = acc[t]
+        # a far node is beyond every pair's spline support: Newtonian (no softening)
+        te2 = c[0] if spline else tb[3, t]
         if nf and quad:
-            _far(tb[0, t], tb[1, t], tb[2, t], tb[3, t], fb, nf, True, c, o)
+            _far(tb[0, t], tb[1, t], tb[2, t], te2, fb, nf, True, c, o)
         elif nf:
-            _far(tb[0, t], tb[1, t], tb[2, t], tb[3, t], fb, nf, False, c, o)
-        if nq:
+            _far(tb[0, t], tb[1, t], tb[2, t], te2, fb, nf, False, c, o)
+        if nq and spline:
+            _near_spline(tb[0, t], tb[1, t], tb[2, t], tb[3, t], nb, nq, o)
+        elif nq:
             _near(tb[0, t], tb[1, t], tb[2, t], tb[3, t], nb, nq, c, o)
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
 def walk(
     tgt, gstart, gend, gmax, src, nodes, nstart, nend, nxt, leaf, theta, quad, nblocks, c,
-    relative, out,
+    relative, spline, out,
 ):  # fmt: skip
     """Field of the tree at the targets, one walk per group.  # pragma: no cover - numba
 
@@ -121,7 +150,10 @@ def walk(
     (float32 keeps its precision for close pairs); without it (float64) they
     hold the tree's coordinates, so that a target's sum does not depend on
     which group it is in: at ``theta = 0`` every grouping of the targets
-    (one call or chunks on a Dask cluster) gives the same bits.
+    (one call or chunks on a Dask cluster) gives the same bits.  With
+    ``spline`` the eps^2 columns hold ``h^2`` of pytreegrav's cubic spline,
+    ``nodes[:, 13]`` each node's largest ``h``, and a node is used whole only
+    when every pair it holds is beyond its support (then Newtonian).
     """
     ng = gstart.shape[0]
     nnode = nxt.shape[0]
@@ -151,7 +183,10 @@ def walk(
             gx = 0.5 * (lx + hx) if relative else 0.0
             gy = 0.5 * (ly + hy) if relative else 0.0
             gz = 0.5 * (lz + hz) if relative else 0.0
+            gh = 0.0  # the group's largest spline support
             for t in range(gs, ge):
+                if spline:
+                    gh = max(gh, np.sqrt(tgt[3, t]))
                 tb[0, t - gs] = tgt[0, t] - gx
                 tb[1, t - gs] = tgt[1, t] - gy
                 tb[2, t - gs] = tgt[2, t] - gz
@@ -171,9 +206,13 @@ def walk(
                 dy = max(ly - cy, 0.0, cy - hy)
                 dz = max(lz - cz, 0.0, cz - hz)
                 d2 = dx * dx + dy * dy + dz * dz
-                if d2 > nodes[i, 11] and d2 * th2 > nodes[i, 12]:
+                far = d2 > nodes[i, 11] and d2 * th2 > nodes[i, 12]
+                if far and spline:  # no pair of group and node within h = max(h_i, h_j)
+                    reach = np.sqrt(nodes[i, 11]) + max(gh, nodes[i, 13])
+                    far = d2 > reach * reach
+                if far:
                     if nf == FAR_CAP:
-                        _flush(tb, ge - gs, fb, np.int64(nf), nb, np.int64(0), quad, c, acc)
+                        _flush(tb, ge - gs, fb, np.int64(nf), nb, np.int64(0), quad, c, spline, acc)
                         nf = 0
                     fb[0, nf] = M
                     fb[1, nf] = cx - gx
@@ -181,13 +220,17 @@ def walk(
                     fb[3, nf] = cz - gz
                     for q in range(4, 11):
                         fb[q, nf] = nodes[i, q]
+                    if spline:
+                        fb[10, nf] = 0.0
                     nf += 1
                     i = nxt[i]
                 elif leaf[i]:
                     j = nstart[i]
                     while j < nend[i]:
                         if nq == NEAR_CAP:
-                            _flush(tb, ge - gs, fb, np.int64(0), nb, np.int64(nq), quad, c, acc)
+                            _flush(
+                                tb, ge - gs, fb, np.int64(0), nb, np.int64(nq), quad, c, spline, acc
+                            )
                             nq = 0
                         nb[0, nq] = src[0, j] - gx
                         nb[1, nq] = src[1, j] - gy
@@ -199,7 +242,7 @@ def walk(
                     i = nxt[i]
                 else:
                     i += 1
-            _flush(tb, ge - gs, fb, np.int64(nf), nb, np.int64(nq), quad, c, acc)
+            _flush(tb, ge - gs, fb, np.int64(nf), nb, np.int64(nq), quad, c, spline, acc)
             for t in range(gs, ge):
                 for q in range(4):
                     out[t, q] = acc[t - gs, q]

@@ -32,6 +32,7 @@ import numpy as np
 from propopt import direct_gravity, morton_order, threads
 from propopt.arrays import count, per_point, points
 from propopt.locality import bounding_box
+from propopt.symmetry import SOFTENINGS
 
 from ._build import build_topology, node_moments
 from ._walk import walk
@@ -141,6 +142,7 @@ class Octree:
     length_exp: int = 0
     mass_exp: int = 0
     origin: np.ndarray | None = None
+    softening: str = "plummer"
 
     @classmethod
     @threads.parallel
@@ -152,6 +154,7 @@ class Octree:
         eps: Any = 0.0,
         leaf_size: int = LEAF_SIZE,
         box: Any = None,
+        softening: str = "plummer",
     ) -> Octree:
         """Sort the bodies by Morton key, build the octree and every node's moments.
 
@@ -170,12 +173,22 @@ class Octree:
             bodies are one leaf, so depth is at most 21 levels).
         box : (lo, hi), optional
             Root cube (default: the bodies' bounding cube).
+        softening : {'plummer', 'spline'}
+            ``'plummer'`` as above; ``'spline'``: ``eps`` is the support
+            radius ``h`` of pytreegrav's (and Gadget's) cubic-spline kernel, a
+            pair uses ``max(h_i, h_j)`` and is Newtonian beyond it
+            (:func:`propopt.symmetry.spline_kernel`); a node is then used
+            whole only where no pair it holds is within its ``h``.
 
         Notes
         -----
         ``O(n log n)`` (the sort), then ``O(n)`` for the moments; memory
         ``O(n)``: fewer than ``2 n / leaf_size`` nodes for spread-out bodies.
         """
+        if softening not in SOFTENINGS:
+            raise ValueError(
+                f"softening={softening!r} is not one of {', '.join(map(repr, SOFTENINGS))}"
+            )
         P = points("pos", pos, 3)
         n = P.shape[0]
         m = per_point("mass", mass, n, 1.0, "masses")
@@ -197,17 +210,20 @@ class Octree:
         pos_sorted = np.ascontiguousarray(src[:3].T)
         rows, lo, hi, me2 = node_moments(pos_sorted, src[3], src[4], start, end, nxt, leaf)
         k = start.shape[0]
-        nodes = np.empty((k, 13))  # one node per row: a visit touches 2 cache lines
+        nodes = np.empty((k, 14))  # one node per row: a visit touches 2 cache lines
         nodes[:, :10] = rows[:, :10]
         nodes[:, 10] = me2
         corner = np.maximum(np.abs(hi - rows[:, 1:4]), np.abs(rows[:, 1:4] - lo))
         nodes[:, 11] = (corner * corner).sum(axis=1)
         nodes[:, 12] = (hi - lo).max(axis=1) ** 2 if k else 0.0
+        nodes[:, 13] = 0.0  # the largest spline support h of each node's bodies
+        if softening == "spline" and k and n:
+            nodes[:, 13] = np.sqrt(np.maximum.reduceat(src[4], start))
         uni = float(src[4, 0]) if n and np.all(e == e[0]) else (0.0 if n == 0 else None)
         return cls(
             n, order, src, keys, start, end, nxt, leaf, level, rows, lo, hi, nodes,
             (np.asarray(box[0], float), np.asarray(box[1], float)), leaf_size, dtype, uni,
-            lexp, mexp, origin,
+            lexp, mexp, origin, softening,
         )  # fmt: skip
 
     # -------------------------------------------------------------- evaluate
@@ -306,14 +322,20 @@ class Octree:
             if method == "direct":  # the exact sum, in the tree's units
                 P = np.ascontiguousarray(self.src[:3].T)
                 e = np.sqrt(self.src[4])
+                soft = self.softening
                 if targets is None:
-                    a, p = direct_gravity(P, self.src[3], eps=e, device=device)
+                    a, p = direct_gravity(P, self.src[3], eps=e, device=device, softening=soft)
                 else:
                     Tp = np.ascontiguousarray(tgt[:3].T)
-                    a, p = direct_gravity(P, self.src[3], eps=e, targets=Tp,
+                    a, p = direct_gravity(P, self.src[3], eps=e, targets=Tp, softening=soft,
                                           target_eps=np.sqrt(tgt[3]), device=device)  # fmt: skip
                 res[:, :3], res[:, 3] = a, p
             elif device == "cuda":
+                if self.softening != "plummer":
+                    raise ValueError(
+                        f"softening={self.softening!r}: the CUDA walk has Plummer softening "
+                        "only; use device='cpu' or method='direct'"
+                    )
                 from ._cuda import walk_cuda
 
                 res = walk_cuda(self, tgt, theta, quadrupole)
@@ -327,15 +349,19 @@ class Octree:
                         np.ascontiguousarray(tgt), gs, ge, gmax, self.src, self.nodes,
                         self.start, self.end, self.next, self.leaf, theta, bool(quadrupole),
                         nblocks, np.array([0.0, 0.5, 1.0, 3.0, 5.0], precision),
-                        precision == "float32", res,
+                        precision == "float32", self.softening == "spline", res,
                     )  # fmt: skip
                 finally:
                     numba.set_parallel_chunksize(old)
             if targets is None and method == "tree":
-                # the walk counted each body's own softened potential -m_i / eps_i
+                # the walk counted each body's own softened potential: -m_i / eps_i
+                # (Plummer) or the spline's -2.8 m_i / h_i
                 e2 = self.src[4]
+                self_coef = 2.8 if self.softening == "spline" else 1.0
                 with np.errstate(divide="ignore"):
-                    res[:, 3] += np.where(e2 > 0, self.src[3] / np.sqrt(np.where(e2 > 0, e2, 1)), 0)
+                    res[:, 3] += np.where(
+                        e2 > 0, self_coef * self.src[3] / np.sqrt(np.where(e2 > 0, e2, 1)), 0
+                    )
         # back from tree units: a ~ G M / L^2, phi ~ G M / L
         with np.errstate(over="ignore"):
             a_user = np.ldexp(res[:, :3] * G, self.mass_exp - 2 * self.length_exp)
@@ -398,6 +424,7 @@ def barnes_hut(
     targets: Any = None,
     target_eps: Any = None,
     leaf_size: int = LEAF_SIZE,
+    softening: str = "plummer",
     group_size: int = GROUP_SIZE,
     G: float = 1.0,
     method: str = "tree",
@@ -422,7 +449,7 @@ def barnes_hut(
     >>> bool(np.median(err) < 1e-3)
     True
     """
-    tree = Octree.build(pos, mass, eps=eps, leaf_size=leaf_size)
+    tree = Octree.build(pos, mass, eps=eps, leaf_size=leaf_size, softening=softening)
     return tree.field(
         targets, target_eps=target_eps, theta=theta, quadrupole=quadrupole,
         group_size=group_size, G=G, method=method, device=device, precision=precision,

@@ -109,6 +109,7 @@ def leapfrog(
     dt: float,
     steps: int,
     eps: float = 0.0,
+    softening: str = "plummer",
     method: str = "tree",
     theta: float = THETA,
     quadrupole: bool = True,
@@ -130,7 +131,9 @@ def leapfrog(
     steps : int
         Total number of steps of the run (a resumed run goes on up to it).
     eps : float
-        Plummer softening length.
+        Softening length: Plummer's ``eps``, or the support ``h`` of
+        ``softening='spline'`` (pytreegrav's kernel; see :meth:`Octree.build`).
+    softening : {'plummer', 'spline'}
     method : {'tree', 'direct'}
         Barnes-Hut (``theta``, ``quadrupole``) or the exact direct sum.
     diag_every : int
@@ -193,8 +196,8 @@ def leapfrog(
 
     def force(xx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if method == "direct":
-            return direct_gravity(xx, m, eps=eps)
-        tree = Octree.build(xx, m, eps=eps)
+            return direct_gravity(xx, m, eps=eps, softening=softening)
+        tree = Octree.build(xx, m, eps=eps, softening=softening)
         return tree.field(theta=theta, quadrupole=quadrupole)
 
     def record() -> None:
@@ -209,7 +212,7 @@ def leapfrog(
         np.savez(
             os.path.join(snapshot_dir, f"snap_{step:08d}.npz"),  # type: ignore[arg-type]
             pos=x, vel=v, mass=m, acc=acc, pot=pot, t=t, step=step, dt=dt, eps=eps,
-            theta=theta, method=method, **extra,
+            softening=softening, theta=theta, method=method, **extra,
         )  # fmt: skip
 
     if acc is None:

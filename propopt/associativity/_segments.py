@@ -178,4 +178,5 @@ def _shifted(x: Any, e: Any, r: Any, axis: int, reverse: bool, lib: _Lib) -> Any
         prev = lib.concat([take(x, 1, None, None, axis), e], axis)
     else:
         prev = lib.concat([e, take(x, 0, n - 1, None, axis)], axis)
-    return lib.where(lib.own(r, x), e, prev)
+    out = lib.where(lib.own(r, x), e, prev)
+    return out.rechunk(x.chunks) if lib.kind == _dispatch.DASK else out  # the caller's chunks

@@ -392,12 +392,13 @@ def _unit(x, xids, has_ids, s, e, k, desc, nanbig, seeded, sv, sid, ov, oi, op):
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
-def topk_rows(x, xids, has_ids, k, pieces, desc, nanbig, seeded, sv, sid):  # type: ignore[no-untyped-def]
+def topk_rows(x, xids, has_ids, k, pieces, desc, nanbig, seeded, sv, sid, ordered):  # type: ignore[no-untyped-def]
     """Top-``k`` positions of each row of ``x`` (rows, n), best first.
 
     Each row is cut into ``pieces`` units, all ``rows * pieces`` units run in
     parallel, then each row's candidates are merged by a selection and
-    sorted.  With ``seeded``, only pairs beating ``(sv, sid)`` are returned.
+    sorted (unless ``ordered`` is False: then in no particular order).  With
+    ``seeded``, only pairs beating ``(sv, sid)`` are returned.
     Returns ``(positions (rows, k), counts (rows,), compactions)``;
     row ``r`` holds ``counts[r] <= k`` valid positions.
     """
@@ -436,15 +437,19 @@ def topk_rows(x, xids, has_ids, k, pieces, desc, nanbig, seeded, sv, sid):  # ty
                 m += 1
         kk = min(k, m)
         _select(v, ii, pp, np.int64(m), kk, desc, nanbig)
-        order = _sort_order(v, ii, np.int64(0), kk, desc, nanbig)
-        for t in range(kk):
-            out[r, t] = pp[order[t]]
+        if ordered:
+            order = _sort_order(v, ii, np.int64(0), kk, desc, nanbig)
+            for t in range(kk):
+                out[r, t] = pp[order[t]]
+        else:
+            for t in range(kk):
+                out[r, t] = pp[t]
         counts[r] = kk
     return out, counts, comp.sum()
 
 
 @numba.njit(nogil=True, cache=True)
-def topk_one(x, xids, has_ids, k, desc, nanbig, seeded, sv, sid):  # type: ignore[no-untyped-def]
+def topk_one(x, xids, has_ids, k, desc, nanbig, seeded, sv, sid, ordered):  # type: ignore[no-untyped-def]
     """:func:`topk_rows` for one row on the calling thread (no parallel region).
 
     Used for small inputs and when the caller runs its own threads: a
@@ -458,10 +463,14 @@ def topk_one(x, xids, has_ids, k, desc, nanbig, seeded, sv, sid):  # type: ignor
     c, comp = _unit(
         x, xids, has_ids, np.int64(0), x.shape[0], k, desc, nanbig, seeded, sv, sid, ov, oi, op
     )
-    order = _sort_order(ov, oi, np.int64(0), c, desc, nanbig)
     best = np.empty(c, np.int64)
-    for t in range(c):
-        best[t] = op[order[t]]
+    if ordered:
+        order = _sort_order(ov, oi, np.int64(0), c, desc, nanbig)
+        for t in range(c):
+            best[t] = op[order[t]]
+    else:
+        for t in range(c):
+            best[t] = op[t]
     return best, comp
 
 

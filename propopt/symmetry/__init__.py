@@ -10,16 +10,18 @@
     at the bodies or at separate targets; :func:`plummer` is its pair kernel.
 """
 
-from .gravity import GRAVITY_SYMMETRY, direct_gravity, plummer
+from .gravity import GRAVITY_SYMMETRY, SOFTENINGS, direct_gravity, plummer, spline_kernel
 from .pairs import DEVICES, METHODS, SYMMETRIES, TILE, pairwise_sum
 
 __all__ = [
     "DEVICES",
     "GRAVITY_SYMMETRY",
     "METHODS",
+    "SOFTENINGS",
     "SYMMETRIES",
     "TILE",
     "direct_gravity",
     "pairwise_sum",
     "plummer",
+    "spline_kernel",
 ]

@@ -17,6 +17,7 @@ import math
 from typing import Any
 
 import numpy as np
+from numba.extending import register_jitable
 
 from .. import _dispatch, threads
 from ..arrays import points
@@ -65,15 +66,41 @@ def plummer_per_body(xi: Any, xj: Any) -> tuple[float, float, float, float]:
     return dx * inv3, dy * inv3, dz * inv3, -inv
 
 
+@register_jitable
+def spline_kernel(r2: float, h: float) -> tuple[float, float]:
+    """``(g, p)`` of the M4 cubic spline of support ``h`` at squared distance ``r2``.
+
+    The acceleration of a unit mass is ``g * (x_j - x_i)`` and its potential
+    ``p``: Newtonian (``g = r^-3``, ``p = -1/r``) from ``r = h`` outwards,
+    the spline's inside (Monaghan and Lattanzio 1985; the Gadget and
+    pytreegrav kernel).  Callable from Python, numba and CUDA kernels (the
+    Barnes-Hut walk of ``case_studies.nbody`` uses it too).
+    """
+    r = math.sqrt(r2)
+    if r >= h:
+        inv = 1.0 / r
+        return inv * inv * inv, -inv
+    hinv = 1.0 / h
+    q = r * hinv
+    h3 = hinv * hinv * hinv
+    if q <= 0.5:
+        g = (32.0 / 3.0 + q * q * (32.0 * q - 38.4)) * h3
+        p = (-2.8 + q * q * (16.0 / 3.0 + q * q * (6.4 * q - 9.6))) * hinv
+    else:
+        g = (64.0 / 3.0 - 48.0 * q + 38.4 * q * q - 32.0 / 3.0 * q * q * q
+             - 1.0 / 15.0 / (q * q * q)) * h3  # fmt: skip
+        inner = 32.0 / 3.0 + q * (-16.0 + q * (9.6 - 32.0 / 15.0 * q))
+        p = (-3.2 + 1.0 / 15.0 / q + q * q * inner) * hinv
+    return g, p
+
+
 def spline_per_body(xi: Any, xj: Any) -> tuple[float, float, float, float]:
     """Gravity of a cubic-spline mass distribution: each point's support radius ``h`` in its
     4th column, a pair softened with ``h = max(h_i, h_j)`` (pytreegrav's convention).
 
-    Beyond ``h`` the pair is Newtonian; inside, the force and potential of
-    the M4 cubic spline of compact support ``h`` (Monaghan and Lattanzio
-    1985; the Gadget and pytreegrav kernel).  ``max`` is symmetric, so the
-    pair laws hold and the sum halves.  A coincident pair with ``h = 0``
-    contributes nothing.
+    Beyond ``h`` the pair is Newtonian; inside, :func:`spline_kernel`.
+    ``max`` is symmetric, so the pair laws hold and the sum halves.  A
+    coincident pair with ``h = 0`` contributes nothing.
     """
     dx = xj[0] - xi[0]
     dy = xj[1] - xi[1]
@@ -82,23 +109,7 @@ def spline_per_body(xi: Any, xj: Any) -> tuple[float, float, float, float]:
     h = max(xi[3], xj[3])
     if r2 == 0.0 and h == 0.0:
         return 0.0, 0.0, 0.0, 0.0
-    r = math.sqrt(r2)
-    if r >= h:
-        inv = 1.0 / r
-        g = inv * inv * inv
-        p = -inv
-    else:
-        hinv = 1.0 / h
-        q = r * hinv
-        h3 = hinv * hinv * hinv
-        if q <= 0.5:
-            g = (32.0 / 3.0 + q * q * (32.0 * q - 38.4)) * h3
-            p = (-2.8 + q * q * (16.0 / 3.0 + q * q * (6.4 * q - 9.6))) * hinv
-        else:
-            g = (64.0 / 3.0 - 48.0 * q + 38.4 * q * q - 32.0 / 3.0 * q * q * q
-                 - 1.0 / 15.0 / (q * q * q)) * h3  # fmt: skip
-            inner = 32.0 / 3.0 + q * (-16.0 + q * (9.6 - 32.0 / 15.0 * q))
-            p = (-3.2 + 1.0 / 15.0 / q + q * q * inner) * hinv
+    g, p = spline_kernel(r2, h)
     return dx * g, dy * g, dz * g, p
 
 
@@ -264,5 +275,6 @@ __all__ = [
     "SOFTENINGS",
     "direct_gravity",
     "plummer",
+    "spline_kernel",
     "spline_per_body",
 ]

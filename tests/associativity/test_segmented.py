@@ -7,12 +7,14 @@ monoid passes the law audits that plain monoids pass.
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 import propopt as pp
 from propopt.associativity import segmented
 from propopt.audit import check_associative, check_identity
+from propopt.testing import assert_associative, elements, triples
 
 # float64 results of a reordered fold of at most ~60 well-scaled elements
 RTOL = 1e-12
@@ -147,6 +149,7 @@ def test_dask_segments_span_chunks():
         for exclusive in (False, True):
             kw = dict(reverse=reverse, exclusive=exclusive)
             out = pp.associative_scan(pp.linear_recurrence, lazy, reset=starts, **kw)
+            assert all(o.chunks == ((5, 7, 11),) for o in out)
             got = [o.compute(scheduler="sync") for o in out]
             close(got, loop("linear_recurrence", elems, starts, **kw), str(kw))
 
@@ -164,21 +167,37 @@ def test_bad_reset_is_refused_in_one_line():
 
 # ------------------------------------------------------ laws, by hypothesis
 def _flags(data, n):
-    return np.array(data.draw(st.lists(st.booleans(), min_size=n, max_size=n)))
+    return data.draw(hnp.arrays(np.bool_, n), label="flags")
 
 
-@given(st.data())
-def test_segmented_monoid_obeys_the_monoid_laws(data):
-    name = data.draw(st.sampled_from(["add", "linear_recurrence", "matmul2x2", "maximum"]))
-    m = getattr(pp, name)
-    n = data.draw(st.integers(3, 12))
-    seed = data.draw(st.integers(0, 2**16))
-    rng = np.random.default_rng(seed)
-    elems = [rng.uniform(0.5, 1.5, n) for _ in range(m.arity)]
-    samples = (_flags(data, n).astype(np.float64), *elems)
+BUILTINS = [pp.add, pp.mul, pp.maximum, pp.minimum, pp.logaddexp, pp.linear_recurrence,
+            pp.matmul2x2]  # fmt: skip
+INT_BUILTINS = [pp.add, pp.mul, pp.maximum, pp.minimum]
+
+
+@pytest.mark.parametrize("m", BUILTINS, ids=lambda m: m.name)
+@given(data=st.data())
+def test_segmented_builtins_pass_the_monoid_audits(m, data):
+    # the audits plain monoids pass (tests/test_audit.py), on (flag, element) samples
+    dtypes = [np.float64, np.float32] + ([np.int64, np.int32] if m in INT_BUILTINS else [])
+    dtype = data.draw(st.sampled_from(dtypes), label="dtype")
+    elems = data.draw(elements(m, dtype), label="elems")
+    flags = data.draw(hnp.arrays(np.bool_, len(elems[0])), label="flags").astype(dtype)
     seg = segmented(m)
-    assert check_associative(seg, samples, trials=60, seed=seed).ok
-    assert check_identity(seg, samples).ok
+    assert seg.arity == m.arity + 1
+    report = check_associative(seg, (flags, *elems), trials=50)
+    assert report.ok, str(report)
+    assert check_identity(seg, (flags, *elems)).ok
+
+
+@pytest.mark.parametrize("m", BUILTINS, ids=lambda m: m.name)
+@given(data=st.data())
+def test_segmented_law_holds_on_hypothesis_triples(m, data):
+    dtype = data.draw(st.sampled_from([np.float64, np.float32]), label="dtype")
+    abc = data.draw(triples(m, dtype, extra_shape=(2,)), label="abc")
+    flags = data.draw(hnp.arrays(np.bool_, (3, 1, 2)), label="flags").astype(dtype)
+    a, b, c = ((f, *e) for f, e in zip(flags, abc))
+    assert_associative(segmented(m), a, b, c)
 
 
 @given(st.data())
@@ -245,3 +264,27 @@ def test_cuda_matches_the_loop(name):
             close([o.copy_to_host() for o in out], loop(name, elems, starts, reverse=reverse))
     with pytest.raises(ValueError, match="exclusive=True is not available for CUDA device"):
         pp.associative_scan(m, [cuda.to_device(e) for e in elems], reset=starts, exclusive=True)
+
+
+@pytest.mark.slow
+@settings(max_examples=8)
+@given(
+    lengths=st.lists(st.integers(1, 9), min_size=1, max_size=6),
+    reverse=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_cuda_segmented_scan_equals_each_segment_alone(lengths, reverse, seed):
+    cuda = pytest.importorskip("numba.cuda")
+    from propopt.associativity import _cuda
+
+    rng = np.random.default_rng(seed)
+    a, b = draw("linear_recurrence", sum(lengths), rng)
+    with _cuda.tiles(threads=4, items=2):
+        out = pp.associative_scan(pp.linear_recurrence, [cuda.to_device(a), cuda.to_device(b)],
+                                  reset=starts_of(lengths), reverse=reverse)  # fmt: skip
+    parts, s = [], 0
+    for n in lengths:
+        parts.append(pp.associative_scan(pp.linear_recurrence, [a[s : s + n], b[s : s + n]],
+                                         method="reference", reverse=reverse))  # fmt: skip
+        s += n
+    close([o.copy_to_host() for o in out], [np.concatenate([p[i] for p in parts]) for i in (0, 1)])

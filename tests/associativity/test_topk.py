@@ -138,7 +138,9 @@ def test_independent_of_thread_count_and_pieces():
     want = _ref_1d(x, 100)
     xs = x.reshape(1, -1)
     for pieces in (1, 2, 3, 7):
-        pos, c, _ = K.topk_rows(xs, NO, False, 100, pieces, True, False, False, np.float32(0), 0)
+        pos, c, _ = K.topk_rows(
+            xs, NO, False, 100, pieces, True, False, False, np.float32(0), 0, True
+        )
         np.testing.assert_array_equal(pos[0, : c[0]], want)
     old = numba.get_num_threads()
     try:
@@ -159,7 +161,7 @@ def test_ascending_input_stays_linear():
 
     def compactions(x):
         pos, _, comp = K.topk_rows(
-            x.reshape(1, -1), NO, False, k, 1, True, False, False, np.float32(0), 0
+            x.reshape(1, -1), NO, False, k, 1, True, False, False, np.float32(0), 0, True
         )
         return pos[0], comp
 
@@ -303,7 +305,7 @@ def test_distinct_random_floats_match_a_full_sort(largest, k):
     np.testing.assert_array_equal(v, x[order])
     for pieces in (1, 2):
         pos, c, _ = K.topk_rows(
-            x.reshape(1, -1), NO, False, k, pieces, largest, False, False, np.float64(0), 0
+            x.reshape(1, -1), NO, False, k, pieces, largest, False, False, np.float64(0), 0, True
         )
         np.testing.assert_array_equal(pos[0, : c[0]], order)
 
@@ -330,7 +332,7 @@ LONG = 1 << 22  # topk.SAMPLE_ABOVE: rows this long are sampled first
 
 @pytest.mark.parametrize("largest", [True, False])
 def test_long_rows_in_any_order_match_a_full_sort(largest):
-    topk_module = importlib.import_module("propopt.associativity.topk")
+    topk_module = importlib.import_module("propopt.associativity._topk_threads")
 
     assert LONG >= topk_module.SAMPLE_ABOVE
     base = RNG.integers(0, 1 << 20, LONG).astype(np.float32)  # ties on top of the orders
@@ -342,7 +344,7 @@ def test_long_rows_in_any_order_match_a_full_sort(largest):
 
 def test_a_sample_holding_the_whole_top_k_keeps_its_kth():
     """Only k - 1 elements beat the sample's k-th best: the seed itself is returned last."""
-    topk_module = importlib.import_module("propopt.associativity.topk")
+    topk_module = importlib.import_module("propopt.associativity._topk_threads")
 
     k = 10
     stride = LONG // max(topk_module.SAMPLE, topk_module.SAMPLE_PER_K * k // 4)

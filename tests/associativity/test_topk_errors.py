@@ -6,12 +6,12 @@ import pytest
 from propopt.associativity import TopK, merge, topk
 
 
-@pytest.mark.parametrize("k", [0, -3])
-def test_k_must_be_positive(k):
-    with pytest.raises(ValueError, match=f"k={k}: k must be >= 1"):
-        topk(np.ones(4), k)
-    with pytest.raises(ValueError, match=f"k={k}: k must be >= 1"):
-        TopK.empty(k, np.float32)
+def test_k_must_be_nonnegative_and_a_summary_positive():
+    with pytest.raises(ValueError, match="k=-3: k must be >= 0"):
+        topk(np.ones(4), -3)
+    for k in (0, -3):
+        with pytest.raises(ValueError, match=f"k={k}: k must be >= 1"):
+            TopK.empty(k, np.float32)
 
 
 def test_k_must_be_int():
@@ -33,8 +33,8 @@ def test_axis_and_input_type():
         topk(np.ones((2, 3)), 1, axis=2)
     with pytest.raises(TypeError, match="x must be a NumPy array or a torch tensor"):
         topk([1, 2, 3], 1)
-    with pytest.raises(ValueError, match="0-dimensional"):
-        topk(np.array(1.0), 1)
+    with pytest.raises(ValueError, match="k=2: a 0-d x holds one value"):
+        topk(np.array(1.0), 2)
     with pytest.raises(TypeError, match="dtype=complex128 cannot be ranked"):
         topk(np.ones(3, complex), 1)
 
@@ -118,3 +118,20 @@ def test_spans_survive_serialization_and_old_format_is_read():
     body = body[:6] + struct.pack("<H", 1) + body[8:]
     old = TopK.from_bytes(body + struct.pack("<I", zlib.crc32(body)))
     assert old._spans == ((0, 5),) and old.result()[1].tolist() == s.result()[1].tolist()
+
+
+def test_backends_come_from_one_table():
+    from propopt import _dispatch
+    from propopt.associativity import _topk_backends as tb
+
+    assert set(tb.BACKENDS) == {"cpu", "cuda", "reference"}
+    assert tb.METHODS == ("auto", "cpu", "cuda", "reference")
+    plan = tb.TopKPlan(np.ones(5), 2, 0, True, False, True, _dispatch.NUMPY)
+    assert tb.choose("auto", plan) == "cpu"  # the first of AUTO that accepts host memory
+    assert tb.BACKENDS["cuda"].refuse(plan) is not None
+    assert tb.BACKENDS["reference"].refuse(plan) is None
+    with pytest.raises(ValueError, match="method='cuda' needs a CUDA tensor"):
+        tb.choose("cuda", plan)
+    ref = tb.BACKENDS["reference"].run(plan)
+    cpu = tb.BACKENDS["cpu"].run(plan)
+    np.testing.assert_array_equal(ref[1], cpu[1])

@@ -1,0 +1,149 @@
+"""The top-k backends behind one table: each takes a :class:`TopKPlan` and says if it accepts it.
+
+A backend is a pair of functions with one signature each, as for the scans
+(``_backends.py``):
+
+* ``refuse(plan) -> Exception | None``: why this backend cannot run the
+  plan (the error an explicit ``method=`` raises), or ``None``;
+* ``run(plan) -> (values, indices)``: the result, of the input's kind.
+
+``method='auto'`` runs the first backend of :data:`AUTO` that accepts: the
+CUDA kernel for CUDA arrays, else the CPU kernels; ``'reference'`` is the
+slow sort the tests trust.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from .. import _dispatch
+from . import _topk_reference
+from ._topk_threads import best_positions
+
+
+@dataclass
+class TopKPlan:
+    """A validated call of ``topk``: what every backend receives."""
+
+    x: Any
+    k: int
+    axis: int
+    largest: bool
+    nanbig: bool
+    ordered: bool
+    kind: str
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.kind in (_dispatch.TORCH_CUDA, _dispatch.CUDA)
+
+
+class Backend(NamedTuple):
+    refuse: Callable[[TopKPlan], Exception | None]
+    run: Callable[[TopKPlan], tuple[Any, Any]]
+
+
+def _refuse_cuda(plan: TopKPlan) -> Exception | None:
+    if not plan.on_gpu:
+        return ValueError("method='cuda' needs a CUDA tensor; move x with x.cuda() first")
+    return None
+
+
+def _refuse_host(name: str) -> Callable[[TopKPlan], Exception | None]:
+    def refuse(plan: TopKPlan) -> Exception | None:
+        if plan.on_gpu:
+            return ValueError(
+                f"method={name!r} runs on the CPU; x is on {_dispatch.device_of(plan.x)}"
+            )
+        return None
+
+    return refuse
+
+
+def _run_cuda(plan: TopKPlan) -> tuple[Any, Any]:
+    from . import _topk_cuda
+
+    return _topk_cuda.topk(plan.x, plan.k, plan.axis, plan.largest, plan.nanbig)  # always sorted
+
+
+def _run_host(method: str) -> Callable[[TopKPlan], tuple[Any, Any]]:
+    def run(plan: TopKPlan) -> tuple[Any, Any]:
+        x, ax = plan.x, plan.axis
+        if plan.kind == _dispatch.TORCH:
+            return _topk_torch_cpu(x, plan.k, ax, plan.largest, plan.nanbig, method, plan.ordered)
+        idx = _positions(x, plan.k, ax, plan.largest, plan.nanbig, method, plan.ordered)
+        return np.take_along_axis(x, idx, ax), idx
+
+    return run
+
+
+BACKENDS: dict[str, Backend] = {
+    "cpu": Backend(_refuse_host("cpu"), _run_host("cpu")),
+    "cuda": Backend(_refuse_cuda, _run_cuda),
+    "reference": Backend(_refuse_host("reference"), _run_host("reference")),
+}
+"""Every backend by its ``method=`` name."""
+
+AUTO: tuple[str, ...] = ("cuda", "cpu")
+"""``method='auto'``: the first of these that accepts, in this order."""
+
+METHODS: tuple[str, ...] = ("auto", *BACKENDS)
+
+
+def choose(method: str, plan: TopKPlan) -> str:
+    """The backend for ``method`` ('auto': the first of :data:`AUTO` that accepts), or its error."""
+    if method not in METHODS:
+        raise ValueError(f"method={method!r} is not one of {', '.join(map(repr, METHODS))}")
+    if method == "auto":
+        return next(m for m in AUTO if BACKENDS[m].refuse(plan) is None)
+    err = BACKENDS[method].refuse(plan)
+    if err is not None:
+        raise err
+    return method
+
+
+def _positions(
+    x: np.ndarray, k: int, ax: int, largest: bool, nanbig: bool, method: str, ordered: bool = True
+) -> np.ndarray:
+    """int64 indices of the top k along ``ax`` (shape of ``x`` with min(k, n) there)."""
+    xm = np.moveaxis(x, ax, -1)
+    lead, n = xm.shape[:-1], xm.shape[-1]
+    rows = int(np.prod(lead, dtype=np.int64))
+    kk = min(k, n)
+    if n == 0 or rows == 0:
+        return np.moveaxis(np.empty(lead + (kk,), np.int64), -1, ax)
+    x2 = xm.reshape(rows, n)
+    if method == "reference":
+        pos = _topk_reference.topk(x2, kk, largest, "largest" if nanbig else "ignore")
+        counts = (pos >= 0).sum(axis=1)
+    else:
+        pos, counts = best_positions(x2, kk, largest, nanbig, ordered=ordered)
+    got = int(counts.min())
+    if got < kk:
+        if rows > 1 and got != int(counts.max()):
+            raise ValueError(
+                f"rows of x hold different numbers of non-NaN values ({got} to "
+                f"{int(counts.max())}) and k={k}; with nan='ignore' the result would be "
+                "ragged: pass nan='largest' (torch's convention) or a k no larger than "
+                f"{got}"
+            )
+        pos = pos[:, :got]
+        kk = got
+    return np.moveaxis(pos.reshape(lead + (kk,)), -1, ax)
+
+
+def _topk_torch_cpu(
+    x: Any, k: int, ax: int, largest: bool, nanbig: bool, method: str, ordered: bool = True
+) -> tuple[Any, Any]:
+    import torch
+
+    xd = x.detach()
+    view = xd.float().numpy() if xd.dtype == torch.bfloat16 else xd.numpy()
+    idx = torch.from_numpy(
+        np.ascontiguousarray(_positions(view, k, ax, largest, nanbig, method, ordered))
+    )
+    return torch.gather(x, ax, idx), idx

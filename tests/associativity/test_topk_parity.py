@@ -1,0 +1,108 @@
+"""topk against torch.topk on the cases torch users rely on: 0-d input, k = 0, sorted=, out=."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import propopt as pp
+
+torch = pytest.importorskip("torch")
+
+
+def _ref(x, k, largest):
+    """Best k positions of a 1-D array by (value, position), from a float64 stable argsort."""
+    v = np.asarray(x, dtype=np.float64)
+    return np.argsort(-v if largest else v, kind="stable")[:k]
+
+
+@pytest.mark.parametrize("k", [0, 1])
+@pytest.mark.parametrize("largest", [True, False])
+def test_zero_dimensional_input_is_one_value(k, largest):
+    t = torch.tensor(2.5)
+    tv, ti = torch.topk(t, k, largest=largest)
+    for x in (t, np.array(2.5)):
+        v, i = pp.topk(x, k, largest=largest)
+        assert tuple(v.shape) == tuple(tv.shape) == ()
+        assert tuple(i.shape) == tuple(ti.shape) == ()
+        assert float(v) == float(tv) and int(i) == int(ti) == 0
+    with pytest.raises(ValueError, match=r"k=2: a 0-d x holds one value, so k must be 0 or 1"):
+        pp.topk(t, 2)
+    with pytest.raises(ValueError, match=r"axis=1 is out of range for a 0-d x"):
+        pp.topk(t, 1, axis=1)
+
+
+@pytest.mark.parametrize("shape, axis", [((7,), 0), ((3, 5), 1), ((3, 5), 0), ((0, 4), 1)])
+def test_k_zero_gives_empty_results_shaped_like_torch(shape, axis):
+    t = torch.rand(shape)
+    tv, ti = torch.topk(t, 0, dim=axis)
+    v, i = pp.topk(t, 0, axis=axis)
+    assert v.shape == tv.shape and i.shape == ti.shape
+    assert v.dtype == tv.dtype and i.dtype == ti.dtype == torch.int64
+    nv, ni = pp.topk(t.numpy(), 0, axis=axis)
+    assert nv.shape == tuple(tv.shape) and nv.dtype == np.float32 and ni.dtype == np.int64
+
+
+@pytest.mark.parametrize("largest", [True, False])
+@pytest.mark.parametrize("n, k", [(50, 5), (5000, 300), (300_000, 1000)])
+def test_unsorted_holds_the_same_pairs(n, k, largest):
+    x = np.random.default_rng(n).integers(0, n // 4 + 2, n).astype(np.float32)  # ties
+    want = _ref(x, k, largest)
+    v, i = pp.topk(x, k, largest=largest, sorted=False)
+    assert sorted(i.tolist()) == sorted(want.tolist())
+    np.testing.assert_array_equal(v, x[i])
+    tv, _ = torch.topk(torch.from_numpy(x), k, largest=largest, sorted=False)
+    np.testing.assert_array_equal(np.sort(v), np.sort(tv.numpy()))  # same values as torch
+
+
+def test_unsorted_rows_hold_the_same_pairs():
+    x = np.random.default_rng(3).normal(size=(6, 4000)).astype(np.float32)
+    _, i = pp.topk(x, 50, axis=1, sorted=False)
+    for r in range(6):
+        assert sorted(i[r].tolist()) == sorted(_ref(x[r], 50, True).tolist())
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(
+    st.lists(st.integers(-5, 5), min_size=1, max_size=60),
+    st.integers(1, 70),
+    st.booleans(),
+)
+def test_sorted_false_is_a_permutation_of_sorted(values, k, largest):
+    x = np.array(values, dtype=np.float32)
+    vs, is_ = pp.topk(x, k, largest=largest)
+    vu, iu = pp.topk(x, k, largest=largest, sorted=False)
+    assert sorted(iu.tolist()) == sorted(is_.tolist())
+    np.testing.assert_array_equal(np.sort(vu), np.sort(vs))
+
+
+def test_out_torch_is_resized_and_returned_like_torch():
+    t = torch.rand(4, 100, generator=torch.Generator().manual_seed(0))
+    ov, oi = torch.empty(0), torch.empty(0, dtype=torch.int64)
+    rv, ri = pp.topk(t, 7, axis=1, out=(ov, oi))
+    assert rv is ov and ri is oi
+    tv, ti = torch.topk(t, 7, dim=1)
+    assert torch.equal(ov, tv) and torch.equal(oi, ti)
+
+
+def test_out_numpy_is_filled_in_place():
+    x = np.random.default_rng(1).random(1000)
+    ov, oi = np.empty(9), np.empty(9, np.int64)
+    rv, ri = pp.topk(x, 9, out=(ov, oi))
+    assert rv is ov and ri is oi
+    np.testing.assert_array_equal(oi, _ref(x, 9, True))
+    np.testing.assert_array_equal(ov, x[oi])
+
+
+def test_bad_out_is_named():
+    t = torch.rand(100)
+    with pytest.raises(TypeError, match=r"out\[0\] is torch.Tensor\(dtype=torch.float64"):
+        pp.topk(t, 5, out=(torch.empty(5, dtype=torch.float64), torch.empty(5, dtype=torch.int64)))
+    with pytest.raises(TypeError, match=r"out\[1\] is numpy.ndarray"):
+        pp.topk(t, 5, out=(torch.empty(5), np.empty(5, np.int64)))
+    with pytest.raises(ValueError, match=r"out\[0\] has shape \(4,\); the result has shape \(5,\)"):
+        pp.topk(t.numpy(), 5, out=(np.empty(4, np.float32), np.empty(5, np.int64)))
+    with pytest.raises(TypeError, match=r"out must be a \(values, indices\) pair"):
+        pp.topk(t, 5, out=torch.empty(5))
+    with pytest.raises(TypeError, match=r"sorted must be a bool"):
+        pp.topk(t, 5, sorted="no")
