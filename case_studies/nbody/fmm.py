@@ -54,6 +54,8 @@ NEAR32_TOL = 1e-4
 """From this ``tol`` up (``order`` and ``theta`` from the table), the near field runs
 in float32 (coordinates relative to each target leaf's centre; rounding ~1e-6
 relative, 100x below the tolerance)."""
+CHEAP = 0.5
+"""A target leaf sums a source cell directly when ``n_a n_b <= CHEAP * (M2L flops)``."""
 ITEMS_PER_THREAD = 64
 """Target subtrees per thread (taken one at a time: the load balances)."""
 
@@ -309,11 +311,16 @@ def _run(src: dict, tgt: dict, p: int, theta: float, near32: bool = False) -> np
     old = numba.get_parallel_chunksize()
     numba.set_parallel_chunksize(1)
     try:
-        trec = _fmm.records(tgt["ctr"], tgt["rad"], tgt["wsum"], tgt["leaf"], tgt["nxt"])
-        srec = _fmm.records(src["ctr"], src["rad"], src["wsum"], src["leaf"], src["nxt"])
+        trec = _fmm.records(tgt["ctr"], tgt["rad"], tgt["wsum"], tgt["leaf"], tgt["nxt"],
+                            tgt["end"] - tgt["start"])  # fmt: skip
+        srec = _fmm.records(src["ctr"], src["rad"], src["wsum"], src["leaf"], src["nxt"],
+                            src["end"] - src["start"])  # fmt: skip
+        # body pairs that cost less than one M2L (and the descent below it), in
+        # units of a pair interaction (~20 flops): measured break-even ~ CHEAP
+        cheap = CHEAP * (tab.trip.shape[0] + 6 * tab.nterms)
         c = np.array([0.0, 0.5, 1.0], np.float32 if near32 else np.float64)
-        _fmm.solve(items, trec, srec, T, S, M, theta, tab.rec1, tab.rec2, tab.mono, tab.trip,
-                   tab.trip_ptr, tab.grad, c, L, out)  # fmt: skip
+        _fmm.solve(items, trec, srec, T, S, M, theta, cheap, tab.rec1, tab.rec2, tab.mono,
+                   tab.trip, tab.trip_ptr, tab.grad, c, L, out)  # fmt: skip
     finally:
         numba.set_parallel_chunksize(old)
     return out
