@@ -46,7 +46,7 @@ from .associativity import (
     mul,
     topk,
 )
-from .associativity import merge as merge_topk
+from .associativity import merge_topk
 from .locality import morton_keys, morton_order
 from .separability import Moments, low_rank, moments
 from .symmetry import direct_gravity, pairwise_sum
