@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 import propopt as pp
-from case_studies.nbody import THETA, Octree, plummer_sphere
+from case_studies.nbody import THETA, Octree, fmm, plummer_sphere
 from case_studies.nbody.integrate import leapfrog
 
 from .common import Benchmark, median_seconds, ratio
@@ -178,6 +178,47 @@ class Accuracy(Benchmark):
         return float(np.quantile(self.err, 0.99))
 
     track_rel_error_p99.unit = "relative"
+
+
+class FMM(Benchmark):
+    """The fast multipole method at a requested error, beside the tree (Plummer sphere, eps 1e-3).
+
+    ``track_rel_error_p99`` must stay at or below ``tol`` (the calibrated
+    promise of ``fmm_parameters``); ``track_speedup_vs_tree`` is the tree's
+    time (theta 0.7, float32 loops) over the FMM's, interleaved.
+    """
+
+    params = [[20_000], [1e-3, 1e-6]]
+    param_names = ["n", "tol"]
+    repeat = (2, 5, 120.0)
+
+    def setup(self, n, tol):
+        self.pos, self.m = _sphere(n)
+        self.idx = np.random.default_rng(0).choice(n, min(SAMPLE, n), replace=False)
+        exact = pp.direct_gravity(self.pos, self.m, eps=EPS, targets=self.pos[self.idx])[0]
+        self.err = _errors(self._fmm(tol)[self.idx], exact)
+        _tree(self.pos[:2000], self.m[:2000])
+
+    def _fmm(self, tol):
+        return fmm(self.pos, self.m, eps=EPS, tol=tol)
+
+    def time_fmm(self, n, tol):
+        self._fmm(tol)
+
+    def track_rel_error_median(self, n, tol):
+        return float(np.median(self.err))
+
+    track_rel_error_median.unit = "relative"
+
+    def track_rel_error_p99(self, n, tol):
+        return float(np.quantile(self.err, 0.99))
+
+    track_rel_error_p99.unit = "relative"
+
+    def track_speedup_vs_tree(self, n, tol):
+        return ratio(lambda: _tree(self.pos, self.m), lambda: self._fmm(tol), 3)
+
+    track_speedup_vs_tree.unit = "x"
 
 
 class EnergyDrift(Benchmark):

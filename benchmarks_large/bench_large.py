@@ -51,6 +51,10 @@ class Accuracy(_nbody.Accuracy):
     params = [[0.3, 0.5, 0.7, 1.0], [False, True]]
 
 
+class FMM(_nbody.FMM):
+    params = [[100_000, 1_000_000], [3e-2, 1e-3, 1e-5, 1e-7]]
+
+
 class MultipoleField(_sep.MultipoleField):
     params = [[100_000], [2, 3]]
 

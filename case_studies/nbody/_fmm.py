@@ -17,10 +17,19 @@ from propopt.separability.expansions import l2l, l2p, m2l_many, m2m, p2m
 
 @njit(cache=True)
 def geometry(x, y, z, w, e2, start, end, nxt, leaf):  # pragma: no cover - numba
-    """Per node: tight box centre and radius, weight, weighted mean ``eps^2``, depth, parent."""
+    """Per node: expansion centre, radius, weight, weighted mean ``eps^2``, depth, parent.
+
+    The centre is the weighted mean of the node's points (the centre of mass
+    for sources: the dipole of the multipole vanishes), or its box centre
+    when the weights are 0; the radius is the largest distance from the
+    centre to a point (exact at leaves, at parents the smaller of the
+    children's bound ``|c - c_child| + r_child`` and the farthest box corner).
+    """
     k = start.shape[0]
     lo = np.empty((k, 3))
     hi = np.empty((k, 3))
+    ctr = np.zeros((k, 3))
+    rad = np.zeros(k)
     wsum = np.zeros(k)
     we2 = np.zeros(k)
     parent = np.full(k, -1, np.int64)
@@ -46,24 +55,62 @@ def geometry(x, y, z, w, e2, start, end, nxt, leaf):  # pragma: no cover - numba
                 hi[i, 2] = max(hi[i, 2], z[j])
                 wsum[i] += w[j]
                 we2[i] += w[j] * e2[j]
+                ctr[i, 0] += w[j] * x[j]
+                ctr[i, 1] += w[j] * y[j]
+                ctr[i, 2] += w[j] * z[j]
         else:
             c = i + 1
             while c < nxt[i]:
                 for a in range(3):
                     lo[i, a] = min(lo[i, a], lo[c, a])
                     hi[i, a] = max(hi[i, a], hi[c, a])
+                    ctr[i, a] += wsum[c] * ctr[c, a]
                 wsum[i] += wsum[c]
                 we2[i] += we2[c]
                 c = nxt[c]
-    ctr = 0.5 * (lo + hi)
-    rad = np.empty(k)
+        for a in range(3):
+            if wsum[i] > 0:
+                ctr[i, a] = min(max(ctr[i, a] / wsum[i], lo[i, a]), hi[i, a])
+            else:
+                ctr[i, a] = 0.5 * (lo[i, a] + hi[i, a])
+        corner = 0.0
+        for a in range(3):
+            corner += max(hi[i, a] - ctr[i, a], ctr[i, a] - lo[i, a]) ** 2
+        r = np.sqrt(corner)
+        if leaf[i]:
+            r2 = 0.0
+            for j in range(start[i], end[i]):
+                d2 = (x[j] - ctr[i, 0]) ** 2 + (y[j] - ctr[i, 1]) ** 2 + (z[j] - ctr[i, 2]) ** 2
+                r2 = max(r2, d2)
+            r = min(r, np.sqrt(r2))
+        else:
+            rb = 0.0
+            c = i + 1
+            while c < nxt[i]:
+                d = np.sqrt(
+                    (ctr[c, 0] - ctr[i, 0]) ** 2 + (ctr[c, 1] - ctr[i, 1]) ** 2
+                    + (ctr[c, 2] - ctr[i, 2]) ** 2
+                )  # fmt: skip
+                rb = max(rb, d + rad[c])
+                c = nxt[c]
+            r = min(r, rb)
+        rad[i] = r
     me2 = np.empty(k)
     for i in range(k):
-        rad[i] = 0.5 * np.sqrt(
-            (hi[i, 0] - lo[i, 0]) ** 2 + (hi[i, 1] - lo[i, 1]) ** 2 + (hi[i, 2] - lo[i, 2]) ** 2
-        )
         me2[i] = we2[i] / wsum[i] if wsum[i] > 0 else 0.0
     return ctr, rad, wsum, me2, depth, parent
+
+
+def records(ctr: np.ndarray, rad: np.ndarray, w: np.ndarray, leaf: np.ndarray,
+            nxt: np.ndarray) -> np.ndarray:  # fmt: skip
+    """``(k, 8)`` node records of the traversal: ``cx, cy, cz, radius, weight, leaf, next, 0``."""
+    rec = np.zeros((ctr.shape[0], 8))
+    rec[:, :3] = ctr
+    rec[:, 3] = rad
+    rec[:, 4] = w
+    rec[:, 5] = leaf
+    rec[:, 6] = nxt
+    return rec
 
 
 def by_depth(depth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -97,159 +144,210 @@ def _grow(a, n):  # pragma: no cover - numba
 
 
 @njit(cache=True)
-def traverse(tctr, trad, tleaf, tnxt, sctr, srad, sleaf, snxt, sw, theta):  # pragma: no cover
-    """Dual-tree traversal: the M2L pairs (well separated) and P2P pairs (two leaves).
+def _traverse(a0, trec, srec, theta, far, near, st):  # pragma: no cover - numba
+    """Dual-tree traversal of target subtree ``a0`` against the source tree.
 
-    A pair of cells is well separated when ``r_a + r_b < theta |z_a - c_b|``;
-    otherwise the larger cell (a leaf never) is split.  Source cells without
-    mass are dropped.
+    ``trec``, ``srec`` (k, 8): per node ``cx, cy, cz, radius, weight, leaf,
+    next, -`` (one cache line a visit).  A pair of cells is well separated
+    (one M2L, into ``far``) when ``r_a + r_b < theta |z_a - c_b|``; a pair of
+    leaves that is not goes to ``near`` (P2P); otherwise the larger cell (a
+    leaf never) is split.  Source cells without mass are dropped.  Returns
+    the buffers (grown as needed) and the pair counts.
     """
-    far = np.empty((1024, 2), np.int64)
-    near = np.empty((1024, 2), np.int64)
-    st = np.empty((1024, 2), np.int64)
     nf = 0
     nn = 0
-    sp = 0
-    if tctr.shape[0] == 0 or sctr.shape[0] == 0:
-        return far[:0], near[:0]
-    st[0, 0] = 0
+    st[0, 0] = a0
     st[0, 1] = 0
     sp = 1
+    th2 = theta * theta
     while sp > 0:
         sp -= 1
         a = st[sp, 0]
         b = st[sp, 1]
-        if sw[b] == 0.0:
+        if srec[b, 4] == 0.0:
             continue
-        dx = tctr[a, 0] - sctr[b, 0]
-        dy = tctr[a, 1] - sctr[b, 1]
-        dz = tctr[a, 2] - sctr[b, 2]
-        r = trad[a] + srad[b]
-        if r * r < theta * theta * (dx * dx + dy * dy + dz * dz):
+        dx = trec[a, 0] - srec[b, 0]
+        dy = trec[a, 1] - srec[b, 1]
+        dz = trec[a, 2] - srec[b, 2]
+        ra = trec[a, 3]
+        rb = srec[b, 3]
+        r = ra + rb
+        aleaf = trec[a, 5] != 0.0
+        bleaf = srec[b, 5] != 0.0
+        if r * r < th2 * (dx * dx + dy * dy + dz * dz):
             if nf == far.shape[0]:
                 far = _grow(far, nf)
             far[nf, 0] = a
             far[nf, 1] = b
             nf += 1
-        elif tleaf[a] and sleaf[b]:
+        elif aleaf and bleaf:
             if nn == near.shape[0]:
                 near = _grow(near, nn)
             near[nn, 0] = a
             near[nn, 1] = b
             nn += 1
-        elif sleaf[b] or (not tleaf[a] and trad[a] >= srad[b]):
+        elif bleaf or (not aleaf and ra >= rb):
+            end = int(trec[a, 6])
             c = a + 1
-            while c < tnxt[a]:
+            while c < end:
                 if sp == st.shape[0]:
                     st = _grow(st, sp)
                 st[sp, 0] = c
                 st[sp, 1] = b
                 sp += 1
-                c = tnxt[c]
+                c = int(trec[c, 6])
         else:
+            end = int(srec[b, 6])
             c = b + 1
-            while c < snxt[b]:
+            while c < end:
                 if sp == st.shape[0]:
                     st = _grow(st, sp)
                 st[sp, 0] = a
                 st[sp, 1] = c
                 sp += 1
-                c = snxt[c]
-    return far[:nf], near[:nn]
+                c = int(srec[c, 6])
+    return far, nf, near, nn, st
 
 
 @njit(cache=True)
-def csr(pairs, k):  # pragma: no cover - numba
-    """Group ``pairs[:, 1]`` by ``pairs[:, 0]`` (counting sort): ``(ptr (k+1,), cols)``."""
-    ptr = np.zeros(k + 1, np.int64)
-    for q in range(pairs.shape[0]):
-        ptr[pairs[q, 0] + 1] += 1
+def _group(pairs, npairs, a0, k, ptr, cols):  # pragma: no cover - numba
+    """Counting sort of ``pairs[:npairs, 1]`` by ``pairs[:, 0] - a0`` into ``ptr``, ``cols``."""
+    for i in range(k + 1):
+        ptr[i] = 0
+    for q in range(npairs):
+        ptr[pairs[q, 0] - a0 + 1] += 1
     for i in range(k):
         ptr[i + 1] += ptr[i]
-    fill = ptr[:-1].copy()
-    cols = np.empty(pairs.shape[0], np.int64)
-    for q in range(pairs.shape[0]):
-        a = pairs[q, 0]
-        cols[fill[a]] = pairs[q, 1]
-        fill[a] += 1
-    return ptr, cols
+    for q in range(npairs):
+        a = pairs[q, 0] - a0
+        cols[ptr[a]] = pairs[q, 1]
+        ptr[a] += 1
+    for i in range(k, 0, -1):
+        ptr[i] = ptr[i - 1]
+    ptr[0] = 0
 
 
 CHUNK = 64  # sources per batched M2L: two (nterms, 64) scratch blocks stay in L2
 
 
-@njit(cache=True, parallel=True)
-def m2l_pass(
-    tctr, tme2, sctr, sme2, ptr, cols, M, rec1, rec2, trip, trip_ptr, L, nblocks
+@njit(cache=True, fastmath=True, error_model="numpy")
+def _near(px, py, pz, e, nb, nq, c):  # pragma: no cover - numba
+    """Direct sum over the gathered near bodies ``nb[:, :nq]`` (a dense loop LLVM vectorizes).
+
+    Arithmetic in ``c.dtype`` (``c = (0, 0.5, 1)``): float32 runs twice the SIMD lanes.
+    """
+    psi = c[0]
+    gx = c[0]
+    gy = c[0]
+    gz = c[0]
+    zero = c[0]
+    half = c[1]
+    one = c[2]
+    for j in range(nq):
+        dx = nb[0, j] - px
+        dy = nb[1, j] - py
+        dz = nb[2, j] - pz
+        s2 = dx * dx + dy * dy + dz * dz + half * (e + nb[4, j])
+        inv = one / np.sqrt(s2) if s2 > zero else zero
+        f = nb[3, j] * inv
+        g = f * inv * inv
+        psi += f
+        gx += g * dx
+        gy += g * dy
+        gz += g * dz
+    return psi, gx, gy, gz
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
+def solve(
+    items, trec, srec, T, S, M, theta, rec1, rec2, mono, trip, trip_ptr, grad, c, L, out
 ):  # pragma: no cover
-    """``L[a] += M2L(M[b])`` for every listed pair, threads over target cells."""
-    k = ptr.shape[0] - 1
+    """Everything after the upward pass, one target subtree per item, threads over items.
+
+    ``T`` = (ctr, rad, leaf, nxt, start, end, parent, me2, x, y, z, e2) of the
+    target tree, ``S`` = (ctr, rad, leaf, nxt, start, end, wsum, me2, x, y,
+    z, m, e2) of the source tree, ``trec``, ``srec`` their packed node records
+    (:func:`records`).  Per item (a target subtree ``a0``): the
+    dual traversal against the whole source tree; the M2L pairs grouped by
+    target cell, batched (:func:`m2l_many`); L2L down the subtree (nothing
+    lies above a subtree: the traversal starts at it); at each leaf, L2P and
+    P2P over its near leaves' bodies gathered into one buffer, with
+    coordinates relative to the leaf's centre in ``c.dtype`` (float32 or
+    float64, ``c = (0, 0.5, 1)``).  No two items
+    write the same cell or target.  ``out[t] = (dpsi/dx, dpsi/dy, dpsi/dz, psi)``.
+    """
+    tctr, _, tleaf, tnxt, tstart, tend, tparent, tme2, tx, ty, tz, te2 = T
+    sctr, _, _, _, sstart, send, _, sme2, sx, sy, sz, sm, se2 = S
     nt = M.shape[1]
-    for blk in prange(nblocks):
+    for it in prange(items.shape[0]):
+        a0 = items[it]
+        k = tnxt[a0] - a0
+        far = np.empty((256, 2), np.int64)
+        near = np.empty((256, 2), np.int64)
+        st = np.empty((256, 2), np.int64)
+        far, nf, near, nn, st = _traverse(a0, trec, srec, theta, far, near, st)
+        fptr = np.empty(k + 1, np.int64)
+        fcols = np.empty(nf, np.int64)
+        _group(far, nf, a0, k, fptr, fcols)
+        nptr = np.empty(k + 1, np.int64)
+        ncols = np.empty(nn, np.int64)
+        _group(near, nn, a0, k, nptr, ncols)
         D = np.empty((nt + 1, CHUNK))
         Mt = np.empty((nt, CHUNK))
         rx = np.empty(CHUNK)
         ry = np.empty(CHUNK)
         rz = np.empty(CHUNK)
         e2 = np.empty(CHUNK)
-        for a in range(blk * k // nblocks, (blk + 1) * k // nblocks):
-            for q0 in range(ptr[a], ptr[a + 1], CHUNK):
-                q1 = min(q0 + CHUNK, ptr[a + 1])
+        for a in range(a0, a0 + k):
+            for q0 in range(fptr[a - a0], fptr[a - a0 + 1], CHUNK):
+                q1 = min(q0 + CHUNK, fptr[a - a0 + 1])
                 for q in range(q0, q1):
-                    b = cols[q]
+                    b = fcols[q]
                     rx[q - q0] = tctr[a, 0] - sctr[b, 0]
                     ry[q - q0] = tctr[a, 1] - sctr[b, 1]
                     rz[q - q0] = tctr[a, 2] - sctr[b, 2]
                     e2[q - q0] = 0.5 * (tme2[a] + sme2[b])
-                m2l_many(M, cols[q0:q1], rx, ry, rz, e2, rec1, rec2, trip, trip_ptr, D, Mt, L[a])
-
-
-@njit(cache=True, parallel=True)
-def downward(ctr, nodes, ptr, parent, mono, trip, L):  # pragma: no cover - numba
-    """``L[child] += L2L(L[parent])``, shallowest depth first."""
-    for d in range(1, ptr.shape[0] - 1):
-        for q in prange(ptr[d], ptr[d + 1]):
-            i = nodes[q]
-            u = parent[i]
-            l2l(L[u], ctr[i, 0] - ctr[u, 0], ctr[i, 1] - ctr[u, 1], ctr[i, 2] - ctr[u, 2],
-                mono, trip, L[i])  # fmt: skip
-
-
-@njit(cache=True, fastmath=True, error_model="numpy", parallel=True)
-def evaluate(tx, ty, tz, te2, tstart, tend, tctr, leaves, sx, sy, sz, sm, se2, sstart, send,
-             ptr, cols, L, mono, grad, nblocks, out):  # fmt: skip  # pragma: no cover - numba
-    """Per target: L2P of its leaf's local expansion plus P2P over the listed source leaves.
-
-    ``out[t] = (dpsi/dx, dpsi/dy, dpsi/dz, psi)`` with ``psi = sum_j m_j / s_tj``.
-    """
-    nl = leaves.shape[0]
-    nt = L.shape[1]
-    for blk in prange(nblocks):
+                m2l_many(M, fcols[q0:q1], rx, ry, rz, e2, rec1, rec2, trip, trip_ptr, D, Mt, L[a])
+            if a > a0:  # pre-order: the parent is done
+                u = tparent[a]
+                l2l(L[u], tctr[a, 0] - tctr[u, 0], tctr[a, 1] - tctr[u, 1],
+                    tctr[a, 2] - tctr[u, 2], mono, trip, L[a])  # fmt: skip
         w = np.empty(nt)
-        for q in range(blk * nl // nblocks, (blk + 1) * nl // nblocks):
-            a = leaves[q]
+        nb = np.empty((5, 1024), c.dtype)
+        tb = np.empty(4, c.dtype)
+        for a in range(a0, a0 + k):
+            if not tleaf[a]:
+                continue
+            nq = 0
+            for r in range(nptr[a - a0], nptr[a - a0 + 1]):
+                b = ncols[r]
+                nq += send[b] - sstart[b]
+            if nq > nb.shape[1]:
+                nb = np.empty((5, 2 * nq), c.dtype)
+            ox = tctr[a, 0]
+            oy = tctr[a, 1]
+            oz = tctr[a, 2]
+            nq = 0
+            for r in range(nptr[a - a0], nptr[a - a0 + 1]):
+                b = ncols[r]
+                for j in range(sstart[b], send[b]):
+                    nb[0, nq] = sx[j] - ox
+                    nb[1, nq] = sy[j] - oy
+                    nb[2, nq] = sz[j] - oz
+                    nb[3, nq] = sm[j]
+                    nb[4, nq] = se2[j]
+                    nq += 1
             for t in range(tstart[a], tend[a]):
                 px = tx[t]
                 py = ty[t]
                 pz = tz[t]
-                e = te2[t]
-                psi, gx, gy, gz = l2p(L[a], px - tctr[a, 0], py - tctr[a, 1], pz - tctr[a, 2],
-                                      mono, grad, w)  # fmt: skip
-                for r in range(ptr[a], ptr[a + 1]):
-                    b = cols[r]
-                    for j in range(sstart[b], send[b]):
-                        dx = sx[j] - px
-                        dy = sy[j] - py
-                        dz = sz[j] - pz
-                        s2 = dx * dx + dy * dy + dz * dz + 0.5 * (e + se2[j])
-                        inv = 1.0 / np.sqrt(s2) if s2 > 0.0 else 0.0
-                        f = sm[j] * inv
-                        g = f * inv * inv
-                        psi += f
-                        gx += g * dx
-                        gy += g * dy
-                        gz += g * dz
-                out[t, 0] = gx
-                out[t, 1] = gy
-                out[t, 2] = gz
-                out[t, 3] = psi
+                psi, gx, gy, gz = l2p(L[a], px - ox, py - oy, pz - oz, mono, grad, w)
+                tb[0] = px - ox
+                tb[1] = py - oy
+                tb[2] = pz - oz
+                tb[3] = te2[t]
+                p2, g2x, g2y, g2z = _near(tb[0], tb[1], tb[2], tb[3], nb, nq, c)
+                out[t, 0] = gx + g2x
+                out[t, 1] = gy + g2y
+                out[t, 2] = gz + g2z
+                out[t, 3] = psi + p2

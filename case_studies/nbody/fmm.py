@@ -28,6 +28,7 @@ The knob ``tol`` is a target relative force error; ``(p, theta)`` come from
 
 from __future__ import annotations
 
+import heapq
 import math
 from typing import Any
 
@@ -49,6 +50,12 @@ TOL = 1e-3
 """Default target relative force error."""
 LEAF_SIZE = 64
 """Bodies per leaf of both trees."""
+NEAR32_TOL = 1e-4
+"""From this ``tol`` up (``order`` and ``theta`` from the table), the near field runs
+in float32 (coordinates relative to each target leaf's centre; rounding ~1e-6
+relative, 100x below the tolerance)."""
+ITEMS_PER_THREAD = 64
+"""Target subtrees per thread (taken one at a time: the load balances)."""
 
 TOL_TABLE: tuple[tuple[float, int, float], ...] = (
     # (tol, p, theta): the cheapest measured (p, theta) whose 99th-percentile
@@ -150,7 +157,8 @@ def fmm(
     potential : bool
         Also return the potentials.
     order, theta : optional
-        Override the expansion order ``p`` and opening angle chosen from ``tol``.
+        Override the expansion order ``p`` and opening angle chosen from ``tol``
+        (the near field then runs in float64).
     leaf_size : int
         Bodies (and targets) per leaf.
 
@@ -191,6 +199,7 @@ def fmm(
     if not (isinstance(G, (int, float, np.floating, np.integer)) and math.isfinite(G)):
         raise ValueError(f"G={G!r}: must be a finite number")
     p, th = fmm_parameters(tol)
+    near32 = _check_tol(tol) >= NEAR32_TOL and order is None and theta is None
     if order is not None:
         if (
             isinstance(order, bool)
@@ -234,7 +243,7 @@ def fmm(
     mt = tgt["x"].shape[0]
     res = np.zeros((mt, 4))
     if mt and n:
-        res = _run(src, tgt, p, th)
+        res = _run(src, tgt, p, th, near32=near32)
         if T is None:  # P2P counted each body's own softened potential m_i / eps_i
             e2 = src["e2"]
             with np.errstate(divide="ignore"):
@@ -264,26 +273,47 @@ def _unit_box(P: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return lo - pad, lo + side + 2 * pad
 
 
-def _run(src: dict, tgt: dict, p: int, theta: float) -> np.ndarray:
+def _items(tgt: dict, want: int) -> np.ndarray:
+    """Disjoint target subtrees covering every target: split the largest until ``want``."""
+    start, end, nxt, leaf = tgt["start"], tgt["end"], tgt["nxt"], tgt["leaf"]
+    heap = [(-(int(end[0] - start[0])), 0)]
+    done = []
+    while heap and len(heap) + len(done) < want:
+        _, i = heapq.heappop(heap)
+        if leaf[i]:
+            done.append(i)
+            continue
+        c = i + 1
+        while c < nxt[i]:
+            heapq.heappush(heap, (-(int(end[c] - start[c])), int(c)))
+            c = int(nxt[c])
+    # largest first: threads take items in order, the small ones fill the gaps
+    rest = [i for _, i in sorted(heap)]
+    return np.array(rest + done, dtype=np.int64)
+
+
+def _run(src: dict, tgt: dict, p: int, theta: float, near32: bool = False) -> np.ndarray:
     """The passes of the method on two trees in tree units: ``(m, 4)`` grad psi and psi."""
     tab = expansion_tables(p)
     ks, kt = src["start"].shape[0], tgt["start"].shape[0]
     M = np.zeros((ks, tab.nterms))
     _fmm.upward(src["pos"], src["w"], src["start"], src["end"], src["nxt"], src["leaf"],
                 src["ctr"], src["nodes"], src["ptr"], tab.mono, tab.trip, M)  # fmt: skip
-    far, near = _fmm.traverse(tgt["ctr"], tgt["rad"], tgt["leaf"], tgt["nxt"], src["ctr"],
-                              src["rad"], src["leaf"], src["nxt"], src["wsum"], theta)  # fmt: skip
-    fptr, fcols = _fmm.csr(far, kt)
-    nptr, ncols = _fmm.csr(near, kt)
     L = np.zeros((kt, tab.nterms))
-    nblocks = int(min(kt, 16 * numba.get_num_threads()))
-    _fmm.m2l_pass(tgt["ctr"], tgt["me2"], src["ctr"], src["me2"], fptr, fcols, M, tab.rec1,
-                  tab.rec2, tab.trip, tab.trip_ptr, L, max(nblocks, 1))  # fmt: skip
-    _fmm.downward(tgt["ctr"], tgt["nodes"], tgt["ptr"], tgt["parent"], tab.mono, tab.trip, L)
-    leaves = np.flatnonzero(tgt["leaf"]).astype(np.int64)
     out = np.empty((tgt["x"].shape[0], 4))
-    _fmm.evaluate(tgt["x"], tgt["y"], tgt["z"], tgt["e2"], tgt["start"], tgt["end"], tgt["ctr"],
-                  leaves, src["x"], src["y"], src["z"], src["w"], src["e2"], src["start"],
-                  src["end"], nptr, ncols, L, tab.mono, tab.grad,
-                  max(1, int(min(leaves.shape[0], 16 * numba.get_num_threads()))), out)  # fmt: skip
+    items = _items(tgt, ITEMS_PER_THREAD * numba.get_num_threads())
+    T = tuple(tgt[k] for k in ("ctr", "rad", "leaf", "nxt", "start", "end", "parent", "me2",
+                               "x", "y", "z", "e2"))  # fmt: skip
+    S = tuple(src[k] for k in ("ctr", "rad", "leaf", "nxt", "start", "end", "wsum", "me2",
+                               "x", "y", "z", "w", "e2"))  # fmt: skip
+    old = numba.get_parallel_chunksize()
+    numba.set_parallel_chunksize(1)
+    try:
+        trec = _fmm.records(tgt["ctr"], tgt["rad"], tgt["wsum"], tgt["leaf"], tgt["nxt"])
+        srec = _fmm.records(src["ctr"], src["rad"], src["wsum"], src["leaf"], src["nxt"])
+        c = np.array([0.0, 0.5, 1.0], np.float32 if near32 else np.float64)
+        _fmm.solve(items, trec, srec, T, S, M, theta, tab.rec1, tab.rec2, tab.mono, tab.trip,
+                   tab.trip_ptr, tab.grad, c, L, out)  # fmt: skip
+    finally:
+        numba.set_parallel_chunksize(old)
     return out
