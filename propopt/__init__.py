@@ -41,12 +41,12 @@ from .associativity import (
     logaddexp,
     matmul2x2,
     maximum,
+    merge_topk,
     minimum,
     monoid,
     mul,
     topk,
 )
-from .associativity import merge as merge_topk
 from .locality import morton_keys, morton_order
 from .separability import Moments, low_rank, moments
 from .symmetry import direct_gravity, pairwise_sum

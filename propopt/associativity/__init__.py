@@ -15,8 +15,8 @@ Monoid, monoid
 segmented
     The segmented monoid of a combine, over (flag, element) pairs: what
     ``associative_scan(..., reset=)`` scans.
-TopK, merge, topk
-    A mergeable summary of the k best (score, id) pairs (exact; merge is
+TopK, merge_topk, topk
+    A mergeable summary of the k best (score, id) pairs (exact; merge_topk is
     associative and commutative), and top-k along an axis like torch.topk.
 """
 
@@ -33,7 +33,7 @@ from .monoid import (
 )
 from .scan import associative_scan
 from .segmented import segmented
-from .topk import TopK, merge, topk
+from .topk import TopK, merge_topk, topk
 
 __all__ = [
     "Monoid",
@@ -44,7 +44,7 @@ __all__ = [
     "logaddexp",
     "matmul2x2",
     "maximum",
-    "merge",
+    "merge_topk",
     "minimum",
     "monoid",
     "mul",

@@ -50,7 +50,21 @@ class Backend(NamedTuple):
 def _refuse_cuda(plan: TopKPlan) -> Exception | None:
     if not plan.on_gpu:
         return ValueError("method='cuda' needs a CUDA tensor; move x with x.cuda() first")
+    if not _cuda_available():
+        return RuntimeError(
+            f"x is on {_dispatch.device_of(plan.x)} but numba.cuda cannot use the GPU "
+            "(numba.cuda.is_available() is False); install the CUDA toolkit numba "
+            "needs, or move x to the host with x.cpu()"
+        )
     return None
+
+
+def _cuda_available() -> bool:
+    try:
+        from numba import cuda
+    except ImportError:  # pragma: no cover - numba without its cuda module
+        return False
+    return bool(cuda.is_available())
 
 
 def _refuse_host(name: str) -> Callable[[TopKPlan], Exception | None]:
@@ -99,7 +113,11 @@ def choose(method: str, plan: TopKPlan) -> str:
     if method not in METHODS:
         raise ValueError(f"method={method!r} is not one of {', '.join(map(repr, METHODS))}")
     if method == "auto":
-        return next(m for m in AUTO if BACKENDS[m].refuse(plan) is None)
+        for name in AUTO:
+            if BACKENDS[name].refuse(plan) is None:
+                return name
+        # only CUDA inputs get here, when numba cannot use the GPU
+        raise BACKENDS["cuda"].refuse(plan) or AssertionError("no top-k backend accepts")
     err = BACKENDS[method].refuse(plan)
     if err is not None:
         raise err

@@ -1,6 +1,6 @@
-"""``TopK``, a mergeable summary of the k best (score, id) pairs, and ``merge``.
+"""``TopK``, a mergeable summary of the k best (score, id) pairs, and ``merge_topk``.
 
-The law: ``top_k(A ∪ B) == merge(top_k(A), top_k(B))``, and ``merge`` is
+The law: ``top_k(A ∪ B) == merge_topk(top_k(A), top_k(B))``, and ``merge_topk`` is
 associative and commutative exactly, because ties between equal scores go
 to the smaller id (a total order).  See ``topk.py`` for the verb.
 """
@@ -21,13 +21,13 @@ class TopK:
     """A mergeable summary of the ``k`` best ``(score, id)`` pairs seen so far.
 
     Build one with :meth:`TopK.empty`, feed it with :meth:`update` (any
-    number of chunks), combine summaries with :func:`merge` and read the
+    number of chunks), combine summaries with :func:`merge_topk` and read the
     answer with :meth:`result`.  Serialize with :meth:`to_bytes` /
     :meth:`from_bytes` (or :meth:`save` / :meth:`load`) to checkpoint a
     stream or merge summaries computed elsewhere.
 
-    The law it relies on: ``top_k(A ∪ B) == merge(top_k(A), top_k(B))``;
-    :func:`merge` is associative and commutative, exactly (no rounding is
+    The law it relies on: ``top_k(A ∪ B) == merge_topk(top_k(A), top_k(B))``;
+    :func:`merge_topk` is associative and commutative, exactly (no rounding is
     involved), because ties between equal scores go to the smaller id.
 
     Notes
@@ -35,17 +35,17 @@ class TopK:
     Memory is ``O(k)``.  :meth:`update` with ``n`` scores costs ``O(n)``
     amortized on all threads whatever their order (a threshold filter; see
     :func:`topk`) plus ``O(k)`` to merge and ``O(m log m)`` to sort the
-    ``m <= k`` new winners; :func:`merge` costs ``O(k)``.  ``update``
+    ``m <= k`` new winners; :func:`merge_topk` costs ``O(k)``.  ``update``
     releases the GIL in its kernel, so several threads may update their own
     summaries at once.
 
     Examples
     --------
     >>> import numpy as np
-    >>> from propopt.associativity import TopK, merge
+    >>> from propopt.associativity import TopK, merge_topk
     >>> a = TopK.empty(3, np.float32).update(np.array([5, 1, 7, 3], np.float32))
     >>> b = TopK.empty(3, np.float32, start=4).update(np.array([7, 2, 9], np.float32))
-    >>> scores, ids = merge(a, b).result()
+    >>> scores, ids = merge_topk(a, b).result()
     >>> scores.tolist(), ids.tolist()          # the 7 at id 2 beats the 7 at id 4
     ([9.0, 7.0, 7.0], [6, 2, 4])
     """
@@ -181,8 +181,8 @@ class TopK:
         return (TopK.from_bytes, (self.to_bytes(),))
 
     def merge(self, other: TopK) -> TopK:
-        """``merge(self, other)``: a new summary of both streams."""
-        return merge(self, other)
+        """``merge_topk(self, other)``: a new summary of both streams."""
+        return merge_topk(self, other)
 
     # ------------------------------------------------------------- reading
     def result(self) -> tuple[np.ndarray, np.ndarray]:
@@ -276,8 +276,8 @@ def _merge_sorted_lists(
     return s, i
 
 
-def merge(a: TopK, b: TopK) -> TopK:
-    """The summary of both streams: ``merge(top_k(A), top_k(B)) == top_k(A ∪ B)``.
+def merge_topk(a: TopK, b: TopK) -> TopK:
+    """The summary of both streams: ``merge_topk(top_k(A), top_k(B)) == top_k(A ∪ B)``.
 
     Associative and commutative exactly; ``O(k)`` (both lists are sorted).  Both summaries must
     have the same ``k``, direction, dtype and NaN policy.  ``n_seen`` adds up.

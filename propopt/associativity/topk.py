@@ -1,10 +1,11 @@
 """Top-k as a mergeable summary: ``TopK`` and the ``topk`` verb.
 
 The law: for multisets ``A``, ``B``, ``C`` of ``(score, id)`` pairs,
-``top_k(A ∪ B) == merge(top_k(A), top_k(B))``, and ``merge`` is associative
+``top_k(A ∪ B) == merge_topk(top_k(A), top_k(B))``, and ``merge_topk`` is associative
 and commutative::
 
-    merge(merge(a, b), c) == merge(a, merge(b, c)),   merge(a, b) == merge(b, a)
+    merge_topk(merge_topk(a, b), c) == merge_topk(a, merge_topk(b, c))
+    merge_topk(a, b) == merge_topk(b, a)
 
 because the order used is *total*: ``(s, i)`` ranks before ``(t, j)`` when
 ``s`` is better than ``t`` (larger, or smaller with ``largest=False``), or
@@ -28,9 +29,9 @@ import numpy as np
 from .. import _dispatch
 from ._topk_backends import BACKENDS, METHODS, TopKPlan, choose
 from ._topk_checks import NanPolicy, check_dtype, check_k, check_nan, score_dtype
-from ._topk_summary import TopK, merge
+from ._topk_summary import TopK, merge_topk
 
-__all__ = ["TopK", "merge", "topk"]
+__all__ = ["TopK", "merge_topk", "topk"]
 
 
 def topk(

@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import propopt as pp
-from propopt.associativity import TopK, merge, topk
+from propopt.associativity import TopK, merge_topk, topk
 from propopt.associativity import _topk_cpu as K
 from propopt.associativity import _topk_reference as ref
 
@@ -227,12 +227,12 @@ def test_merge_is_associative_commutative_and_exact(case):
     k, largest, parts = case
     dt = parts[0][0].dtype
     a, b, c = (TopK.empty(k, dt, largest).update(v, i) for v, i in parts)
-    assert merge(merge(a, b), c) == merge(a, merge(b, c))
-    assert merge(a, b) == merge(b, a)
+    assert merge_topk(merge_topk(a, b), c) == merge_topk(a, merge_topk(b, c))
+    assert merge_topk(a, b) == merge_topk(b, a)
     allv = np.concatenate([p[0] for p in parts])
     alli = np.concatenate([p[1] for p in parts])
     want = _ref_1d(allv, k, largest, ids=alli)
-    scores, ids = merge(merge(a, b), c).result()
+    scores, ids = merge_topk(merge_topk(a, b), c).result()
     np.testing.assert_array_equal(ids, alli[want])
     np.testing.assert_array_equal(scores, allv[want])
 
@@ -268,7 +268,7 @@ def test_corrupted_bytes_are_detected():
 
 
 def test_top_level_names():
-    assert pp.TopK is TopK and pp.topk is topk and pp.merge_topk is merge
+    assert pp.TopK is TopK and pp.topk is topk and pp.merge_topk is merge_topk
 
 
 def test_large_updates_threaded_with_ids_and_seed():

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from propopt.associativity import TopK, merge, topk
+from propopt.associativity import TopK, merge_topk, topk
 
 
 def test_k_must_be_nonnegative_and_a_summary_positive():
@@ -66,9 +66,9 @@ def test_scores_dtype_must_fit():
 )
 def test_merge_refuses_different_summaries(other, field):
     with pytest.raises(ValueError, match=f"cannot merge TopK summaries with {field}="):
-        merge(TopK.empty(2, np.float32), other)
+        merge_topk(TopK.empty(2, np.float32), other)
     with pytest.raises(TypeError, match="b must be a TopK"):
-        merge(TopK.empty(2, np.float32), [1, 2])
+        merge_topk(TopK.empty(2, np.float32), [1, 2])
 
 
 def test_future_version_is_refused():
@@ -135,3 +135,16 @@ def test_backends_come_from_one_table():
     ref = tb.BACKENDS["reference"].run(plan)
     cpu = tb.BACKENDS["cpu"].run(plan)
     np.testing.assert_array_equal(ref[1], cpu[1])
+
+
+def test_cuda_input_without_a_usable_gpu_is_a_clear_error(monkeypatch):
+    from propopt import _dispatch
+    from propopt.associativity import _topk_backends as tb
+
+    monkeypatch.setattr(tb, "_cuda_available", lambda: False)
+    plan = tb.TopKPlan(np.ones(5), 2, 0, True, False, True, _dispatch.TORCH_CUDA)
+    for method in ("auto", "cuda"):  # 'auto' has no host backend to fall back to here
+        with pytest.raises(RuntimeError, match=r"numba.cuda cannot use the GPU"):
+            tb.choose(method, plan)
+    with pytest.raises(ValueError, match="method='cpu' runs on the CPU"):
+        tb.choose("cpu", plan)
