@@ -106,3 +106,20 @@ def test_bad_out_is_named():
         pp.topk(t, 5, out=torch.empty(5))
     with pytest.raises(TypeError, match=r"sorted must be a bool"):
         pp.topk(t, 5, sorted="no")
+
+
+@pytest.mark.parametrize("largest", [True, False])
+def test_unsorted_pieces_of_one_row_hold_the_same_pairs(largest):
+    from propopt.associativity import _topk_threads
+
+    x = np.random.default_rng(7).integers(0, 40, 200_000).astype(np.float32)  # ties across pieces
+    no_ids = np.empty(0, np.int64)
+    want = sorted(_ref(x, 500, largest).tolist())
+    for pieces in (2, 3):
+        for ordered in (True, False):
+            pos = _topk_threads._one_row_threads(
+                x, no_ids, False, 500, pieces, largest, False, None, x[0], np.int64(0), ordered
+            )
+            assert sorted(pos.tolist()) == want
+            if ordered:
+                assert pos.tolist() == _ref(x, 500, largest).tolist()
