@@ -102,14 +102,15 @@ def geometry(x, y, z, w, e2, start, end, nxt, leaf):  # pragma: no cover - numba
 
 
 def records(ctr: np.ndarray, rad: np.ndarray, w: np.ndarray, leaf: np.ndarray,
-            nxt: np.ndarray) -> np.ndarray:  # fmt: skip
-    """``(k, 8)`` node records of the traversal: ``cx, cy, cz, radius, weight, leaf, next, 0``."""
+            nxt: np.ndarray, count: np.ndarray) -> np.ndarray:  # fmt: skip
+    """``(k, 8)`` node records: ``cx, cy, cz, radius, weight, leaf, next, count``."""
     rec = np.zeros((ctr.shape[0], 8))
     rec[:, :3] = ctr
     rec[:, 3] = rad
     rec[:, 4] = w
     rec[:, 5] = leaf
     rec[:, 6] = nxt
+    rec[:, 7] = count
     return rec
 
 
@@ -144,15 +145,18 @@ def _grow(a, n):  # pragma: no cover - numba
 
 
 @njit(cache=True)
-def _traverse(a0, trec, srec, theta, far, near, st):  # pragma: no cover - numba
+def _traverse(a0, trec, srec, theta, cheap, far, near, st):  # pragma: no cover - numba
     """Dual-tree traversal of target subtree ``a0`` against the source tree.
 
     ``trec``, ``srec`` (k, 8): per node ``cx, cy, cz, radius, weight, leaf,
-    next, -`` (one cache line a visit).  A pair of cells is well separated
-    (one M2L, into ``far``) when ``r_a + r_b < theta |z_a - c_b|``; a pair of
-    leaves that is not goes to ``near`` (P2P); otherwise the larger cell (a
-    leaf never) is split.  Source cells without mass are dropped.  Returns
-    the buffers (grown as needed) and the pair counts.
+    next, count`` (one cache line a visit).  A pair of cells is well
+    separated (one M2L, into ``far``) when ``r_a + r_b < theta |z_a - c_b|``;
+    a pair of leaves that is not goes to ``near`` (P2P); otherwise the larger
+    cell (a leaf never) is split.  A target leaf takes any source cell
+    directly (``near``: its bodies are contiguous) when ``n_a n_b <= cheap``,
+    separated or not: then the pairs cost less than an M2L and the descent.
+    Source cells without mass are dropped.  Returns the buffers (grown as
+    needed) and the pair counts.
     """
     nf = 0
     nn = 0
@@ -174,7 +178,13 @@ def _traverse(a0, trec, srec, theta, far, near, st):  # pragma: no cover - numba
         r = ra + rb
         aleaf = trec[a, 5] != 0.0
         bleaf = srec[b, 5] != 0.0
-        if r * r < th2 * (dx * dx + dy * dy + dz * dz):
+        if aleaf and trec[a, 7] * srec[b, 7] <= cheap:
+            if nn == near.shape[0]:
+                near = _grow(near, nn)
+            near[nn, 0] = a
+            near[nn, 1] = b
+            nn += 1
+        elif r * r < th2 * (dx * dx + dy * dy + dz * dz):
             if nf == far.shape[0]:
                 far = _grow(far, nf)
             far[nf, 0] = a
@@ -260,7 +270,7 @@ def _near(px, py, pz, e, nb, nq, c):  # pragma: no cover - numba
 
 @njit(cache=True, parallel=True, error_model="numpy")
 def solve(
-    items, trec, srec, T, S, M, theta, rec1, rec2, mono, trip, trip_ptr, grad, c, L, out
+    items, trec, srec, T, S, M, theta, cheap, rec1, rec2, mono, trip, trip_ptr, grad, c, L, out
 ):  # pragma: no cover
     """Everything after the upward pass, one target subtree per item, threads over items.
 
@@ -285,7 +295,7 @@ def solve(
         far = np.empty((256, 2), np.int64)
         near = np.empty((256, 2), np.int64)
         st = np.empty((256, 2), np.int64)
-        far, nf, near, nn, st = _traverse(a0, trec, srec, theta, far, near, st)
+        far, nf, near, nn, st = _traverse(a0, trec, srec, theta, cheap, far, near, st)
         fptr = np.empty(k + 1, np.int64)
         fcols = np.empty(nf, np.int64)
         _group(far, nf, a0, k, fptr, fcols)
