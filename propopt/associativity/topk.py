@@ -171,10 +171,10 @@ def _into(out: Any, values: Any, indices: Any) -> tuple[Any, Any]:
                 f"{name} is {_dispatch.describe(dst)}; pass "
                 f"{_dispatch.describe(src)} like the result (indices are int64)"
             )
-        if _dispatch.device_of(dst) != _dispatch.device_of(src):
+        if _device(dst) != _device(src):
             raise ValueError(
-                f"{name} is on {_dispatch.device_of(dst)} but the result is on "
-                f"{_dispatch.device_of(src)}; allocate out on the input's device"
+                f"{name} is on {_device(dst)} but the result is on {_device(src)}; "
+                "allocate out on the input's device"
             )
         if isinstance(dst, np.ndarray):
             if dst.shape != src.shape:
@@ -188,3 +188,9 @@ def _into(out: Any, values: Any, indices: Any) -> tuple[Any, Any]:
                 dst.resize_(src.shape)
             dst.copy_(src)
     return out[0], out[1]
+
+
+def _device(a: Any) -> str:
+    """Where an array lives: ``'cpu'``, ``'cuda:0'``, ``'meta'``, ..."""
+    device = getattr(a, "device", None)
+    return _dispatch.device_of(a) if isinstance(a, np.ndarray) or device is None else str(device)
