@@ -141,6 +141,7 @@ def test_distinct_values_match_torch_and_a_float64_argsort(shape, axis, largest)
     np.testing.assert_array_equal(nv, np.take_along_axis(x, ni, axis))
     uv, ui = pp.topk(x, 9, axis=axis, largest=largest, sorted=False)
     np.testing.assert_array_equal(np.sort(ui, axis=axis), np.sort(ni, axis=axis))
+    np.testing.assert_array_equal(uv, np.take_along_axis(x, ui, axis))
 
 
 def test_out_on_another_device_or_dtype_is_named():
