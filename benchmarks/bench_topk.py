@@ -98,6 +98,34 @@ class TopKFloat32(Benchmark):
     track_streamed_over_in_memory.unit = "x in-memory"
 
 
+class TopKUnsorted(Benchmark):
+    """``sorted=False`` against the default best-first order: one row, or rows of 10^5.
+
+    The same pairs either way; unsorted skips the sort of each row's winners
+    (and of each thread's piece of a long row), ``k log k`` per row.
+    """
+
+    params = [[10**7], [100, 10**4], [1, 100]]
+    param_names = ["n", "k", "rows"]
+
+    def setup(self, n, k, rows):
+        x = np.random.default_rng(4).random(n, dtype=np.float32)
+        self.x = x.reshape(rows, -1) if rows > 1 else x
+        pp.topk(self.x, k)
+        pp.topk(self.x, k, sorted=False)
+
+    def time_sorted(self, n, k, rows):
+        pp.topk(self.x, k)
+
+    def time_unsorted(self, n, k, rows):
+        pp.topk(self.x, k, sorted=False)
+
+    def track_sorted_over_unsorted(self, n, k, rows):
+        return ratio(lambda: pp.topk(self.x, k), lambda: pp.topk(self.x, k, sorted=False), 5)
+
+    track_sorted_over_unsorted.unit = "x"
+
+
 class TopKAdversarial(Benchmark):
     """Ascending input: every element beats the threshold (a heap's worst case)."""
 

@@ -79,5 +79,9 @@ class TopKFloat32(_topk.TopKFloat32):
     params = [10**8]
 
 
+class TopKUnsorted(_topk.TopKUnsorted):
+    params = [[10**8], [100, 10**4], [1, 1000]]
+
+
 class TopKCuda(_topk.TopKCuda):
     params = [10**8]

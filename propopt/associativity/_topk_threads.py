@@ -110,13 +110,20 @@ def _sample_bound(xv: np.ndarray, k: int, largest: bool, nanbig: bool) -> Any:
         return None
     stride = n // max(SAMPLE, SAMPLE_PER_K * k // 4)
     sample = np.ascontiguousarray(xv[::stride])
+    # unsorted: only the k-th best (the worst of the k) is needed
     best, _ = _topk_cpu.topk_one(sample, _NO_IDS, False, k, largest, nanbig, False, sample[0],
-                                 np.int64(0), True)  # fmt: skip
+                                 np.int64(0), False)  # fmt: skip
     if best.shape[0] < k:
         return None
-    v = sample[best[k - 1]]
+    vals = sample[best]
     if xv.dtype.kind == "f":
-        if np.isnan(v) or np.isinf(v):
+        nans = np.isnan(vals)
+        if nans.all() or (nans.any() and not largest):  # a NaN is the k-th best
+            return None
+        vals = vals[~nans]
+    v = vals.min() if largest else vals.max()
+    if xv.dtype.kind == "f":
+        if np.isinf(v):
             return None
         return np.nextafter(v, -np.inf if largest else np.inf, dtype=xv.dtype)
     info = np.iinfo(xv.dtype)
@@ -149,7 +156,9 @@ def _best_positions_sized(
         pos[0, : p1.shape[0]] = p1
         return pos, np.array([p1.shape[0]])
     if rows == 1 and (seed is None or sampled):
-        p1 = _one_row_threads(xv[0], idv, has_ids, kk, pieces, largest, nanbig, seed, sv, sid)
+        p1 = _one_row_threads(
+            xv[0], idv, has_ids, kk, pieces, largest, nanbig, seed, sv, sid, ordered
+        )
         pos = np.zeros((1, kk), np.int64)
         pos[0, : p1.shape[0]] = p1
         return pos, np.array([p1.shape[0]])
@@ -173,8 +182,13 @@ def _one_row_threads(
     seed: Any,
     sv: Any,
     sid: Any,
+    ordered: bool = True,
 ) -> np.ndarray:
     """One long row: a piece per thread through the GIL-free serial kernel, then merges.
+
+    Sorted pieces are merged as sorted lists; with ``ordered=False`` the
+    pieces stay unsorted and the best ``k`` of their candidates are selected
+    by the same kernel (no sort anywhere).
 
     Python threads rather than a numba parallel region: on a 2-core machine
     shared with other work, a parallel region's barrier waits (spinning)
@@ -190,8 +204,8 @@ def _one_row_threads(
     def run(q: int) -> tuple[np.ndarray, np.ndarray]:
         a, b = q * step, min(n, (q + 1) * step)
         ids = idv[a:b] if has_ids else idv
-        p, _ = _topk_cpu.topk_one(  # sorted: the pieces are merged as sorted lists
-            x[a:b], ids, has_ids, k, largest, nanbig, seed is not None, sv, sid, True
+        p, _ = _topk_cpu.topk_one(  # sorted lists merge in O(k)
+            x[a:b], ids, has_ids, k, largest, nanbig, seed is not None, sv, sid, ordered
         )
         p = p + a
         return p, (idv[p] if has_ids else p)
@@ -199,6 +213,11 @@ def _one_row_threads(
     # the calling thread takes piece 0 itself: one hand-off fewer
     futures = [_pool.submit(run, q) for q in range(1, pieces)]
     parts = [run(0)] + [f.result() for f in futures]
+    if not ordered:
+        cand = np.concatenate([p for p, _ in parts])
+        cids = np.concatenate([i for _, i in parts])
+        at, _ = _topk_cpu.topk_one(x[cand], cids, True, k, largest, nanbig, False, sv, sid, False)
+        return cand[at]
     pos, ids = parts[0]
     for p2, i2 in parts[1:]:
         side, at = _topk_cpu.merge_two(x[pos], ids, x[p2], i2, k, largest, nanbig)

@@ -47,10 +47,12 @@ def topk(
 ) -> tuple[Any, Any]:
     """The ``k`` best values along an axis and their indices, like ``torch.topk``.
 
-    Ties go to the smaller index, so the chosen set does not depend on thread
-    count or on how the axis is split: it is unique for the total order
-    ``(value, index)`` (see :class:`TopK`); with ``sorted`` (the default) it
-    comes best first.
+    Ties go to the smaller index: ``(v, i)`` ranks before ``(w, j)`` when
+    ``v`` is better than ``w`` (larger, or smaller with ``largest=False``), or
+    ``v == w`` and ``i < j``.  The chosen set is unique for this total order,
+    so it does not depend on thread count, on how the axis is split or on
+    ``sorted`` (see :class:`TopK`); with ``sorted`` (the default) it comes best
+    first.
 
     Parameters
     ----------
@@ -64,9 +66,11 @@ def topk(
     largest : bool
         The largest values (else the smallest).
     sorted : bool
-        Best first (the default).  ``False`` allows any order of the same
-        ``k`` pairs, and skips the final sort where one row runs on one
-        thread (``k`` log ``k`` work saved per row).
+        Best first (the default).  ``False`` returns the same ``k`` pairs in
+        any order and skips the sorts: each row's winners are selected, not
+        sorted (``k log k`` per row saved; 2x for 100 rows of 10^5 float32
+        with ``k = 10^4``), and a long row's per-thread pieces are selected
+        rather than merged as sorted lists.  The CUDA backend always sorts.
     nan : {'ignore', 'largest'}
         ``'ignore'`` never returns a NaN (a 1-D input may then yield fewer
         than ``k``; an N-D input whose rows would differ in length is an
@@ -167,10 +171,10 @@ def _into(out: Any, values: Any, indices: Any) -> tuple[Any, Any]:
                 f"{name} is {_dispatch.describe(dst)}; pass "
                 f"{_dispatch.describe(src)} like the result (indices are int64)"
             )
-        if _dispatch.device_of(dst) != _dispatch.device_of(src):
+        if _device(dst) != _device(src):
             raise ValueError(
-                f"{name} is on {_dispatch.device_of(dst)} but the result is on "
-                f"{_dispatch.device_of(src)}; allocate out on the input's device"
+                f"{name} is on {_device(dst)} but the result is on {_device(src)}; "
+                "allocate out on the input's device"
             )
         if isinstance(dst, np.ndarray):
             if dst.shape != src.shape:
@@ -184,3 +188,9 @@ def _into(out: Any, values: Any, indices: Any) -> tuple[Any, Any]:
                 dst.resize_(src.shape)
             dst.copy_(src)
     return out[0], out[1]
+
+
+def _device(a: Any) -> str:
+    """Where an array lives: ``'cpu'``, ``'cuda:0'``, ``'meta'``, ..."""
+    device = getattr(a, "device", None)
+    return _dispatch.device_of(a) if isinstance(a, np.ndarray) or device is None else str(device)

@@ -106,3 +106,47 @@ def test_bad_out_is_named():
         pp.topk(t, 5, out=torch.empty(5))
     with pytest.raises(TypeError, match=r"sorted must be a bool"):
         pp.topk(t, 5, sorted="no")
+
+
+@pytest.mark.parametrize("largest", [True, False])
+def test_unsorted_pieces_of_one_row_hold_the_same_pairs(largest):
+    from propopt.associativity import _topk_threads
+
+    x = np.random.default_rng(7).integers(0, 40, 200_000).astype(np.float32)  # ties across pieces
+    no_ids = np.empty(0, np.int64)
+    want = sorted(_ref(x, 500, largest).tolist())
+    for pieces in (2, 3):
+        for ordered in (True, False):
+            pos = _topk_threads._one_row_threads(
+                x, no_ids, False, 500, pieces, largest, False, None, x[0], np.int64(0), ordered
+            )
+            assert sorted(pos.tolist()) == want
+            if ordered:
+                assert pos.tolist() == _ref(x, 500, largest).tolist()
+
+
+@pytest.mark.parametrize("largest", [True, False])
+@pytest.mark.parametrize("shape, axis", [((40,), 0), ((3, 40), 1), ((40, 3), 0), ((2, 40, 3), -2)])
+def test_distinct_values_match_torch_and_a_float64_argsort(shape, axis, largest):
+    rng = np.random.default_rng(len(shape) + axis)
+    x = rng.permutation(np.prod(shape)).reshape(shape).astype(np.float32) / 7  # no ties
+    tv, ti = torch.topk(torch.from_numpy(x), 9, dim=axis, largest=largest)
+    v, i = pp.topk(torch.from_numpy(x), 9, axis=axis, largest=largest)
+    assert torch.equal(v, tv) and torch.equal(i, ti)
+    nv, ni = pp.topk(x, 9, axis=axis, largest=largest)
+    xm = np.moveaxis(x, axis, -1).reshape(-1, shape[axis])
+    want = np.stack([_ref(row, 9, largest) for row in xm])
+    got = np.moveaxis(ni, axis, -1).reshape(-1, 9)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(nv, np.take_along_axis(x, ni, axis))
+    uv, ui = pp.topk(x, 9, axis=axis, largest=largest, sorted=False)
+    np.testing.assert_array_equal(np.sort(ui, axis=axis), np.sort(ni, axis=axis))
+    np.testing.assert_array_equal(uv, np.take_along_axis(x, ui, axis))
+
+
+def test_out_on_another_device_or_dtype_is_named():
+    t = torch.rand(50)
+    with pytest.raises(ValueError, match=r"out\[0\] is on meta but the result is on cpu"):
+        pp.topk(t, 5, out=(torch.empty(5, device="meta"), torch.empty(5, dtype=torch.int64)))
+    with pytest.raises(TypeError, match=r"out\[1\] is numpy.ndarray\(dtype=int32"):
+        pp.topk(t.numpy(), 5, out=(np.empty(5, np.float32), np.empty(5, np.int32)))
