@@ -270,14 +270,16 @@ def _near(px, py, pz, e, nb, nq, c):  # pragma: no cover - numba
 
 @njit(cache=True, parallel=True, error_model="numpy")
 def solve(
-    items, trec, srec, T, S, M, theta, cheap, rec1, rec2, mono, trip, trip_ptr, grad, c, L, out
+    items, trec, srec, T, S, M, theta, cheap, rec1, rec2, mono, trip, mtrip, mptr, grad, c, L,
+    out,
 ):  # pragma: no cover
     """Everything after the upward pass, one target subtree per item, threads over items.
 
     ``T`` = (ctr, rad, leaf, nxt, start, end, parent, me2, x, y, z, e2) of the
     target tree, ``S`` = (ctr, rad, leaf, nxt, start, end, wsum, me2, x, y,
     z, m, e2) of the source tree, ``trec``, ``srec`` their packed node records
-    (:func:`records`).  Per item (a target subtree ``a0``): the
+    (:func:`records`); ``trip`` the translation triples of L2L, ``mtrip``, ``mptr``
+    those of M2L (grouped by local term).  Per item (a target subtree ``a0``): the
     dual traversal against the whole source tree; the M2L pairs grouped by
     target cell, batched (:func:`m2l_many`); L2L down the subtree (nothing
     lies above a subtree: the traversal starts at it); at each leaf, L2P and
@@ -317,7 +319,7 @@ def solve(
                     ry[q - q0] = tctr[a, 1] - sctr[b, 1]
                     rz[q - q0] = tctr[a, 2] - sctr[b, 2]
                     e2[q - q0] = 0.5 * (tme2[a] + sme2[b])
-                m2l_many(M, fcols[q0:q1], rx, ry, rz, e2, rec1, rec2, trip, trip_ptr, D, Mt, L[a])
+                m2l_many(M, fcols[q0:q1], rx, ry, rz, e2, rec1, rec2, mtrip, mptr, D, Mt, L[a])
             if a > a0:  # pre-order: the parent is done
                 u = tparent[a]
                 l2l(L[u], tctr[a, 0] - tctr[u, 0], tctr[a, 1] - tctr[u, 1],
