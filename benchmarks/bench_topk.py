@@ -126,6 +126,36 @@ class TopKUnsorted(Benchmark):
     track_sorted_over_unsorted.unit = "x"
 
 
+class TopKRows(Benchmark):
+    """Many rows of 10^7 float32 in all (k = 10), random or ascending rows, against torch.topk.
+
+    Rows of 256 to 2^17 elements (and at least 16k) start from a threshold
+    sampled from themselves (``_topk_order.ROW_SEED_*``).
+    """
+
+    params = [[10**4, 100], ["random", "ascending"]]
+    param_names = ["rows", "order"]
+    K = 10
+
+    def setup(self, rows, order):
+        x = np.random.default_rng(5).random(10**7, dtype=np.float32).reshape(rows, -1)
+        self.x = np.sort(x, axis=1) if order == "ascending" else x
+        pp.topk(self.x, self.K)
+        torch = _torch()
+        self.tx = None if torch is None else torch.from_numpy(self.x)
+
+    def time_propopt_topk(self, rows, order):
+        pp.topk(self.x, self.K)
+
+    def track_speedup_vs_torch(self, rows, order):
+        if self.tx is None:
+            raise NotImplementedError("torch is not installed")
+        torch = _torch()
+        return ratio(lambda: torch.topk(self.tx, self.K), lambda: pp.topk(self.x, self.K), 3)
+
+    track_speedup_vs_torch.unit = "x"
+
+
 class TopKAdversarial(Benchmark):
     """Ascending input: every element beats the threshold (a heap's worst case)."""
 

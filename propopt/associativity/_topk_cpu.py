@@ -32,6 +32,8 @@ import numba
 import numpy as np
 from numba import prange
 
+from ._topk_order import _better, _compact, _row_seed, _select, _sort_order, row_seeds
+
 #: Elements tested together against the threshold.  1024 float32 (4 KiB):
 #: long enough for the vectorized count to run at memory speed, short enough
 #: that a block with a winner costs little to rescan.
@@ -65,149 +67,6 @@ SOFT_SLACK = 1024
 SAMPLE = 128
 
 _stats = np.zeros(1, np.int64)  # compactions of the last call (tests, benchmarks)
-
-
-@numba.njit(inline="always", cache=True)
-def _better(a, ia, b, ib, desc, nanbig):  # type: ignore[no-untyped-def]
-    """Does ``(a, ia)`` rank before ``(b, ib)``?  (Distinct numbers decide first.)"""
-    if desc:
-        if a > b:
-            return True
-        if a < b:
-            return False
-    else:
-        if a < b:
-            return True
-        if a > b:
-            return False
-    # equal, or a NaN is involved (NaNs are only ever held with nanbig)
-    an = a != a
-    bn = b != b
-    if an != bn:
-        return an if desc else bn
-    return ia < ib
-
-
-@numba.njit(cache=True)
-def _select(v, ids, pos, n, k, desc, nanbig):  # type: ignore[no-untyped-def]
-    """Quickselect: permute ``v, ids, pos[:n]`` so that ``[:k]`` holds the best ``k``."""
-    lo = 0
-    hi = n - 1
-    if k >= n:
-        return
-    rounds = 0
-    while lo < hi:
-        rounds += 1
-        if rounds > 64:  # pathological pivots: finish by sorting the range
-            order = _sort_order(v, ids, np.int64(lo), hi + 1, desc, nanbig)
-            m = hi + 1 - lo
-            tv = np.empty(m, v.dtype)
-            ti = np.empty(m, np.int64)
-            tp = np.empty(m, np.int64)
-            for t in range(m):  # loops, not fancy indexing: it compiles much faster
-                q = lo + order[t]
-                tv[t] = v[q]
-                ti[t] = ids[q]
-                tp[t] = pos[q]
-            for t in range(m):
-                v[lo + t] = tv[t]
-                ids[lo + t] = ti[t]
-                pos[lo + t] = tp[t]
-            return
-        mid = lo + (hi - lo) // 2
-        # median of three as pivot, moved to ``lo``
-        a, b, c = lo, mid, hi
-        if _better(v[b], ids[b], v[a], ids[a], desc, nanbig):
-            a, b = b, a
-        if _better(v[c], ids[c], v[b], ids[b], desc, nanbig):
-            b, c = c, b
-            if _better(v[b], ids[b], v[a], ids[a], desc, nanbig):
-                a, b = b, a
-        p = b
-        v[lo], v[p] = v[p], v[lo]
-        ids[lo], ids[p] = ids[p], ids[lo]
-        pos[lo], pos[p] = pos[p], pos[lo]
-        pv = v[lo]
-        pi = ids[lo]
-        i = lo + 1
-        j = hi
-        while True:
-            while i <= j and _better(v[i], ids[i], pv, pi, desc, nanbig):
-                i += 1
-            while i <= j and _better(pv, pi, v[j], ids[j], desc, nanbig):
-                j -= 1
-            if i >= j:
-                break
-            v[i], v[j] = v[j], v[i]
-            ids[i], ids[j] = ids[j], ids[i]
-            pos[i], pos[j] = pos[j], pos[i]
-            i += 1
-            j -= 1
-        # elements [lo+1, j] beat or tie the pivot; put the pivot at j
-        v[lo], v[j] = v[j], v[lo]
-        ids[lo], ids[j] = ids[j], ids[lo]
-        pos[lo], pos[j] = pos[j], pos[lo]
-        if j == k or j == k - 1:
-            return
-        if j > k:
-            hi = j - 1
-        else:
-            lo = j + 1
-
-
-@numba.njit(cache=True)
-def _sort_order(v, ids, lo, hi, desc, nanbig):  # type: ignore[no-untyped-def]
-    """Permutation (from ``lo``) sorting ``(v, ids)[lo:hi]`` best first.
-
-    A bottom-up merge sort by the total order of :func:`_better` (stable, so
-    equal pairs keep their order).  It replaced three stable ``np.argsort``
-    calls (by id, score and NaN rank): numba compiles a merge sort for each
-    dtype and array layout it meets, which took 6-8 s per top-k kernel; this
-    one compiles in well under a second and sorts the k winners as fast.
-    """
-    n = hi - lo
-    a = np.arange(n)
-    b = np.empty(n, np.int64)
-    width = 1
-    while width < n:
-        for s in range(0, n, 2 * width):
-            m = min(s + width, n)
-            e = min(s + 2 * width, n)
-            i = s
-            j = m
-            t = s
-            while i < m and j < e:
-                pi = lo + a[i]
-                pj = lo + a[j]
-                if _better(v[pj], ids[pj], v[pi], ids[pi], desc, nanbig):
-                    b[t] = a[j]
-                    j += 1
-                else:
-                    b[t] = a[i]
-                    i += 1
-                t += 1
-            while i < m:
-                b[t] = a[i]
-                i += 1
-                t += 1
-            while j < e:
-                b[t] = a[j]
-                j += 1
-                t += 1
-        a, b = b, a
-        width *= 2
-    return a
-
-
-@numba.njit(cache=True)
-def _compact(v, ids, pos, c, k, desc, nanbig):  # type: ignore[no-untyped-def]
-    """Keep the best ``k`` of ``c`` candidates; return the k-th best as the threshold."""
-    _select(v, ids, pos, c, k, desc, nanbig)
-    t = 0
-    for s in range(1, k):
-        if _better(v[t], ids[t], v[s], ids[s], desc, nanbig):
-            t = s
-    return v[t], ids[t]
 
 
 # The block tests index with unsigned integers: numba then drops its
@@ -297,7 +156,10 @@ def _unit(x, xids, has_ids, s, e, k, desc, nanbig, seeded, sv, sid, ov, oi, op):
     ``seeded``: only pairs beating ``(sv, sid)`` (the k-th best of a summary
     being updated) are candidates, so the filter starts at its final speed.
     """
-    cap = 2 * k + SLACK
+    if not seeded and not has_ids and row_seeds(e - s, k):
+        seeded, sv = _row_seed(x, s, e, k, desc, nanbig)
+        sid = -1
+    cap = min(2 * k + SLACK, max(k, e - s))  # never more candidates than elements
     bv = np.empty(cap, x.dtype)
     bi = np.empty(cap, np.int64)
     bp = np.empty(cap, np.int64)

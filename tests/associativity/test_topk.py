@@ -371,3 +371,52 @@ def test_long_sorted_rows_of_other_dtypes(dtype, largest):
     x = np.sort(RNG.integers(0, 256, LONG)).astype(dtype)  # runs of ties, extremes present
     for k in (1, 300):
         np.testing.assert_array_equal(topk(x, k, largest=largest)[1], _lexsort_ref(x, k, largest))
+
+
+@pytest.mark.parametrize("largest", [True, False])
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+def test_rows_seeded_from_their_own_sample(largest, dtype):
+    """Rows long enough beside k take a threshold from a strided sample of themselves.
+
+    Ties at the k-th value lie both on and off the sample's stride; extreme
+    values (the dtype's limits, +-inf) and ascending rows must not break the
+    step to a value just worse than the sample's k-th.
+    """
+    from propopt.associativity import _topk_order
+
+    n, k = 1200, 20
+    assert _topk_order.ROW_SEED_MIN <= n <= _topk_order.ROW_SEED_MAX
+    assert n >= _topk_order.ROW_SEED_PER_K * k
+    rng = np.random.default_rng(11)
+    info = np.finfo(dtype) if dtype == np.float32 else np.iinfo(dtype)
+    rows = [
+        rng.integers(0, 30, n),  # heavy ties at the k-th value
+        np.arange(n),  # ascending
+        np.arange(n)[::-1],  # descending
+        np.full(n, 5),  # all equal
+    ]
+    x = np.stack(rows).astype(dtype)
+    x[2, ::7] = info.min  # the worst value, on and off the stride
+    x[3, 100:1100:3] = info.max
+    if dtype == np.float32:
+        x[0, ::5] = -np.inf
+        x[1, 50:70] = np.inf
+    for kk in (1, k, 60):
+        _, i = topk(x, kk, axis=1, largest=largest)
+        np.testing.assert_array_equal(i, ref.topk(x, kk, largest))
+        for r in range(x.shape[0]):  # one row: the single-row kernel
+            np.testing.assert_array_equal(topk(x[r], kk, largest=largest)[1], i[r])
+
+
+@pytest.mark.parametrize("largest", [True, False])
+@pytest.mark.parametrize("nan", ["ignore", "largest"])
+def test_rows_seeded_from_their_own_sample_with_nan(largest, nan):
+    x = np.random.default_rng(12).integers(0, 40, (3, 1500)).astype(np.float64)
+    x[0, ::3] = np.nan  # on and off any stride
+    x[1, :1400] = np.nan  # fewer admissible values in the sample than k
+    for k in (5, 80):
+        _, i = topk(x, k, axis=1, largest=largest, nan="largest")
+        np.testing.assert_array_equal(i, ref.topk(x, k, largest, "largest"))
+        row = x[0] if nan == "largest" else x[2]
+        np.testing.assert_array_equal(topk(row, k, largest=largest, nan=nan)[1],
+                                      _ref_1d(row, k, largest, nan))  # fmt: skip
