@@ -269,10 +269,8 @@ def _near(px, py, pz, e, nb, nq, c):  # pragma: no cover - numba
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
-def solve(
-    items, trec, srec, T, S, M, theta, cheap, rec1, rec2, mono, trip, mtrip, mptr, grad, c, L,
-    out,
-):  # pragma: no cover
+def solve(items, trec, srec, T, S, M, theta, cheap, rec1, rec2, mono, trip, mtrip, mptr, grad,
+          c, L, out):  # fmt: skip  # pragma: no cover
     """Everything after the upward pass, one target subtree per item, threads over items.
 
     ``T`` = (ctr, rad, leaf, nxt, start, end, parent, me2, x, y, z, e2) of the

@@ -313,7 +313,7 @@ def _items(tgt: dict, want: int) -> np.ndarray:
     return np.array(rest + done, dtype=np.int64)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _m2l_triples(p: int) -> tuple[np.ndarray, np.ndarray]:
     """M2L triples without dipole sources: about its centre of mass a cell has no dipole.
 
