@@ -69,8 +69,10 @@ in float32 (coordinates relative to each target leaf's centre; rounding ~1e-6
 relative, 100x below the tolerance)."""
 CHEAP = 0.5
 """A target leaf sums a source cell directly when ``n_a n_b <= CHEAP * (M2L flops)``."""
-ITEMS_PER_THREAD = 64
-"""Target subtrees per thread (taken one at a time: the load balances)."""
+ITEMS = 256
+"""Target subtrees, taken one at a time by the threads (the load balances).  A
+constant, not a multiple of the thread count: the cut decides where M2L and
+L2L meet, so the results are bit for bit the same on any number of threads."""
 
 TOL_TABLE: tuple[tuple[float, int, float], ...] = (
     # (tol, p, theta): the cheapest (p, theta) whose 99th-percentile relative
@@ -337,7 +339,7 @@ def _run(src: dict, tgt: dict, p: int, theta: float, near32: bool = False) -> np
                 src["ctr"], src["nodes"], src["ptr"], tab.mono, tab.trip, M)  # fmt: skip
     L = np.zeros((kt, tab.nterms))
     out = np.empty((tgt["x"].shape[0], 4))
-    items = _items(tgt, ITEMS_PER_THREAD * numba.get_num_threads())
+    items = _items(tgt, ITEMS)
     T = tuple(tgt[k] for k in ("ctr", "rad", "leaf", "nxt", "start", "end", "parent", "me2",
                                "x", "y", "z", "e2"))  # fmt: skip
     S = tuple(src[k] for k in ("ctr", "rad", "leaf", "nxt", "start", "end", "wsum", "me2",

@@ -96,6 +96,32 @@ def test_coincident_and_zero_masses_and_float32():
     np.testing.assert_allclose(p, p0, rtol=1e-5)
 
 
+def test_thread_count_agnostic_and_targets_at_the_bodies(bodies):
+    """Each target subtree is computed whole by one thread: any thread count, the same bits."""
+    import propopt as pp
+
+    pos, m, (a0, _) = bodies
+    with pp.threads.set_num_threads(1):
+        a1 = fmm(pos, m, eps=1e-3, tol=1e-4)
+    with pp.threads.set_num_threads(2):
+        a2 = fmm(pos, m, eps=1e-3, tol=1e-4)
+    np.testing.assert_array_equal(a1, a2)
+    # the bodies as separate targets: another target tree, the same field within tol
+    at = fmm(pos, m, eps=1e-3, tol=1e-4, targets=pos)
+    assert np.quantile(_relerr(at, a0), 0.99) <= 1e-4
+
+
+def test_float32_near_field_within_tol():
+    """From tol 1e-4 up the near field runs in float32: rounding stays far below tol."""
+    pos, m = DISTRIBUTIONS["cube"](2000, seed=6)
+    a0, _ = _direct(pos, m, 1e-3)
+    a = fmm(pos, m, eps=1e-3, tol=1e-4)  # float32 near field
+    p, th = fmm_parameters(1e-4)
+    a64 = fmm(pos, m, eps=1e-3, order=p, theta=th)  # the same (p, theta), float64
+    assert np.quantile(_relerr(a, a0), 0.99) <= 1e-4
+    assert np.median(_relerr(a, a64)) < 1e-5
+
+
 def test_parameters_follow_tol():
     ps = [fmm_parameters(t) for t in (3e-2, 1e-3, 1e-5, 1e-7)]
     # stricter tolerances never open fewer cells or drop terms both at once
