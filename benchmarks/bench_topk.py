@@ -102,7 +102,7 @@ class TopKUnsorted(Benchmark):
     """``sorted=False`` against the default best-first order: one row, or rows of 10^5.
 
     The same pairs either way; unsorted skips the sort of each row's winners
-    (and of each thread's piece of a long row), ``k log k`` per row.
+    (and of each thread's piece of a long row).
     """
 
     params = [[10**7], [100, 10**4], [1, 100]]

@@ -81,7 +81,7 @@ def _refuse_host(name: str) -> Callable[[TopKPlan], Exception | None]:
 def _run_cuda(plan: TopKPlan) -> tuple[Any, Any]:
     from . import _topk_cuda
 
-    return _topk_cuda.topk(plan.x, plan.k, plan.axis, plan.largest, plan.nanbig)  # always sorted
+    return _topk_cuda.topk(plan.x, plan.k, plan.axis, plan.largest, plan.nanbig, plan.ordered)
 
 
 def _run_host(method: str) -> Callable[[TopKPlan], tuple[Any, Any]]:

@@ -33,6 +33,7 @@ import numpy as np
 from numba import prange
 
 from ._topk_order import _better, _compact, _row_seed, _select, _sort_order, row_seeds
+from ._topk_radix import sort_winners
 
 #: Elements tested together against the threshold.  1024 float32 (4 KiB):
 #: long enough for the vectorized count to run at memory speed, short enough
@@ -300,7 +301,7 @@ def topk_rows(x, xids, has_ids, k, pieces, desc, nanbig, seeded, sv, sid, ordere
         kk = min(k, m)
         _select(v, ii, pp, np.int64(m), kk, desc, nanbig)
         if ordered:
-            order = _sort_order(v, ii, np.int64(0), kk, desc, nanbig)
+            order = sort_winners(v, ii, np.int64(0), kk, desc, nanbig)
             for t in range(kk):
                 out[r, t] = pp[order[t]]
         else:
@@ -327,7 +328,7 @@ def topk_one(x, xids, has_ids, k, desc, nanbig, seeded, sv, sid, ordered):  # ty
     )
     best = np.empty(c, np.int64)
     if ordered:
-        order = _sort_order(ov, oi, np.int64(0), c, desc, nanbig)
+        order = sort_winners(ov, oi, np.int64(0), c, desc, nanbig)
         for t in range(c):
             best[t] = op[order[t]]
     else:

@@ -16,7 +16,8 @@ Work is ``O(n)`` for every input order (no data-dependent admission):
    written in index order and, among keys equal to the k-th, exactly the
    smallest indices are taken -- ties are deterministic, as on the CPU.
 4. The ``<= k`` winners are sorted (key descending, index ascending) on the
-   host and the values gathered on the device.
+   host, unless ``sorted=False`` (then they stay in the gather's order), and the
+   values gathered on the device.
 
 The module is imported only for CUDA inputs; the test suite runs it in
 numba's simulator (``NUMBA_ENABLE_CUDASIM=1``) on tiny arrays.
@@ -163,11 +164,14 @@ def _grid(n: int) -> int:
     return max(1, min((n + _config["threads"] - 1) // _config["threads"], 1024))
 
 
-def select(bits: Any, wide: bool, is_float: bool, k: int, desc: bool, nanbig: bool) -> np.ndarray:
+def select(
+    bits: Any, wide: bool, is_float: bool, k: int, desc: bool, nanbig: bool, ordered: bool = True
+) -> np.ndarray:
     """Best ``k`` positions per row of ``bits`` (a (rows, n) int32/int64 device array).
 
-    Returns host int64 positions ``(rows, kk)`` sorted best first, and the
-    number of valid values per row (NaNs ignored) is checked by the caller.
+    Returns host int64 positions ``(rows, kk)`` sorted best first (with
+    ``ordered=False`` in the gather's order: no copy of keys, no host sort), and
+    the number of valid values per row (NaNs ignored) is checked by the caller.
     """
     rows, n = bits.shape
     tpb = _config["threads"]
@@ -231,6 +235,8 @@ def select(bits: Any, wide: bool, is_float: bool, k: int, desc: bool, nanbig: bo
         keys, kth, items, cuda.to_device(gt_off), cuda.to_device(eq_off), cuda.to_device(need), out
     )
     pos = out.copy_to_host()
+    if not ordered:
+        return pos  # as gathered: those above the k-th key, then ties, each by index
     # sort the winners: key descending, index ascending
     hk = keys.copy_to_host() if rows * n <= 4 * kk * rows else None
     result = np.empty_like(pos)
@@ -274,7 +280,9 @@ def _keys_at(keys: Any, r: int, pos: np.ndarray) -> np.ndarray:
     return out.copy_to_host()  # type: ignore[no-any-return]
 
 
-def topk(x: Any, k: int, ax: int, largest: bool, nanbig: bool) -> tuple[Any, Any]:
+def topk(
+    x: Any, k: int, ax: int, largest: bool, nanbig: bool, ordered: bool = True
+) -> tuple[Any, Any]:
     """topk of a CUDA tensor (torch) along ``ax``: values and int64 indices on the device."""
     import torch
 
@@ -297,6 +305,6 @@ def topk(x: Any, k: int, ax: int, largest: bool, nanbig: bool) -> tuple[Any, Any
     x2 = x2.contiguous()
     wide = x2.element_size() == 8
     bits = x2.view(torch.int64 if wide else torch.int32)
-    pos = select(cuda.as_cuda_array(bits), wide, is_float, kk, largest, nanbig)
+    pos = select(cuda.as_cuda_array(bits), wide, is_float, kk, largest, nanbig, ordered)
     idx = torch.from_numpy(pos).to(t.device).reshape(lead + (pos.shape[1],)).movedim(-1, ax)
     return torch.gather(t, ax, idx), idx

@@ -115,7 +115,9 @@ def _sort_order(v, ids, lo, hi, desc, nanbig):  # type: ignore[no-untyped-def]
     equal pairs keep their order).  It replaced three stable ``np.argsort``
     calls (by id, score and NaN rank): numba compiles a merge sort for each
     dtype and array layout it meets, which took 6-8 s per top-k kernel; this
-    one compiles in well under a second and sorts the k winners as fast.
+    one compiles in well under a second.  More than a few hundred winners are
+    sorted by ``_topk_radix.sort_winners`` (keys by bytes; this sort only for
+    runs of equal scores).
     """
     n = hi - lo
     a = np.arange(n)

@@ -68,9 +68,10 @@ def topk(
     sorted : bool
         Best first (the default).  ``False`` returns the same ``k`` pairs in
         any order and skips the sorts: each row's winners are selected, not
-        sorted (``k log k`` per row saved; 2x for 100 rows of 10^5 float32
-        with ``k = 10^4``), and a long row's per-thread pieces are selected
-        rather than merged as sorted lists.  The CUDA backend always sorts.
+        sorted (a radix sort of ``k`` keys per row saved; 1.2x for 100 rows
+        of 10^5 float32 with ``k = 10^4``), and a long row's per-thread
+        pieces are selected rather than merged as sorted lists; on CUDA the
+        winners stay as gathered (no copy of keys and sort on the host).
     nan : {'ignore', 'largest'}
         ``'ignore'`` never returns a NaN (a 1-D input may then yield fewer
         than ``k``; an N-D input whose rows would differ in length is an

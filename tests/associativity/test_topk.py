@@ -420,3 +420,29 @@ def test_rows_seeded_from_their_own_sample_with_nan(largest, nan):
         row = x[0] if nan == "largest" else x[2]
         np.testing.assert_array_equal(topk(row, k, largest=largest, nan=nan)[1],
                                       _ref_1d(row, k, largest, nan))  # fmt: skip
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64])
+def test_radix_sort_of_winners_is_the_total_order(dtype):
+    """sort_winners (keys by bytes, ties by id) equals the merge sort by _better."""
+    from propopt.associativity import _topk_order, _topk_radix
+
+    n = 3 * _topk_radix.RADIX_ABOVE
+    rng = np.random.default_rng(13)
+    if np.dtype(dtype).kind == "f":
+        v = rng.normal(size=n).astype(dtype)
+        v[::11] = np.nan
+        v[5:12] = [-0.0, 0.0, np.inf, -np.inf, -0.0, np.finfo(dtype).max, np.finfo(dtype).tiny]
+    else:
+        info = np.iinfo(dtype)
+        v = rng.integers(info.min, info.max, n, dtype=dtype)
+        v[10:14] = [info.min, info.max, 0, -1]
+    v[::7] = v[3]  # ties
+    ids = rng.permutation(n).astype(np.int64)
+    ids[::13] = -ids[::13] - 5  # explicit ids may be negative
+    for desc in (True, False):
+        for nanbig in (True, False):
+            for lo, hi in ((0, n), (3, n - 5)):
+                want = _topk_order._sort_order(v, ids, np.int64(lo), hi, desc, nanbig)
+                got = _topk_radix.sort_winners(v, ids, np.int64(lo), hi, desc, nanbig)
+                np.testing.assert_array_equal(got, want)

@@ -150,3 +150,22 @@ def test_out_on_another_device_or_dtype_is_named():
         pp.topk(t, 5, out=(torch.empty(5, device="meta"), torch.empty(5, dtype=torch.int64)))
     with pytest.raises(TypeError, match=r"out\[1\] is numpy.ndarray\(dtype=int32"):
         pp.topk(t.numpy(), 5, out=(np.empty(5, np.float32), np.empty(5, np.int32)))
+
+
+@settings(max_examples=25, deadline=None, derandomize=True)
+@given(
+    st.integers(0, 2**32 - 1),
+    st.integers(256, 4000),
+    st.integers(1, 200),
+    st.sampled_from([3, 1000, 10**6]),  # how many distinct values: ties or none
+    st.booleans(),
+)
+def test_sorted_false_is_a_permutation_of_sorted_on_long_rows(seed, n, k, distinct, largest):
+    """Rows long enough for the sampled seed, the compactions and the radix sort."""
+    x = np.random.default_rng(seed).integers(0, distinct, (2, n)).astype(np.float32)
+    vs, is_ = pp.topk(x, k, axis=1, largest=largest)
+    _, iu = pp.topk(x, k, axis=1, largest=largest, sorted=False)
+    np.testing.assert_array_equal(np.sort(iu, axis=1), np.sort(is_, axis=1))
+    for r in range(2):
+        np.testing.assert_array_equal(is_[r], _ref(x[r], k, largest))
+        np.testing.assert_array_equal(vs[r], x[r, is_[r]])
