@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from propopt.separability.expansions import l2l, l2p, m2l_many, m2m, p2m
+from propopt.separability.expansions import l2l, l2p, m2l_many_scaled, m2m, p2m
 
 
 @njit(cache=True)
@@ -269,8 +269,8 @@ def _near(px, py, pz, e, nb, nq, c):  # pragma: no cover - numba
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
-def solve(items, trec, srec, T, S, M, theta, cheap, rec1, rec2, mono, trip, mtrip, mptr, grad,
-          c, L, out):  # fmt: skip  # pragma: no cover
+def solve(items, trec, srec, T, S, M, theta, cheap, rec, mono, trip, mtrip, mptr, grad, c, L,
+          out):  # fmt: skip  # pragma: no cover
     """Everything after the upward pass, one target subtree per item, threads over items.
 
     ``T`` = (ctr, rad, leaf, nxt, start, end, parent, me2, x, y, z, e2) of the
@@ -279,11 +279,12 @@ def solve(items, trec, srec, T, S, M, theta, cheap, rec1, rec2, mono, trip, mtri
     (:func:`records`); ``trip`` the translation triples of L2L, ``mtrip``, ``mptr``
     those of M2L (grouped by local term).  Per item (a target subtree ``a0``): the
     dual traversal against the whole source tree; the M2L pairs grouped by
-    target cell, batched (:func:`m2l_many`); L2L down the subtree (nothing
+    target cell, batched (:func:`m2l_many_scaled`); L2L down the subtree (nothing
     lies above a subtree: the traversal starts at it); at each leaf, L2P and
     P2P over its near leaves' bodies gathered into one buffer, with
-    coordinates relative to the leaf's centre in ``c.dtype`` (float32 or
-    float64, ``c = (0, 0.5, 1)``).  No two items
+    coordinates relative to the leaf's centre.  M2L and P2P run in ``c.dtype``
+    (float32 or float64, ``c = (0, 0.5, 1)``); ``rec = (deg, i1, c1, i2, c2)``
+    is the derivative recurrence of :func:`m2l_many_scaled` in that dtype.  No two items
     write the same cell or target.  ``out[t] = (dpsi/dx, dpsi/dy, dpsi/dz, psi)``.
     """
     tctr, _, tleaf, tnxt, tstart, tend, tparent, tme2, tx, ty, tz, te2 = T
@@ -302,8 +303,9 @@ def solve(items, trec, srec, T, S, M, theta, cheap, rec1, rec2, mono, trip, mtri
         nptr = np.empty(k + 1, np.int64)
         ncols = np.empty(nn, np.int64)
         _group(near, nn, a0, k, nptr, ncols)
-        D = np.empty((nt + 1, CHUNK))
-        Mt = np.empty((nt, CHUNK))
+        deg, i1, c1, i2, c2 = rec
+        D = np.empty((nt + 4, CHUNK), c.dtype)
+        Mt = np.empty((nt, CHUNK), c.dtype)
         rx = np.empty(CHUNK)
         ry = np.empty(CHUNK)
         rz = np.empty(CHUNK)
@@ -317,7 +319,8 @@ def solve(items, trec, srec, T, S, M, theta, cheap, rec1, rec2, mono, trip, mtri
                     ry[q - q0] = tctr[a, 1] - sctr[b, 1]
                     rz[q - q0] = tctr[a, 2] - sctr[b, 2]
                     e2[q - q0] = 0.5 * (tme2[a] + sme2[b])
-                m2l_many(M, fcols[q0:q1], rx, ry, rz, e2, rec1, rec2, mtrip, mptr, D, Mt, L[a])
+                m2l_many_scaled(M, fcols[q0:q1], rx, ry, rz, e2, deg, i1, c1, i2, c2, mtrip, mptr,
+                                D, Mt, L[a])  # fmt: skip
             if a > a0:  # pre-order: the parent is done
                 u = tparent[a]
                 l2l(L[u], tctr[a, 0] - tctr[u, 0], tctr[a, 1] - tctr[u, 1],

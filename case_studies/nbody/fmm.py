@@ -64,9 +64,10 @@ TOL = 1e-3
 LEAF_SIZE = 64
 """Bodies per leaf of both trees."""
 NEAR32_TOL = 1e-4
-"""From this ``tol`` up (``order`` and ``theta`` from the table), the near field runs
-in float32 (coordinates relative to each target leaf's centre; rounding ~1e-6
-relative, 100x below the tolerance)."""
+"""From this ``tol`` up (``order`` and ``theta`` from the table), the near field and
+the M2L sums run in float32 (near-field coordinates relative to each target leaf's
+centre, M2L in units of each batch's nearest distance; rounding ~1e-6 relative,
+100x below the tolerance)."""
 CHEAP = 0.5
 """A target leaf sums a source cell directly when ``n_a n_b <= CHEAP * (M2L flops)``."""
 ITEMS = 256
@@ -165,9 +166,9 @@ def fmm(
         expansion order and opening angle are chosen from it
         (:func:`fmm_parameters`, calibrated so that the 99th percentile of
         the error stays below ``tol``; the median is typically 10-30x
-        smaller).  From 1e-1 to 1e-7.  From 1e-4 up the near field runs in
-        float32 (:data:`NEAR32_TOL`): a body closer to a target than ~1e-7 of
-        the target's leaf size counts as coincident (no force).
+        smaller).  From 1e-1 to 1e-7.  From 1e-4 up the near field and the
+        M2L sums run in float32 (:data:`NEAR32_TOL`): a body closer to a
+        target than ~1e-7 of the target's leaf size counts as coincident.
     eps : float or array (n,)
         Plummer softening length, per body if an array (pair softening
         ``eps_ij^2 = (eps_i^2 + eps_j^2) / 2``, as in :func:`propopt.direct_gravity`).
@@ -356,8 +357,11 @@ def _run(src: dict, tgt: dict, p: int, theta: float, near32: bool = False) -> np
         cheap = CHEAP * (tab.trip.shape[0] + 6 * tab.nterms)
         c = np.array([0.0, 0.5, 1.0], np.float32 if near32 else np.float64)
         mtrip, mptr = _m2l_triples(p)
-        _fmm.solve(items, trec, srec, T, S, M, theta, cheap, tab.rec1, tab.rec2, tab.mono,
-                   tab.trip, mtrip, mptr, tab.grad, c, L, out)  # fmt: skip
+        rec = (tab.idx.sum(axis=1), tab.rec1[:, :, 0].astype(np.int64),
+               tab.rec1[:, :, 1].astype(c.dtype), tab.rec2[:, :, 0].astype(np.int64),
+               tab.rec2[:, :, 1].astype(c.dtype))  # fmt: skip
+        _fmm.solve(items, trec, srec, T, S, M, theta, cheap, rec, tab.mono, tab.trip, mtrip,
+                   mptr, tab.grad, c, L, out)  # fmt: skip
     finally:
         numba.set_parallel_chunksize(old)
     return out

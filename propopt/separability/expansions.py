@@ -57,6 +57,7 @@ __all__ = [
     "l2p",
     "m2l",
     "m2l_many",
+    "m2l_many_scaled",
     "m2m",
     "monomials",
     "multi_indices",
@@ -308,3 +309,69 @@ def m2l_many(
             for i in range(S):
                 acc += Mt[v, i] * D[s, i]
         out[k] += acc
+
+
+@njit(cache=True, fastmath=True, error_model="numpy")
+def m2l_many_scaled(mults, srcs, rx, ry, rz, eps2, deg, i1, c1, i2, c2, trip, trip_ptr, D, Mt,
+                    out):  # fmt: skip  # pragma: no cover
+    """:func:`m2l_many` in the precision of the scratch ``D``, ``Mt`` (float32: twice the lanes).
+
+    The sums run in units of ``r = min_i |r_i|``: by homogeneity of the
+    kernel ``D_n(R) = r^-(|n|+1) D_n'(R / r)`` (softening ``eps / r``), so
+    every scaled derivative and multipole is of order one and float32 neither
+    overflows nor underflows at any cell size.  ``deg[n] = |n|``; ``i1``,
+    ``i2`` (nterms, 3) int64 and ``c1``, ``c2`` (nterms, 3) in the scratch
+    dtype are the recurrence of :func:`derivatives` (``rec1``, ``rec2`` split
+    into indices and coefficients); ``D`` has ``nterms + 4`` rows.
+    Rounding: ~1e-6 relative in float32.
+    """
+    S = srcs.shape[0]
+    nt = out.shape[0]
+    r2 = np.inf
+    for i in range(S):
+        r2 = min(r2, rx[i] * rx[i] + ry[i] * ry[i] + rz[i] * rz[i])
+    inv_r = 1.0 / np.sqrt(r2)
+    pw = np.empty(deg[nt - 1] + 2)
+    pw[0] = 1.0
+    for d in range(1, pw.shape[0]):
+        pw[d] = pw[d - 1] * inv_r
+    for i in range(S):
+        x = rx[i] * inv_r
+        y = ry[i] * inv_r
+        z = rz[i] * inv_r
+        inv2 = 1.0 / (x * x + y * y + z * z + eps2[i] * inv_r * inv_r)
+        D[nt + 1, i] = x
+        D[nt + 2, i] = y
+        D[nt + 3, i] = z
+        D[nt, i] = inv2
+        D[0, i] = np.sqrt(inv2)
+    for n in range(nt):
+        f = pw[deg[n]]
+        for i in range(S):
+            Mt[n, i] = mults[srcs[i], n] * f
+    for t in range(1, nt):
+        a0 = i1[t, 0]
+        a1 = i1[t, 1]
+        a2 = i1[t, 2]
+        b0 = i2[t, 0]
+        b1 = i2[t, 1]
+        b2 = i2[t, 2]
+        k0 = c1[t, 0]
+        k1 = c1[t, 1]
+        k2 = c1[t, 2]
+        h0 = c2[t, 0]
+        h1 = c2[t, 1]
+        h2 = c2[t, 2]
+        for i in range(S):
+            D[t, i] = (k0 * D[nt + 1, i] * D[a0, i] + k1 * D[nt + 2, i] * D[a1, i]
+                       + k2 * D[nt + 3, i] * D[a2, i] + h0 * D[b0, i] + h1 * D[b1, i]
+                       + h2 * D[b2, i]) * D[nt, i]  # fmt: skip
+    zero = c1[0, 0]  # 0 in the scratch dtype: term 0 has no recurrence
+    for k in range(nt):
+        acc = zero
+        for q in range(trip_ptr[k], trip_ptr[k + 1]):
+            s = trip[q, 0]
+            v = trip[q, 2]
+            for i in range(S):
+                acc += Mt[v, i] * D[s, i]
+        out[k] += acc * pw[deg[k] + 1]

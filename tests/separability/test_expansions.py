@@ -132,6 +132,32 @@ def test_m2l_many_equals_one_by_one(cluster):
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12 * np.abs(want).max())
 
 
+@pytest.mark.parametrize("scale", [1.0, 1e-6, 1e5])
+def test_m2l_many_scaled_any_cell_size(scale):
+    """float64: the same sums as m2l_many; float32: ~1e-6 relative, at cells of any size."""
+    rng = np.random.default_rng(2)
+    tab = expansion_tables(6)
+    deg = tab.idx.sum(1)
+    mults = rng.normal(size=(9, tab.nterms)) * scale ** deg[None, :]
+    srcs = np.array([3, 0, 8, 3, 5], np.int64)
+    r = rng.uniform(2, 3, (5, 3)) * scale
+    e2 = rng.uniform(0, 0.1, 5) * scale**2
+    x, y, z = (np.ascontiguousarray(r[:, a]) for a in range(3))
+    want = np.zeros(tab.nterms)
+    E.m2l_many(mults, srcs, x, y, z, e2, tab.rec1, tab.rec2, tab.trip, tab.trip_ptr,
+               np.empty((tab.nterms + 1, 8)), np.empty((tab.nterms, 8)), want)  # fmt: skip
+    unit = scale ** (deg + 1.0)  # the local terms in units of the geometry's scale
+    i1, i2 = tab.rec1[:, :, 0].astype(np.int64), tab.rec2[:, :, 0].astype(np.int64)
+    for dt, rtol in ((np.float64, 1e-13), (np.float32, 3e-6)):
+        got = np.zeros(tab.nterms)
+        E.m2l_many_scaled(mults, srcs, x, y, z, e2, deg, i1, tab.rec1[:, :, 1].astype(dt), i2,
+                          tab.rec2[:, :, 1].astype(dt), tab.trip, tab.trip_ptr,
+                          np.empty((tab.nterms + 4, 8), dt), np.empty((tab.nterms, 8), dt),
+                          got)  # fmt: skip
+        err = np.abs(got - want) * unit
+        assert err.max() <= rtol * (np.abs(want) * unit).max()
+
+
 _vec = st.tuples(*[st.floats(-1, 1)] * 3)
 
 
