@@ -35,6 +35,12 @@ from numba import prange
 from ._topk_order import _better, _compact, _row_seed, _select, _sort_order, row_seeds
 from ._topk_radix import sort_winners
 
+#: numba keys the on-disk cache of the kernels below on this file's contents
+#: alone, and they compile in functions of ``_topk_order`` and
+#: ``_topk_radix``: whenever those change, change this too (any new text), or
+#: cached kernels keep running the old code.
+DEPENDS_ON = "_topk_order: long units seeded from 8k samples; _topk_radix: sort_winners"
+
 #: Elements tested together against the threshold.  1024 float32 (4 KiB):
 #: long enough for the vectorized count to run at memory speed, short enough
 #: that a block with a winner costs little to rescan.

@@ -6,9 +6,10 @@ with ``nanbig`` a NaN ranks above every number.  ``_select`` (quickselect),
 ``_sort_order`` (merge sort) and ``_compact`` work by it; ``_row_seed``
 gives a unit of a row a starting threshold from a sample of itself.
 
-numba's on-disk cache keys a compiled kernel on its own file only: after
-editing this module, touch ``_topk_cpu.py`` so that its cached kernels,
-which inline these functions, are compiled again.
+numba's on-disk cache keys a compiled kernel on the contents of its own
+file only, and the kernels of ``_topk_cpu.py`` compile these functions in:
+after editing this module, change ``_topk_cpu.DEPENDS_ON`` so that cached
+kernels are compiled again.
 """
 
 from __future__ import annotations
@@ -166,24 +167,33 @@ def _compact(v, ids, pos, c, k, desc, nanbig):  # type: ignore[no-untyped-def]
 
 #: A unit (a row, or a thread's piece of one) of ``ROW_SEED_MIN`` to
 #: ``ROW_SEED_MAX`` elements, and at least ``ROW_SEED_PER_K * k``, that starts
-#: without a seed takes one from a strided sample of itself (``_row_seed``).
-#: Unseeded, a short row admits most of its elements while the threshold
-#: (the k-th of the first ``k``) is low, then selects among them.  One thread,
-#: float32: 4000 rows of 1000, k = 10: 46 -> 21 ms (ascending rows 155 -> 22);
-#: rows of 50000, k = 50: 8.5 -> 6.8 ms (ascending 23 -> 10).  Longer rows
-#: lost (10^6, k = 100: 1.6 -> 2.4 ms): there the threshold rises within the
-#: first blocks anyway, and the strided sample adds cache misses and
-#: admits more than the self-raised threshold does; rows shorter than
-#: ``16k`` gained nothing measurable either way.
+#: without a seed takes one from a strided sample of ``max(4k, sqrt(nk)/2)``
+#: of its elements (``_row_seed``).  Unseeded, a short row admits most of its
+#: elements while the threshold (the k-th of the first ``k``) is low, then
+#: selects among them.  One thread, float32: 4000 rows of 1000, k = 10:
+#: 46 -> 21 ms (ascending rows 155 -> 22); rows of 50000, k = 50: 8.5 -> 6.8 ms
+#: (ascending 23 -> 10); rows shorter than ``16k`` gained nothing measurable.
 ROW_SEED_MIN = 256
 ROW_SEED_MAX = 1 << 17
 ROW_SEED_PER_K = 16
+
+#: A longer unit, of at least ``ROW_SEED_LONG_PER_K * k`` elements, samples
+#: only ``8k`` (a sample of ``sqrt(nk)/2`` cost 10^6 random float32, k = 100,
+#: 1.6 -> 2.4 ms in cache misses): on random input the threshold rises within
+#: the first blocks anyway, but an ascending row no longer admits everything.
+#: One thread, float32: ascending 2 * 10^6, k = 1000: 14.8 -> 2.9 ms; 10^6,
+#: k = 100: 13.7 -> 2.5 ms; random rows unchanged (2.8 / 2.6 ms, 1.7 / 1.6);
+#: integers 0..49 (ties at the k-th) 0.78 -> 0.95 and 0.42 -> 0.47 ms, since
+#: every tie of the k-th value is admitted.
+ROW_SEED_LONG_PER_K = 512
 
 
 @numba.njit(inline="always", cache=True)
 def row_seeds(n, k):  # type: ignore[no-untyped-def]
     """Does an unseeded unit of ``n`` elements take a seed from its sample?"""
-    return ROW_SEED_MIN <= n <= ROW_SEED_MAX and n >= ROW_SEED_PER_K * k
+    if n > ROW_SEED_MAX:
+        return n >= ROW_SEED_LONG_PER_K * k
+    return ROW_SEED_MIN <= n and n >= ROW_SEED_PER_K * k
 
 
 def _step_worse(v, desc):  # type: ignore[no-untyped-def]
@@ -212,7 +222,7 @@ def _row_seed(x, s, e, k, desc, nanbig):  # type: ignore[no-untyped-def]
     than ``k`` admissible values, its k-th is NaN, or nothing is worse.
     """
     n = e - s
-    m = min(n, max(4 * k, int(np.sqrt(n * k)) // 2))
+    m = 8 * k if n > ROW_SEED_MAX else min(n, max(4 * k, int(np.sqrt(n * k)) // 2))
     stride = n // m
     sv = np.empty(m, x.dtype)
     si = np.empty(m, np.int64)

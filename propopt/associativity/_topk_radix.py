@@ -13,9 +13,10 @@ Measured on 10^4 random float32 winners: 0.98 ms for the merge sort by
 here.  A copy-based merge sort with insertion-sorted runs reached 0.83 ms,
 and one with a branch-free comparison 1.15 ms.
 
-numba's on-disk cache keys a compiled kernel on its own file only: after
-editing this module, touch ``_topk_cpu.py`` so that its cached kernels are
-compiled again.
+numba's on-disk cache keys a compiled kernel on the contents of its own
+file only, and the kernels of ``_topk_cpu.py`` compile this one in: after
+editing this module, change ``_topk_cpu.DEPENDS_ON`` so that cached kernels
+are compiled again.
 """
 
 from __future__ import annotations

@@ -156,12 +156,14 @@ def test_ascending_input_stays_linear():
     A compaction runs only when the buffer of ``2k + SLACK`` is full, and it
     frees at least ``SAMPLE`` slots (else it selects exactly ``k``), so the
     count grows linearly with n: O(n) work, never a heap operation per element.
+    The rows are seeded below every value, so that the kernel does not seed
+    them from a sample of themselves (which spares the adversary: see the end).
     """
     k = 100
 
-    def compactions(x):
+    def compactions(x, seeded=True):
         pos, _, comp = K.topk_rows(
-            x.reshape(1, -1), NO, False, k, 1, True, False, False, np.float32(0), 0, True
+            x.reshape(1, -1), NO, False, k, 1, True, False, seeded, np.float32(-1), 0, True
         )
         return pos[0], comp
 
@@ -175,6 +177,9 @@ def test_ascending_input_stays_linear():
     assert 1.8 <= c2 / c1 <= 2.2  # linear in n
     _, c_random = compactions(RNG.permutation(x))
     assert c_random < c2 / 10
+    pos, c_sampled = compactions(x, seeded=False)  # seeded from 8k strided elements
+    assert pos.tolist() == list(range(2 * n - 1, 2 * n - 1 - k, -1))
+    assert c_sampled < c2 / 4  # only the last ~1/8 of the row (k of 8k sampled) is admitted
 
 
 # ---------------------------------------------------------------------- TopK
@@ -446,3 +451,30 @@ def test_radix_sort_of_winners_is_the_total_order(dtype):
                 want = _topk_order._sort_order(v, ids, np.int64(lo), hi, desc, nanbig)
                 got = _topk_radix.sort_winners(v, ids, np.int64(lo), hi, desc, nanbig)
                 np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("largest", [True, False])
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+def test_long_rows_seeded_from_a_small_sample(largest, dtype):
+    """Rows past ROW_SEED_MAX sample 8k elements; compared with a stable argsort."""
+    from propopt.associativity import _topk_order
+
+    n, k = _topk_order.ROW_SEED_MAX + 12_345, 40
+    assert n >= _topk_order.ROW_SEED_LONG_PER_K * k
+    rng = np.random.default_rng(14)
+    info = np.finfo(dtype) if dtype == np.float32 else np.iinfo(dtype)
+    x = np.stack([rng.integers(0, 60, n), np.arange(n), np.arange(n)[::-1]]).astype(dtype)
+    x[2, ::9] = info.min
+    x[1, -30:] = info.max  # ties at the top, off the stride
+    if dtype == np.float32:
+        x[0, ::5] = -np.inf
+
+    def want(row, kk):  # best first, ties by position: a stable argsort of a monotone key
+        key = (~row if row.dtype.kind == "i" else -row) if largest else row
+        return np.argsort(key, kind="stable")[:kk]
+
+    for kk in (1, k):
+        _, i = topk(x, kk, axis=1, largest=largest)
+        for r in range(x.shape[0]):
+            np.testing.assert_array_equal(i[r], want(x[r], kk))
+            np.testing.assert_array_equal(topk(x[r], kk, largest=largest)[1], i[r])
