@@ -331,6 +331,12 @@ def morton_keys(points: Any, box: Any = None) -> np.ndarray:
     p = _points(points)
     lo, hi = _box(box, p)
     dim = p.shape[1]
+    tiny = hi - lo < 2.0**-900  # 2**bits / (hi - lo) would overflow to inf
+    if tiny.any():
+        # an axis this narrow holds only tiny values (|x| < 2**-847): scaling
+        # it by a power of two is exact and gives the same cells
+        f = np.where(tiny, 2.0**600, 1.0)
+        p, lo, hi = p * f, lo * f, hi * f
     scale = np.float64(2.0 ** MORTON_BITS[dim]) / (hi - lo)
     out = np.empty(p.shape[0], np.uint64)
     if p.shape[0]:

@@ -198,3 +198,20 @@ def test_bounding_box_side_below_an_ulp_of_lo(cube):
     lo, hi = bounding_box(p, cube=cube)
     assert (hi > lo).all() and (p >= lo).all() and (p <= hi).all()
     morton_keys(p, (lo, hi))
+
+
+@pytest.mark.parametrize("dim", [2, 3])
+def test_keys_of_subnormal_extents(dim):
+    # 2**bits / (hi - lo) overflows for these boxes; the keys must still be
+    # those of the same points scaled up by an exact power of two
+    rng = np.random.default_rng(3)
+    p = rng.random((50, dim))
+    p[:, 0] *= 1e-310
+    box = (np.zeros(dim), np.ones(dim))
+    box[1][0] = 1e-310
+    scaled = p.copy()
+    scaled[:, 0] *= 2.0**1000
+    big = (np.zeros(dim), np.ones(dim))
+    big[1][0] = 1e-310 * 2.0**1000
+    np.testing.assert_array_equal(morton_keys(p, box), morton_keys(scaled, big))
+    assert len(np.unique(morton_keys(p))) == 50
