@@ -43,6 +43,11 @@ import numpy as np
 from numba import njit, prange
 
 from ._exp import fexp
+from ._lanes import token_update
+
+#: numba keys its on-disk cache on this file only: change this line when
+#: editing what the kernels compile in from ``_exp`` or ``_lanes``.
+DEPENDS_ON = "_lanes: token_lanes (vector token update); _exp: fexp"
 
 #: Tokens per checkpoint of the forward state, kept for the backward.  The
 #: backward's per-thread buffers are 2 * CHUNK * d_state numbers (8 KiB at
@@ -200,7 +205,9 @@ def forward_lanes(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, scale_b, h0
     The per-channel kernel vectorizes over d_state and pays a horizontal sum
     for every (token, channel); here the lanes are channels, so ``y`` needs no
     horizontal sum and ``B_t[n]``, ``C_t[n]`` are broadcasts.  Tiles of ``T``
-    tokens of ``W`` channels are transposed into small buffers first.
+    tokens of ``W`` channels are transposed into small buffers first; each
+    token's update is :func:`._lanes.token_update` (explicit vector code in
+    float32).
     Requires ``W`` to divide the B and C group sizes (see :data:`LANES`).
 
     Each task owns ``D / W / runs`` adjacent blocks of one sequence and
@@ -283,20 +290,8 @@ def forward_lanes(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, scale_b, h0
                             hz = h[n]
                             for j in range(W):
                                 hz[j] = zero
-                    dr = dtb[k]
-                    ur = dub[k]
-                    yr = yb[k]
-                    for j in range(W):
-                        yr[j] = zero
-                    for n in range(N):
-                        Bn = Bg[bb, gb, t0 + k, n]
-                        Cn = Cg[bc, gc, t0 + k, n]
-                        hr = h[n]
-                        ar = AT[n]
-                        for j in range(W):
-                            hn = fexp(dr[j] * ar[j]) * hr[j] + ur[j] * Bn
-                            hr[j] = hn
-                            yr[j] += hn * Cn
+                    token_update(h, AT, dtb[k], dub[k], yb[k], Bg[bb, gb, t0 + k],
+                                 Cg[bc, gc, t0 + k])  # fmt: skip
                 Dw = Dv[d0 : d0 + W]
                 if token_major:
                     for k in range(m):
