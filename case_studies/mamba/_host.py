@@ -156,7 +156,8 @@ def forward(p: Prepared, save: bool, out: np.ndarray | None = None) -> tuple[np.
         runs = min(nblk, base * -(-need // base))
         _cpu.forward_lanes(u, delta, p.A, p.Bg, p.Cg, p.Dv, z, p.bias, p.softplus, p.has_z,
                            p.scale_b, p.h0, o, last, ckpt, _cpu.CHUNK, W, one, tm,
-                           _cpu.TILE, runs, p.starts)  # fmt: skip
+                           _cpu.TILE if tm else _cpu.TILE_CHANNEL_MAJOR, runs,
+                           p.starts)  # fmt: skip
         return out, last, ckpt
     _cpu.forward(p.u, p.delta, p.A, p.Bg, p.Cg, p.Dv, p.z, p.bias, p.softplus, p.has_z,
                  p.scale_b, p.h0, out, last, ckpt, _cpu.CHUNK,

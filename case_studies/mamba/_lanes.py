@@ -170,3 +170,120 @@ def _token_update_impl(h, at, dr, ur, yr, Brow, Crow):  # type: ignore[no-untype
                 yr[j] += hn * Cn
 
     return loops
+
+
+@intrinsic
+def transpose16(typingctx, src, r0, c0, dst, k0, j0):  # type: ignore[no-untyped-def]
+    """``dst[k0 + i, j0 + c] = src[r0 + c, c0 + i]`` for ``i, c < 16`` (float32, 2-D, C order).
+
+    16 vector loads, four rounds of interleaving shuffles (the perfect
+    shuffle: row ``2i`` takes the low halves of rows ``i`` and ``i + 8``
+    interleaved, row ``2i + 1`` the high halves), 16 vector stores.
+    """
+    if not all(
+        isinstance(t, types.Array) and t.dtype == types.float32 and t.ndim == 2
+        and t.layout == "C" for t in (src, dst)
+    ) or not all(isinstance(t, types.Integer) for t in (r0, c0, k0, j0)):  # fmt: skip
+        return None
+    sig = types.void(src, r0, c0, dst, k0, j0)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        sa = context.make_array(signature.args[0])(context, builder, args[0])
+        da = context.make_array(signature.args[3])(context, builder, args[3])
+        i64 = ir.IntType(64)
+        i32 = ir.IntType(32)
+        i8p = ir.IntType(8).as_pointer()
+        vt = ir.VectorType(ir.FloatType(), VL)
+        vp = vt.as_pointer()
+        r0v, c0v, k0v, j0v = (context.cast(builder, args[i], signature.args[i], types.int64)
+                              for i in (1, 2, 4, 5))  # fmt: skip
+        s0, s1 = cgutils.unpack_tuple(builder, sa.strides, 2)
+        d0, d1 = cgutils.unpack_tuple(builder, da.strides, 2)
+
+        def row_ptr(arr: Any, st0: ir.Value, st1: ir.Value, r: ir.Value, c: ir.Value) -> ir.Value:
+            off = builder.add(builder.mul(r, st0), builder.mul(c, st1))
+            return builder.bitcast(builder.gep(builder.bitcast(arr.data, i8p), [off]), vp)
+
+        rows = [
+            builder.load(row_ptr(sa, s0, s1, builder.add(r0v, ir.Constant(i64, c)), c0v), align=4)
+            for c in range(VL)
+        ]
+        half = VL // 2
+        lo = ir.Constant(ir.VectorType(i32, VL), [x for i in range(half) for x in (i, VL + i)])
+        hi = ir.Constant(ir.VectorType(i32, VL),
+                         [x for i in range(half, VL) for x in (i, VL + i)])  # fmt: skip
+        for _ in range(VL.bit_length() - 1):  # log2(VL) rounds of the perfect shuffle
+            new = []
+            for i in range(half):
+                new.append(builder.shuffle_vector(rows[i], rows[i + half], lo))
+                new.append(builder.shuffle_vector(rows[i], rows[i + half], hi))
+            rows = new
+        for i in range(VL):
+            builder.store(rows[i], row_ptr(da, d0, d1, builder.add(k0v, ir.Constant(i64, i)), j0v),
+                          align=4)  # fmt: skip
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+def transpose_block(src: Any, r0: int, c0: int, dst: Any, k0: int, j0: int) -> None:
+    """``dst[k0 + i, j0 + c] = src[r0 + c, c0 + i]`` for ``i, c < VL``: :func:`transpose16`
+    in float32, else element by element."""
+    for c in range(VL):
+        for i in range(VL):
+            dst[k0 + i, j0 + c] = src[r0 + c, c0 + i]
+
+
+@overload(transpose_block)
+def _transpose_block_impl(src, r0, c0, dst, k0, j0):  # type: ignore[no-untyped-def]
+    if all(_is_f32_c(t, 2) for t in (src, dst)):
+
+        def vec(src, r0, c0, dst, k0, j0):  # type: ignore[no-untyped-def]
+            transpose16(src, r0, c0, dst, k0, j0)
+
+        return vec
+
+    def loops(src, r0, c0, dst, k0, j0):  # type: ignore[no-untyped-def]
+        for c in range(VL):
+            for i in range(VL):
+                dst[k0 + i, j0 + c] = src[r0 + c, c0 + i]
+
+    return loops
+
+
+def _prefetcher(write: int) -> Any:
+    @intrinsic
+    def prefetch(typingctx, arr, r, c):  # type: ignore[no-untyped-def]
+        if not (isinstance(arr, types.Array) and arr.ndim == 2) or not all(
+            isinstance(t, types.Integer) for t in (r, c)
+        ):
+            return None
+        sig = types.void(arr, r, c)
+
+        def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+            a = context.make_array(signature.args[0])(context, builder, args[0])
+            i8p = ir.IntType(8).as_pointer()
+            i32 = ir.IntType(32)
+            rv, cv = (context.cast(builder, args[i], signature.args[i], types.int64)
+                      for i in (1, 2))  # fmt: skip
+            s0, s1 = cgutils.unpack_tuple(builder, a.strides, 2)
+            off = builder.add(builder.mul(rv, s0), builder.mul(cv, s1))
+            ptr = builder.gep(builder.bitcast(a.data, i8p), [off])
+            name = "llvm.prefetch.p0" if ptr.type.is_opaque else "llvm.prefetch.p0i8"
+            fnty = ir.FunctionType(ir.VoidType(), [ptr.type, i32, i32, i32])
+            fn = cgutils.get_or_insert_function(builder.module, fnty, name)
+            # read or write, keep in all levels, data cache
+            builder.call(fn, [ptr, ir.Constant(i32, write), ir.Constant(i32, 3),
+                              ir.Constant(i32, 1)])  # fmt: skip
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return prefetch
+
+
+#: ``prefetch(arr, r, c)``: ask for the cache line of ``arr[r, c]`` (2-D, any dtype)
+#: ahead of its use, to read it; no effect on results.
+prefetch = _prefetcher(0)
+#: The same, for a line about to be written.
+prefetch_w = _prefetcher(1)
