@@ -76,23 +76,15 @@ def _is_f32_c(t: Any, ndim: int) -> bool:
     )  # fmt: skip
 
 
-@intrinsic
-def token_lanes(typingctx, h, at, dr, ur, yr, Brow, Crow):  # type: ignore[no-untyped-def]
-    """One token for ``W`` channels (float32, C-contiguous, ``W`` a multiple of :data:`VL`)::
-
-        h[n, j] = fexp(dr[j] at[n, j]) h[n, j] + ur[j] Brow[n]
-        yr[j]   = sum_n h[n, j] Crow[n]
-
-    ``h``, ``at``: (N, W); ``dr``, ``ur``, ``yr``: (W,); ``Brow``, ``Crow``: (N,).
-    """
-    shapes = ((h, 2), (at, 2), (dr, 1), (ur, 1), (yr, 1), (Brow, 1), (Crow, 1))
-    if not all(_is_f32_c(t, nd) for t, nd in shapes):
-        return None
-    sig = types.void(h, at, dr, ur, yr, Brow, Crow)
+def _lanes_codegen(exps_only: bool) -> Any:
+    """Code of :func:`token_lanes` (or, ``exps_only``, of :func:`exp_sum_lanes`)."""
 
     def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
         arrs = [context.make_array(t)(context, builder, v) for t, v in zip(signature.args, args)]
-        ph, pa, pd, pu, py, pB, pC = (a.data for a in arrs)
+        if exps_only:
+            ph, pa, pd = (a.data for a in arrs)
+        else:
+            ph, pa, pd, pu, py, pB, pC = (a.data for a in arrs)
         N, W = cgutils.unpack_tuple(builder, arrs[0].shape, 2)
         vt = ir.VectorType(ir.FloatType(), VL)
         vp = vt.as_pointer()
@@ -115,22 +107,80 @@ def token_lanes(typingctx, h, at, dr, ur, yr, Brow, Crow):  # type: ignore[no-un
         with cgutils.for_range(builder, nv) as lv:
             j = builder.mul(lv.index, ir.Constant(i64, VL))
             d = builder.load(vptr(pd, j), align=4)
-            u = builder.load(vptr(pu, j), align=4)
-            builder.store(_splat(vt, 0.0), yacc)
+            if not exps_only:
+                u = builder.load(vptr(pu, j), align=4)
+                builder.store(_splat(vt, 0.0), yacc)
             with cgutils.for_range(builder, N) as ln:
                 off = builder.add(builder.mul(ln.index, W), j)
                 a = builder.load(vptr(pa, off), align=4)
                 e = _vexp(builder, builder.fmul(d, a, flags=("contract",)), vt)
                 hq = vptr(ph, off)
-                ub = builder.fmul(u, bcast(pB, ln.index), flags=("contract",))
-                hn = builder.call(fma, [e, builder.load(hq, align=4), ub])
-                builder.store(hn, hq, align=4)
-                builder.store(builder.call(fma, [hn, bcast(pC, ln.index), builder.load(yacc)]),
-                              yacc)  # fmt: skip
-            builder.store(builder.load(yacc), vptr(py, j), align=4)
+                if exps_only:
+                    builder.store(builder.fadd(builder.load(hq, align=4), e), hq, align=4)
+                else:
+                    ub = builder.fmul(u, bcast(pB, ln.index), flags=("contract",))
+                    hn = builder.call(fma, [e, builder.load(hq, align=4), ub])
+                    builder.store(hn, hq, align=4)
+                    y = builder.call(fma, [hn, bcast(pC, ln.index), builder.load(yacc)])
+                    builder.store(y, yacc)
+            if not exps_only:
+                builder.store(builder.load(yacc), vptr(py, j), align=4)
         return context.get_dummy_value()
 
-    return sig, codegen
+    return codegen
+
+
+@intrinsic
+def token_lanes(typingctx, h, at, dr, ur, yr, Brow, Crow):  # type: ignore[no-untyped-def]
+    """One token for ``W`` channels (float32, C-contiguous, ``W`` a multiple of :data:`VL`)::
+
+        h[n, j] = fexp(dr[j] at[n, j]) h[n, j] + ur[j] Brow[n]
+        yr[j]   = sum_n h[n, j] Crow[n]
+
+    ``h``, ``at``: (N, W); ``dr``, ``ur``, ``yr``: (W,); ``Brow``, ``Crow``: (N,).
+    """
+    shapes = ((h, 2), (at, 2), (dr, 1), (ur, 1), (yr, 1), (Brow, 1), (Crow, 1))
+    if not all(_is_f32_c(t, nd) for t, nd in shapes):
+        return None
+    return types.void(h, at, dr, ur, yr, Brow, Crow), _lanes_codegen(False)
+
+
+@intrinsic
+def exp_sum_lanes(typingctx, acc, at, dr):  # type: ignore[no-untyped-def]
+    """``acc[n, j] += fexp(dr[j] at[n, j])`` (float32, C-contiguous, shapes as
+    :func:`token_lanes`): the exps of one token of the forward and nothing else, in
+    the same code (the floor of :mod:`.floor`)."""
+    if not all(_is_f32_c(t, nd) for t, nd in ((acc, 2), (at, 2), (dr, 1))):
+        return None
+    return types.void(acc, at, dr), _lanes_codegen(True)
+
+
+def exp_sum_update(acc: Any, at: Any, dr: Any) -> None:
+    """:func:`exp_sum_lanes` where it applies (float32, contiguous), else numba loops."""
+    N, W = acc.shape
+    for n in range(N):
+        for j in range(W):
+            acc[n, j] += fexp(dr[j] * at[n, j])
+
+
+@overload(exp_sum_update, jit_options={"fastmath": {"contract", "reassoc", "nsz", "arcp"}})
+def _exp_sum_update_impl(acc, at, dr):  # type: ignore[no-untyped-def]
+    if all(_is_f32_c(t, nd) for t, nd in ((acc, 2), (at, 2), (dr, 1))):
+
+        def vec(acc, at, dr):  # type: ignore[no-untyped-def]
+            exp_sum_lanes(acc, at, dr)
+
+        return vec
+
+    def loops(acc, at, dr):  # type: ignore[no-untyped-def]
+        N, W = acc.shape
+        for n in range(N):
+            a = at[n]
+            s = acc[n]
+            for j in range(W):
+                s[j] += fexp(dr[j] * a[j])
+
+    return loops
 
 
 def token_update(h: Any, at: Any, dr: Any, ur: Any, yr: Any, Brow: Any, Crow: Any) -> None:

@@ -3,6 +3,7 @@
 import numpy as np
 from numba import njit
 
+from case_studies.mamba import exps_only
 from case_studies.mamba._exp import fexp
 from case_studies.mamba._lanes import token_update
 
@@ -77,3 +78,13 @@ def test_vector_update_float64_and_edges():
     assert np.isnan(y[0, 3]) and np.isnan(h[:, 3]).all()
     assert np.allclose(h[:, 5], u[0, 5] * B[0])
     assert np.isfinite(np.delete(y[0], 3)).all()
+
+
+def test_exps_only_sums_the_exps():
+    rng = np.random.default_rng(5)
+    delta = rng.uniform(0.0, 3.0, (2, 9, 128))
+    A = -np.exp(rng.normal(size=(128, 16)))
+    exact = np.exp(delta[..., None] * A).sum(1).sum(-1)
+    for dtype, tol in ((np.float32, 1e-6), (np.float64, 1e-13)):
+        got = exps_only(delta.astype(dtype), A.astype(dtype))
+        assert got.dtype == dtype and np.abs(got - exact).max() <= tol * np.abs(exact).max()
