@@ -174,3 +174,43 @@ def test_a_users_wait_policy_is_left_alone():
         print(os.environ.get("OMP_WAIT_POLICY"))
     """
     assert _run(code, {"OMP_WAIT_POLICY": "ACTIVE"}) == "ACTIVE"
+
+
+def test_torch_thread_count_survives_propopt_in_either_order():
+    # numba's OpenMP layer shares torch's runtime, and starting the layer
+    # set the thread's OpenMP count to numba's pool size: torch's small ops
+    # then ran on all cores again (a torch loop of 13 ms took 0.2-2 s)
+    pytest.importorskip("torch")
+    for imports in ("import propopt as pp\nimport torch", "import torch\nimport propopt as pp"):
+        code = (
+            imports
+            + """
+import ctypes, os, numpy as np
+torch.set_num_threads(1)
+torch.exp(torch.ones(1 << 20))
+pp.topk(np.random.default_rng(0).normal(size=10**7).astype(np.float32), 1000)
+omp = ctypes.CDLL("libgomp.so.1", mode=os.RTLD_NOLOAD)
+print(omp.omp_get_max_threads(), torch.get_num_threads())
+"""
+        )
+        assert _run(code) == "1 1", imports
+
+
+def test_propopt_imported_before_torch_keeps_both_pools_polite():
+    # propopt starts numba's layer at import, its OpenMP calls bound at once
+    # (RTLD_NOW): a torch imported later shares that passive runtime
+    pytest.importorskip("torch")
+    code = """
+        import time, numpy as np, numba, propopt as pp
+        import torch
+        x = np.ones(1 << 22, np.float32)
+        burnt = []
+        for _ in range(4):
+            with pp.set_num_threads(numba.config.NUMBA_NUM_THREADS):
+                pp.associative_scan(pp.add, x)
+            c = time.process_time(); time.sleep(0.05); burnt.append(time.process_time() - c)
+        print(numba.threading_layer(), min(burnt[1:]))
+    """
+    layer, burnt = _run(code).split()
+    if layer == "omp" and numba.config.NUMBA_NUM_THREADS > 1:
+        assert float(burnt) < 0.004  # a spinning runtime burns ~8 ms here
