@@ -31,7 +31,7 @@ Auditing (:mod:`propopt.audit`)
     :func:`propopt.audit.check_associative` tests the law a primitive relies on.
 """
 
-from . import _jit, threads
+from . import _jit
 from .associativity import (
     Monoid,
     TopK,
@@ -53,10 +53,6 @@ from .symmetry import direct_gravity, pairwise_sum
 from .threads import get_num_threads, set_num_threads
 
 _jit.install_compile_notice()
-# numba's threading layer starts now (about 3 ms), with its OpenMP runtime
-# passive, so that a torch imported later shares that runtime instead of
-# lending numba its own spinning one (docs/threads.md)
-threads._launch()
 
 __version__ = "0.1.0"
 

@@ -38,7 +38,6 @@ import functools
 import math
 import numbers
 import os
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -254,7 +253,7 @@ def set_num_threads(n: int | None) -> _Setting:
         if not 1 <= n <= most:
             raise ValueError(
                 f"n={n}: must be between 1 and {most}, the threads numba started with; set "
-                "NUMBA_NUM_THREADS before importing propopt to allow more"
+                "NUMBA_NUM_THREADS before the first parallel call to allow more"
             )
     previous = _limit
     _limit = n
@@ -338,15 +337,9 @@ def _launch() -> None:
         os.environ.update(env)
         omp = _loaded_openmp()
         icv = omp.omp_get_max_threads() if omp is not None else None
-        flags = sys.getdlopenflags()
-        # RTLD_NOW: the layer's OpenMP calls bind now, to the runtime loaded
-        # with it; bound lazily, at its first parallel region, they went to a
-        # runtime loaded in between (torch's, with its spinning wait policy)
-        sys.setdlopenflags(flags | os.RTLD_NOW)
         try:
             numba.get_num_threads()  # loads the layer (and its OpenMP runtime) now
         finally:
-            sys.setdlopenflags(flags)
             for k, v in saved.items():
                 if v is None:
                     os.environ.pop(k, None)

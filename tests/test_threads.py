@@ -194,23 +194,3 @@ print(omp.omp_get_max_threads(), torch.get_num_threads())
 """
         )
         assert _run(code) == "1 1", imports
-
-
-def test_propopt_imported_before_torch_keeps_both_pools_polite():
-    # propopt starts numba's layer at import, its OpenMP calls bound at once
-    # (RTLD_NOW): a torch imported later shares that passive runtime
-    pytest.importorskip("torch")
-    code = """
-        import time, numpy as np, numba, propopt as pp
-        import torch
-        x = np.ones(1 << 22, np.float32)
-        burnt = []
-        for _ in range(4):
-            with pp.set_num_threads(numba.config.NUMBA_NUM_THREADS):
-                pp.associative_scan(pp.add, x)
-            c = time.process_time(); time.sleep(0.05); burnt.append(time.process_time() - c)
-        print(numba.threading_layer(), min(burnt[1:]))
-    """
-    layer, burnt = _run(code).split()
-    if layer == "omp" and numba.config.NUMBA_NUM_THREADS > 1:
-        assert float(burnt) < 0.004  # a spinning runtime burns ~8 ms here
