@@ -145,8 +145,13 @@ def upward(pos, m, start, end, nxt, leaf, ctr, nodes, ptr, mono, trip, M):  # pr
 
 @njit(cache=True)
 def _grow(a, n):  # pragma: no cover - numba
+    # element loops, not ``b[:n] = a[:n]``: a slice assignment compiles
+    # numba's shape-mismatch message (string formatting), 2-3 s of the
+    # first call
     b = np.empty((2 * a.shape[0], a.shape[1]), a.dtype)
-    b[:n] = a[:n]
+    for i in range(n):
+        for j in range(a.shape[1]):
+            b[i, j] = a[i, j]
     return b
 
 
