@@ -10,18 +10,24 @@ import numpy as np
 Leaves = list[Any]
 
 
+def axis_in_range(axis: Any, name: str, shape: tuple[int, ...]) -> int:
+    """An int ``axis`` of an array ``name`` of ``shape`` as ``0 .. nd - 1``, or a one-line error."""
+    nd = len(shape)
+    if not -nd <= axis < nd:
+        raise ValueError(
+            f"axis={axis} is out of range for {name} with {nd} dimension(s) "
+            f"(shape {shape}); use -{nd} <= axis < {nd}"
+        )
+    return int(axis) % nd
+
+
 def check_axis(axis: Any, leaves: Leaves, paths: Sequence[str]) -> int:
     if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool):
         raise TypeError(f"axis must be an int, got {axis!r}")
     nd = len(leaves[0].shape)
     if nd == 0:
         raise ValueError(f"{paths[0]} is 0-dimensional; a scan needs at least one axis")
-    if not -nd <= axis < nd:
-        raise ValueError(
-            f"axis={axis} is out of range for {paths[0]} with {nd} dimension(s) "
-            f"(shape {tuple(leaves[0].shape)}); use -{nd} <= axis < {nd}"
-        )
-    ax = int(axis) % nd
+    ax = axis_in_range(axis, paths[0], tuple(leaves[0].shape))
     n = leaves[0].shape[ax]
     for leaf, path in zip(leaves, paths):
         shape = tuple(leaf.shape)

@@ -174,3 +174,23 @@ def test_a_users_wait_policy_is_left_alone():
         print(os.environ.get("OMP_WAIT_POLICY"))
     """
     assert _run(code, {"OMP_WAIT_POLICY": "ACTIVE"}) == "ACTIVE"
+
+
+def test_torch_thread_count_survives_propopt_in_either_order():
+    # numba's OpenMP layer shares torch's runtime, and starting the layer
+    # set the thread's OpenMP count to numba's pool size: torch's small ops
+    # then ran on all cores again (a torch loop of 13 ms took 0.2-2 s)
+    pytest.importorskip("torch")
+    for imports in ("import propopt as pp\nimport torch", "import torch\nimport propopt as pp"):
+        code = (
+            imports
+            + """
+import ctypes, os, numpy as np
+torch.set_num_threads(1)
+torch.exp(torch.ones(1 << 20))
+pp.topk(np.random.default_rng(0).normal(size=10**7).astype(np.float32), 1000)
+omp = ctypes.CDLL("libgomp.so.1", mode=os.RTLD_NOLOAD)
+print(omp.omp_get_max_threads(), torch.get_num_threads())
+"""
+        )
+        assert _run(code) == "1 1", imports

@@ -14,6 +14,12 @@ from numba import njit, prange
 
 from propopt.separability.expansions import l2l, l2p, m2l_many_scaled, m2m, p2m
 
+from ._walk import near_field
+
+# numba keys the on-disk cache of this file's kernels on this file alone: after editing
+# _walk.near_field (inlined into _near here), change this line so that they recompile.
+DEPENDS_ON = "_walk.near_field: psi, grad of the near bodies"
+
 
 @njit(cache=True)
 def geometry(x, y, z, w, e2, start, end, nxt, leaf):  # pragma: no cover - numba
@@ -139,8 +145,13 @@ def upward(pos, m, start, end, nxt, leaf, ctr, nodes, ptr, mono, trip, M):  # pr
 
 @njit(cache=True)
 def _grow(a, n):  # pragma: no cover - numba
+    # element loops, not ``b[:n] = a[:n]``: a slice assignment compiles
+    # numba's shape-mismatch message (string formatting), 2-3 s of the
+    # first call
     b = np.empty((2 * a.shape[0], a.shape[1]), a.dtype)
-    b[:n] = a[:n]
+    for i in range(n):
+        for j in range(a.shape[1]):
+            b[i, j] = a[i, j]
     return b
 
 
@@ -242,30 +253,11 @@ CHUNK = 64  # sources per batched M2L: two (nterms, 64) scratch blocks stay in L
 
 @njit(cache=True, fastmath=True, error_model="numpy")
 def _near(px, py, pz, e, nb, nq, c):  # pragma: no cover - numba
-    """Direct sum over the gathered near bodies ``nb[:, :nq]`` (a dense loop LLVM vectorizes).
+    """Direct sum over the gathered near bodies ``nb[:, :nq]``: :func:`._walk.near_field`.
 
     Arithmetic in ``c.dtype`` (``c = (0, 0.5, 1)``): float32 runs twice the SIMD lanes.
     """
-    psi = c[0]
-    gx = c[0]
-    gy = c[0]
-    gz = c[0]
-    zero = c[0]
-    half = c[1]
-    one = c[2]
-    for j in range(nq):
-        dx = nb[0, j] - px
-        dy = nb[1, j] - py
-        dz = nb[2, j] - pz
-        s2 = dx * dx + dy * dy + dz * dz + half * (e + nb[4, j])
-        inv = one / np.sqrt(s2) if s2 > zero else zero
-        f = nb[3, j] * inv
-        g = f * inv * inv
-        psi += f
-        gx += g * dx
-        gy += g * dy
-        gz += g * dz
-    return psi, gx, gy, gz
+    return near_field(px, py, pz, e, nb, nq, c)
 
 
 @njit(cache=True, parallel=True, error_model="numpy")

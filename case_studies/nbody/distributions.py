@@ -12,7 +12,7 @@ import numpy as np
 
 from .plummer import plummer_sphere
 
-__all__ = ["DISTRIBUTIONS", "clusters_and_disc", "plummer", "uniform_cube"]
+__all__ = ["DISTRIBUTIONS", "clusters_and_disc", "plummer_bodies", "uniform_cube"]
 
 
 def _check(n: int) -> int:
@@ -21,7 +21,7 @@ def _check(n: int) -> int:
     return int(n)
 
 
-def plummer(n: int, *, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def plummer_bodies(n: int, *, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """A Plummer sphere of scale radius 1 (:func:`~.plummer.plummer_sphere`)."""
     pos, _, m = plummer_sphere(_check(n), seed=seed)
     return pos, m
@@ -59,7 +59,7 @@ def uniform_cube(n: int, *, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 
 
 DISTRIBUTIONS: dict[str, Callable[..., tuple[np.ndarray, np.ndarray]]] = {
-    "plummer": plummer,
+    "plummer": plummer_bodies,
     "clusters+disc": clusters_and_disc,
     "cube": uniform_cube,
 }

@@ -50,7 +50,6 @@ import numpy as np
 
 from propopt import morton_order, threads
 from propopt.arrays import count, per_point, points
-from propopt.locality import bounding_box
 from propopt.separability.expansions import MAX_ORDER, expansion_tables
 
 from . import _fmm
@@ -258,12 +257,12 @@ def fmm(
     side = float(np.max(box[1] - box[0]))
     lexp, mexp = _unit_exponent(side), _unit_exponent(float(m.max()) if n else 1.0)
     Ps = np.ldexp(P - box[0], -lexp)
-    src = _tree(Ps, np.ldexp(m, -mexp), np.ldexp(e, -lexp) ** 2, leaf_size, _unit_box(Ps))
+    src = _tree(Ps, np.ldexp(m, -mexp), np.ldexp(e, -lexp) ** 2, leaf_size, _root_box(Ps))
     if T is None:
         tgt = src
     else:
         Ts = np.ldexp(T - box[0], -lexp)
-        tgt = _tree(Ts, np.ones(T.shape[0]), np.ldexp(te, -lexp) ** 2, leaf_size, _unit_box(Ts))
+        tgt = _tree(Ts, np.ones(T.shape[0]), np.ldexp(te, -lexp) ** 2, leaf_size, _root_box(Ts))
     mt = tgt["x"].shape[0]
     res = np.zeros((mt, 4))
     if mt and n:
@@ -286,15 +285,6 @@ def fmm(
     pot = np.empty(mt, dtype)
     pot[tgt["order"]] = p_user
     return acc, pot
-
-
-def _unit_box(P: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    if P.shape[0] == 0:
-        return np.zeros(3), np.ones(3)
-    lo, hi = bounding_box(P)
-    side = float((hi - lo)[0])
-    pad = 4 * np.finfo(np.float64).eps * max(side, float(np.abs(lo).max()), 1e-300)
-    return lo - pad, lo + side + 2 * pad
 
 
 def _items(tgt: dict, want: int) -> np.ndarray:

@@ -311,3 +311,54 @@ def convert(x: Any, dtype: Any) -> Any:
         cast = _jit.load_module(_CAST_SOURCE, "cuda_cast").cast
         cast[-(-flat.size // 256), 256](flat, out)
     return out.reshape(shape)
+
+
+_SHIFT_SOURCE = """
+from numba import cuda
+
+
+@cuda.jit
+def shift(src, starts, ident, step, dst):
+    # dst[a, i, b]: the identity ident[a, 0, b] where a segment starts, else src[a, i - step, b]
+    k = cuda.grid(1)
+    p, n, q = dst.shape
+    if k < p * n * q:
+        a = k // (n * q)
+        i = (k // q) % n
+        b = k % q
+        if starts[a, i, b]:
+            dst[a, i, b] = ident[a, 0, b]
+        else:
+            dst[a, i, b] = src[a, i - step, b]
+"""
+
+
+def shift(x: Any, starts: np.ndarray, ident: np.ndarray, axis: int, reverse: bool) -> Any:
+    """A device array of ``x``'s shape: the element before in scan order, ``ident`` at a start.
+
+    ``starts`` (host, bool, ``x``'s shape) marks the segment starts in scan
+    order; for ``reverse`` the element before is the one at ``i + 1``.
+    ``ident`` (host) has ``x``'s shape with length 1 along ``axis``.  This
+    turns an exclusive segmented scan into an inclusive one.
+    """
+    from numba import cuda
+
+    shape = tuple(int(d) for d in x.shape)
+    n = shape[axis]
+    p = int(np.prod(shape[:axis], dtype=np.int64))
+    q = int(np.prod(shape[axis + 1 :], dtype=np.int64))
+    dtype = np.dtype(x.dtype)
+    try:
+        src = x.reshape(p, n, q)
+    except (NotImplementedError, ValueError) as err:
+        raise ValueError(
+            "CUDA device arrays must be C-contiguous to be scanned; copy them first "
+            "(e.g. cuda.to_device(np.ascontiguousarray(host)))"
+        ) from err
+    out = cuda.device_array((p, n, q), dtype)
+    if p * n * q:
+        flags = cuda.to_device(np.ascontiguousarray(starts, dtype=np.uint8).reshape(p, n, q))
+        e = cuda.to_device(np.ascontiguousarray(ident, dtype=dtype).reshape(p, 1, q))
+        kernel = _jit.load_module(_SHIFT_SOURCE, "cuda_shift").shift
+        kernel[-(-(p * n * q) // 256), 256](src, flags, e, -1 if reverse else 1, out)
+    return out.reshape(shape)

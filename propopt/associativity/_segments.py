@@ -44,11 +44,6 @@ def prepare(
     shape = tuple(int(d) for d in leaves[0].shape)
     n = shape[axis]
     r = _checked(reset, shape, axis, kind)
-    if exclusive and kind == _dispatch.CUDA:
-        raise ValueError(
-            "reset= with exclusive=True is not available for CUDA device arrays; pass torch "
-            "CUDA tensors, or scan inclusively and shift"
-        )
     lib = _Lib(kind)
     if n > 0:
         r = _scan_order(r, axis, reverse, lib)
@@ -173,6 +168,13 @@ def _scan_order(r: Any, axis: int, reverse: bool, lib: _Lib) -> Any:
 def _shifted(x: Any, e: Any, r: Any, axis: int, reverse: bool, lib: _Lib) -> Any:
     """The element before in scan order, and the identity ``e`` at each segment start."""
     n = x.shape[axis]
+    if lib.kind == _dispatch.CUDA:  # numba device arrays: one small kernel, no host copy of x
+        from . import _cuda
+
+        shape = tuple(int(d) for d in x.shape)
+        one = shape[:axis] + (1,) + shape[axis + 1 :]
+        starts = np.broadcast_to(_host(r), shape)
+        return _cuda.shift(x, starts, np.broadcast_to(_host(e), one), axis, reverse)
     e = lib.own(e, x) if lib.kind != _dispatch.NUMPY else np.asarray(e)
     if reverse:
         prev = lib.concat([take(x, 1, None, None, axis), e], axis)

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from .. import _dispatch
+from .._validate import axis_in_range
 from ._topk_backends import BACKENDS, METHODS, TopKPlan, choose
 from ._topk_checks import NanPolicy, check_dtype, check_k, check_nan, score_dtype
 from ._topk_summary import TopK, merge_topk
@@ -136,12 +137,7 @@ def topk(
         return _into(out, v.reshape(()), i.reshape(()))
     if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
         raise TypeError(f"axis must be an int, got {axis!r}")
-    if not -nd <= axis < nd:
-        raise ValueError(
-            f"axis={axis} is out of range for x with {nd} dimension(s) (shape "
-            f"{tuple(x.shape)}); use -{nd} <= axis < {nd}"
-        )
-    ax = int(axis) % nd
+    ax = axis_in_range(axis, "x", tuple(x.shape))
     plan = TopKPlan(x, k, ax, bool(largest), nanbig, bool(sorted), kind)
     backend = choose(method, plan)
     check_dtype(score_dtype(x))

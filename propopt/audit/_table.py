@@ -20,6 +20,8 @@ import numpy as np
 
 from .. import _validate
 from ..associativity.monoid import Monoid
+from ._separability import check_decay, check_low_rank
+from ._symmetry import check_symmetric
 
 PROPERTIES = ("associativity", "separability", "locality", "sparsity", "redundancy", "symmetry")
 KINDS = ("auto", "operator", "pair", "kernel")
@@ -231,8 +233,6 @@ def _values(f: Callable[[Any, Any], Any], xi: np.ndarray, xj: np.ndarray) -> np.
 
 
 def _pair_rows(f: Any, dim: int, rng: np.random.Generator, kind: str) -> list[Verdict]:
-    from . import check_decay, check_low_rank, check_symmetric
-
     n = 2000
     xi, xj = rng.uniform(-1, 1, (n, dim)), rng.uniform(-1, 1, (n, dim))
     v = _values(f, xi, xj)

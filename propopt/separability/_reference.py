@@ -1,18 +1,8 @@
-"""Slow, obviously-correct float64 references for the tests: direct sums, brute-force moments."""
+"""Slow, obviously-correct float64 references for the tests: brute-force moments, dense SVD."""
 
 from __future__ import annotations
 
 import numpy as np
-
-
-def direct_field(pos, mass, targets, softening=0.0):
-    """``(acc (t, 3), pot (t,))`` of point masses at targets by the O(n t) double sum (G = 1)."""
-    d = targets[:, None, :] - pos[None, :, :]
-    s2 = np.einsum("tjk,tjk->tj", d, d) + softening**2
-    inv = 1.0 / np.sqrt(s2)
-    pot = -(inv * mass).sum(axis=1)
-    acc = -np.einsum("tj,tjk->tk", mass * inv**3, d)
-    return acc, pot
 
 
 def brute_moments(pos, mass):

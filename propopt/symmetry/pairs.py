@@ -25,7 +25,7 @@ from __future__ import annotations
 import numbers
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
@@ -104,29 +104,63 @@ def _cuda_run(p: PairPlan) -> np.ndarray:
     return _cuda.pair_sum(p.kernel, p.X, p.w, p.args, p.k, p.scalar, p.signs, p.T, p.tile)
 
 
-BACKENDS: dict[tuple[str, str], Callable[[PairPlan], np.ndarray]] = {
-    ("halved", "cpu"): _halved_cpu,
-    ("full", "cpu"): _full_cpu(untiled=False),
-    ("untiled", "cpu"): _full_cpu(untiled=True),
-    ("reference", "cpu"): _reference_cpu,
-    ("halved", "cuda"): _cuda_run,  # each unordered pair once, in shared-memory tiles
-    ("full", "cuda"): _cuda_run,  # separate targets: each (target, source) pair once
-}
-"""Every (algorithm, device) that runs, by key."""
+class Backend(NamedTuple):
+    """One way to run a pair sum: what it refuses, and the run."""
+
+    refuse: Callable[[PairPlan], Exception | None]
+    run: Callable[[PairPlan], np.ndarray]
 
 
-def accepts(method: str, device: str, targets: bool) -> str | None:
-    """Why ``(method, device)`` cannot run (a one-line reason), or None."""
-    if (method, device) not in BACKENDS:
-        return f"method={method!r} does not run on device={device!r}"
-    if targets and method == "halved":
-        return (
+def _takes_any(p: PairPlan) -> Exception | None:
+    return None
+
+
+def _refuse_targets(p: PairPlan) -> Exception | None:
+    if p.T is not None:
+        return ValueError(
             "method='halved' needs the pairs of one point set; with targets= each (target, "
             "source) pair is visited once anyway: use method='full' or 'auto'"
         )
-    if not targets and device == "cuda" and method == "full":
-        return "device='cuda' halves the pairs of one point set: use method='halved' or 'auto'"
     return None
+
+
+def _refuse_one_set_on_cuda(p: PairPlan) -> Exception | None:
+    if p.T is None:
+        return ValueError(
+            "device='cuda' halves the pairs of one point set: use method='halved' or 'auto'"
+        )
+    return None
+
+
+BACKENDS: dict[tuple[str, str], Backend] = {
+    ("halved", "cpu"): Backend(_refuse_targets, _halved_cpu),
+    ("full", "cpu"): Backend(_takes_any, _full_cpu(untiled=False)),
+    ("untiled", "cpu"): Backend(_takes_any, _full_cpu(untiled=True)),
+    ("reference", "cpu"): Backend(_takes_any, _reference_cpu),
+    # each unordered pair once, in shared-memory tiles
+    ("halved", "cuda"): Backend(_refuse_targets, _cuda_run),
+    # separate targets: each (target, source) pair once
+    ("full", "cuda"): Backend(_refuse_one_set_on_cuda, _cuda_run),
+}
+"""Every (algorithm, device) that runs, by key."""
+
+AUTO: tuple[str, ...] = ("halved", "full")
+"""``method='auto'``: the first of these that accepts, on the device chosen."""
+
+
+def choose(method: str, device: str, plan: PairPlan) -> tuple[str, str]:
+    """The backend for ``(method, device)`` ('auto': the first of :data:`AUTO` that accepts)."""
+    if method == "auto":
+        for name in AUTO:
+            if BACKENDS[name, device].refuse(plan) is None:
+                return name, device
+        raise AssertionError("no pair-sum backend accepts this plan")
+    if (method, device) not in BACKENDS:
+        raise ValueError(f"method={method!r} does not run on device={device!r}")
+    err = BACKENDS[method, device].refuse(plan)
+    if err is not None:
+        raise err
+    return method, device
 
 
 def weights_of(weights: Any, n: int, name: str = "weights") -> np.ndarray:
@@ -300,21 +334,18 @@ def pairwise_sum(
     args = _check_args(args)
     k, scalar = _shape_of(kernel, X, args)
     signs = signs_of(symmetry, k)
-    if method == "auto":
-        method = "full" if T is not None else "halved"
     if device == "auto":
         device = "cuda" if on_gpu else "cpu"
-    reason = accepts(method, device, T is not None)
-    if reason is not None:
-        raise ValueError(reason)
+    plan = PairPlan(kernel, X, w, args, k, scalar, signs, T, None)
+    key = choose(method, device, plan)
     if tile is not None:
-        tile = _check_tile(tile)
+        plan.tile = _check_tile(tile)
     m = n if T is None else T.shape[0]
     out: np.ndarray
     if m == 0 or n == 0:
         out = np.zeros((m, k))
     else:
-        out = BACKENDS[method, device](PairPlan(kernel, X, w, args, k, scalar, signs, T, tile))
+        out = BACKENDS[key].run(plan)
     out = out.astype(X.dtype, copy=False)
     return out[:, 0] if scalar else out
 

@@ -259,11 +259,29 @@ def test_cuda_matches_the_loop(name):
     m = getattr(pp, name)
     with _cuda.tiles(threads=8, items=2):
         for reverse in (False, True):
-            out = pp.associative_scan(m, [cuda.to_device(e) for e in elems], reset=starts,
-                                      reverse=reverse)  # fmt: skip
-            close([o.copy_to_host() for o in out], loop(name, elems, starts, reverse=reverse))
-    with pytest.raises(ValueError, match="exclusive=True is not available for CUDA device"):
-        pp.associative_scan(m, [cuda.to_device(e) for e in elems], reset=starts, exclusive=True)
+            for exclusive in (False, True):
+                kw = dict(reverse=reverse, exclusive=exclusive)
+                out = pp.associative_scan(m, [cuda.to_device(e) for e in elems], reset=starts,
+                                          **kw)  # fmt: skip
+                close([o.copy_to_host() for o in out], loop(name, elems, starts, **kw), str(kw))
+
+
+@pytest.mark.slow
+def test_cuda_exclusive_along_axis_0_of_a_2d_array():
+    # segments along axis 0 of a (n, 3) device array: the identity is a (1, 3) row
+    cuda = pytest.importorskip("numba.cuda")
+    from propopt.associativity import _cuda
+
+    rng = np.random.default_rng(8)
+    x = rng.uniform(0, 1, (21, 3))
+    starts = starts_of([4, 9, 1, 7])
+    with _cuda.tiles(threads=4, items=2):
+        for reverse in (False, True):
+            out = pp.associative_scan(pp.add, cuda.to_device(x), axis=0, reset=starts,
+                                      exclusive=True, reverse=reverse)  # fmt: skip
+            for j in range(3):
+                ref = loop("add", [x[:, j]], starts, reverse=reverse, exclusive=True)[0]
+                np.testing.assert_allclose(out.copy_to_host()[:, j], ref, rtol=RTOL, atol=1e-14)
 
 
 @pytest.mark.slow
@@ -271,9 +289,10 @@ def test_cuda_matches_the_loop(name):
 @given(
     lengths=st.lists(st.integers(1, 9), min_size=1, max_size=6),
     reverse=st.booleans(),
+    exclusive=st.booleans(),
     seed=st.integers(0, 2**16),
 )
-def test_cuda_segmented_scan_equals_each_segment_alone(lengths, reverse, seed):
+def test_cuda_segmented_scan_equals_each_segment_alone(lengths, reverse, exclusive, seed):
     cuda = pytest.importorskip("numba.cuda")
     from propopt.associativity import _cuda
 
@@ -281,10 +300,12 @@ def test_cuda_segmented_scan_equals_each_segment_alone(lengths, reverse, seed):
     a, b = draw("linear_recurrence", sum(lengths), rng)
     with _cuda.tiles(threads=4, items=2):
         out = pp.associative_scan(pp.linear_recurrence, [cuda.to_device(a), cuda.to_device(b)],
-                                  reset=starts_of(lengths), reverse=reverse)  # fmt: skip
+                                  reset=starts_of(lengths), reverse=reverse,
+                                  exclusive=exclusive)  # fmt: skip
     parts, s = [], 0
     for n in lengths:
         parts.append(pp.associative_scan(pp.linear_recurrence, [a[s : s + n], b[s : s + n]],
-                                         method="reference", reverse=reverse))  # fmt: skip
+                                         method="reference", reverse=reverse,
+                                         exclusive=exclusive))  # fmt: skip
         s += n
     close([o.copy_to_host() for o in out], [np.concatenate([p[i] for p in parts]) for i in (0, 1)])

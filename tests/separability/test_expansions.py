@@ -10,18 +10,13 @@ from hypothesis import strategies as st
 
 from propopt.separability import expansion_tables
 from propopt.separability import expansions as E
+from tests.oracles import gravity
 
 
 def _direct(targets, src, m, eps2):
-    """psi = sum m / s and grad psi at each target: a plain float64 loop over sources."""
-    psi = np.zeros(len(targets))
-    grad = np.zeros((len(targets), 3))
-    for j in range(len(src)):
-        d = targets - src[j]
-        s = np.sqrt((d * d).sum(1) + eps2)
-        psi += m[j] / s
-        grad -= (m[j] / s**3)[:, None] * d
-    return psi, grad
+    """psi = sum m / s and grad psi at each target, by the float64 oracle (psi = -potential)."""
+    acc, pot = gravity(src, m, eps2, targets, eps2)
+    return -pot, acc
 
 
 def _multipole(src, m, c, tab):

@@ -183,8 +183,8 @@ def test_algorithm_and_device_are_chosen_apart():
         pairwise_sum(soft_inverse, X, method="full", device="cuda")
     # every algorithm that runs on the CPU gives the reference's sums
     want = pairwise_sum(soft_inverse, X, method="reference")
-    for (method, device), run in pairs.BACKENDS.items():
-        assert callable(run)
+    for (method, device), backend in pairs.BACKENDS.items():
+        assert callable(backend.run) and callable(backend.refuse)
         if device == "cpu":
             got = pairwise_sum(soft_inverse, X, method=method, device="cpu")
             np.testing.assert_allclose(got, want, rtol=1e-12)

@@ -7,26 +7,13 @@ import pytest
 
 from case_studies.nbody import fmm, fmm_parameters
 from case_studies.nbody.distributions import DISTRIBUTIONS
+from tests.oracles import gravity
 
 
 def _direct(pos, m, eps, targets=None, target_eps=None):
-    """Softened field by a float64 loop over sources (pair eps^2 = mean of squares)."""
-    pos = np.asarray(pos, float)
-    T = pos if targets is None else np.asarray(targets, float)
-    e2s = np.broadcast_to(np.asarray(eps, float) ** 2, len(pos))
-    e2t = e2s if targets is None else np.broadcast_to(np.asarray(target_eps, float) ** 2, len(T))
-    acc = np.zeros((len(T), 3))
-    pot = np.zeros(len(T))
-    for j in range(len(pos)):
-        d = pos[j] - T
-        s2 = (d * d).sum(1) + 0.5 * (e2t + e2s[j])
-        if targets is None:
-            s2[j] = np.inf  # no self-interaction
-        inv = np.zeros_like(s2)
-        inv[s2 > 0] = 1.0 / np.sqrt(s2[s2 > 0])  # coincident and unsoftened: no force
-        acc += (m[j] * inv**3)[:, None] * d
-        pot -= m[j] * inv
-    return acc, pot
+    """Softened field by the float64 oracle (pair eps^2 = mean of squares)."""
+    te2 = None if targets is None else np.asarray(target_eps, float) ** 2
+    return gravity(pos, m, np.asarray(eps, float) ** 2, targets, te2)
 
 
 def _relerr(a, b):
