@@ -43,11 +43,19 @@ import numpy as np
 from numba import njit, prange
 
 from ._exp import fexp
-from ._lanes import VL, prefetch, prefetch_w, token_update, transpose_block
+from ._lanes import (
+    VL,
+    finish_update,
+    prefetch,
+    prefetch_w,
+    token_io_update,
+    token_update,
+    transpose_block,
+)
 
 #: numba keys its on-disk cache on this file only: change this line when
 #: editing what the kernels compile in from ``_exp`` or ``_lanes``.
-DEPENDS_ON = "_lanes: token_lanes, transpose16; _exp: fexp"
+DEPENDS_ON = "_lanes: token_lanes, token_io, transpose16, finish_block, prefetch; _exp: fexp"
 
 #: Tokens per checkpoint of the forward state, kept for the backward.  The
 #: backward's per-thread buffers are 2 * CHUNK * d_state numbers (8 KiB at
@@ -249,6 +257,14 @@ def forward_lanes(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, scale_b, h0
         yb = np.empty((tile, W), dtype=u.dtype)
         ybt = np.empty((W, tile), dtype=u.dtype)
         line = max(1, 64 // u.itemsize)  # elements per cache line
+        # Without the softplus (a libm call), float32 tokens go through
+        # _lanes.token_io, which adds the bias, scales by dt, and (in this
+        # token-major layout) reads and writes the rows in place.
+        fused = not softplus and u.itemsize == 4
+        db = delta[b]
+        ub = u[b]
+        ob = out[b]
+        zb = z[b if has_z else 0]
         for t0 in range(0, L, tile):
             for q in range(nq):
                 d0 = (q0 + q) * W
@@ -285,10 +301,30 @@ def forward_lanes(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, scale_b, h0
                                 prefetch_w(out[b], pd0 + j, pt + c)
                                 if has_z:
                                     prefetch(z[b], pd0 + j, pt + c)
+                if fused and token_major:
+                    for k in range(m):
+                        if packed and starts[b, t0 + k]:  # a sequence starts: from zero
+                            h[:] = zero
+                        token_io_update(h, AT, db, ub, ob, zb, t0 + k, d0, bias, Dv, d0,
+                                        Bg[bb, gb, t0 + k], Cg[bc, gc, t0 + k], scale_b,
+                                        True, has_z)  # fmt: skip
+                    continue
+                full = m == tile and tile % VL == 0
                 # Rows as 1-D views: the inner loops then index from 0 with no
                 # wraparound test and vectorize (2-3x less time than 3-D indexing).
                 bw = bias[d0 : d0 + W]
-                if token_major:  # (batch, L, dim): channels are contiguous
+                if fused and full:  # (batch, dim, L): 16 x 16 transposes, bias added later
+                    for j in range(0, W, VL):
+                        for k in range(0, m, VL):
+                            transpose_block(db, d0 + j, t0 + k, dtb, k, j)
+                            transpose_block(ub, d0 + j, t0 + k, dub, k, j)
+                    for k in range(m):
+                        if packed and starts[b, t0 + k]:
+                            h[:] = zero
+                        token_io_update(h, AT, dtb, dub, yb, yb, k, 0, bias, Dv, d0,
+                                        Bg[bb, gb, t0 + k], Cg[bc, gc, t0 + k], scale_b,
+                                        False, False)  # fmt: skip
+                elif token_major:  # (batch, L, dim): channels are contiguous
                     for k in range(m):
                         drow = delta[b, t0 + k, d0 : d0 + W]
                         urow = u[b, t0 + k, d0 : d0 + W]
@@ -297,11 +333,11 @@ def forward_lanes(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, scale_b, h0
                         for j in range(W):
                             dk[j] = drow[j] + bw[j]
                             uk[j] = urow[j]
-                elif m == tile and tile % VL == 0:  # (batch, dim, L): 16 x 16 transposes
+                elif full:  # (batch, dim, L): 16 x 16 transposes
                     for j in range(0, W, VL):
                         for k in range(0, m, VL):
-                            transpose_block(delta[b], d0 + j, t0 + k, dtb, k, j)
-                            transpose_block(u[b], d0 + j, t0 + k, dub, k, j)
+                            transpose_block(db, d0 + j, t0 + k, dtb, k, j)
+                            transpose_block(ub, d0 + j, t0 + k, dub, k, j)
                     for k in range(m):
                         dk = dtb[k]
                         for j in range(W):
@@ -314,24 +350,25 @@ def forward_lanes(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, scale_b, h0
                         for k in range(m):
                             dtb[k, j] = drow[k] + bj
                             dub[k, j] = urow[k]
-                # Separate loops, so that the libm call of the softplus does not
-                # keep the plain case from vectorizing.
-                if softplus:
-                    for k in range(m):
-                        for j in range(W):
-                            dtb[k, j] = _dt(dtb[k, j], True)
-                if scale_b:
-                    for k in range(m):
-                        for j in range(W):
-                            dub[k, j] *= dtb[k, j]
-                for k in range(m):
-                    if packed and starts[b, t0 + k]:  # a sequence starts: from zero
-                        for n in range(N):
-                            hz = h[n]
+                if not (fused and full):
+                    # Separate loops, so that the libm call of the softplus does
+                    # not keep the plain case from vectorizing.
+                    if softplus:
+                        for k in range(m):
                             for j in range(W):
-                                hz[j] = zero
-                    token_update(h, AT, dtb[k], dub[k], yb[k], Bg[bb, gb, t0 + k],
-                                 Cg[bc, gc, t0 + k])  # fmt: skip
+                                dtb[k, j] = _dt(dtb[k, j], True)
+                    if scale_b:
+                        for k in range(m):
+                            for j in range(W):
+                                dub[k, j] *= dtb[k, j]
+                    for k in range(m):
+                        if packed and starts[b, t0 + k]:  # a sequence starts: from zero
+                            for n in range(N):
+                                hz = h[n]
+                                for j in range(W):
+                                    hz[j] = zero
+                        token_update(h, AT, dtb[k], dub[k], yb[k], Bg[bb, gb, t0 + k],
+                                     Cg[bc, gc, t0 + k])  # fmt: skip
                 Dw = Dv[d0 : d0 + W]
                 if token_major:
                     for k in range(m):
@@ -346,8 +383,12 @@ def forward_lanes(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, scale_b, h0
                         else:
                             for j in range(W):
                                 orow[j] = yk[j] + Dw[j] * urow[j]
+                elif fused and full:
+                    for j in range(0, W, VL):  # each row's 4 * tile bytes in a run
+                        for k in range(0, m, VL):
+                            finish_update(yb, k, j, ub, zb, ob, d0, t0, Dv, has_z)
                 else:
-                    if m == tile and tile % VL == 0:
+                    if full:
                         for k in range(0, m, VL):
                             for j in range(0, W, VL):
                                 transpose_block(yb, k, j, ybt, j, k)

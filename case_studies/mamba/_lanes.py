@@ -30,6 +30,7 @@ from llvmlite import ir
 from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic, overload
+from numba.np.numpy_support import as_dtype
 
 from . import _exp as E
 from ._exp import fexp
@@ -163,7 +164,11 @@ def exp_sum_update(acc: Any, at: Any, dr: Any) -> None:
             acc[n, j] += fexp(dr[j] * at[n, j])
 
 
-@overload(exp_sum_update, jit_options={"fastmath": {"contract", "reassoc", "nsz", "arcp"}})
+@overload(
+    exp_sum_update,
+    inline="always",
+    jit_options={"fastmath": {"contract", "reassoc", "nsz", "arcp"}},
+)
 def _exp_sum_update_impl(acc, at, dr):  # type: ignore[no-untyped-def]
     if all(_is_f32_c(t, nd) for t, nd in ((acc, 2), (at, 2), (dr, 1))):
 
@@ -195,7 +200,9 @@ def token_update(h: Any, at: Any, dr: Any, ur: Any, yr: Any, Brow: Any, Crow: An
             yr[j] += hn * Crow[n]
 
 
-@overload(token_update, jit_options={"fastmath": {"contract", "reassoc", "nsz", "arcp"}})
+@overload(
+    token_update, inline="always", jit_options={"fastmath": {"contract", "reassoc", "nsz", "arcp"}}
+)
 def _token_update_impl(h, at, dr, ur, yr, Brow, Crow):  # type: ignore[no-untyped-def]
     shapes = ((h, 2), (at, 2), (dr, 1), (ur, 1), (yr, 1), (Brow, 1), (Crow, 1))
     if all(_is_f32_c(t, nd) for t, nd in shapes):
@@ -222,6 +229,21 @@ def _token_update_impl(h, at, dr, ur, yr, Brow, Crow):  # type: ignore[no-untype
     return loops
 
 
+def _transpose_regs(builder: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
+    """The transpose of ``VL`` vectors of ``VL`` lanes (element ``[c][i]`` -> ``[i][c]``)."""
+    i32 = ir.IntType(32)
+    half = VL // 2
+    lo = ir.Constant(ir.VectorType(i32, VL), [x for i in range(half) for x in (i, VL + i)])
+    hi = ir.Constant(ir.VectorType(i32, VL), [x for i in range(half, VL) for x in (i, VL + i)])
+    for _ in range(VL.bit_length() - 1):  # log2(VL) rounds of the perfect shuffle
+        new = []
+        for i in range(half):
+            new.append(builder.shuffle_vector(rows[i], rows[i + half], lo))
+            new.append(builder.shuffle_vector(rows[i], rows[i + half], hi))
+        rows = new
+    return rows
+
+
 @intrinsic
 def transpose16(typingctx, src, r0, c0, dst, k0, j0):  # type: ignore[no-untyped-def]
     """``dst[k0 + i, j0 + c] = src[r0 + c, c0 + i]`` for ``i, c < 16`` (float32, 2-D, C order).
@@ -241,7 +263,6 @@ def transpose16(typingctx, src, r0, c0, dst, k0, j0):  # type: ignore[no-untyped
         sa = context.make_array(signature.args[0])(context, builder, args[0])
         da = context.make_array(signature.args[3])(context, builder, args[3])
         i64 = ir.IntType(64)
-        i32 = ir.IntType(32)
         i8p = ir.IntType(8).as_pointer()
         vt = ir.VectorType(ir.FloatType(), VL)
         vp = vt.as_pointer()
@@ -258,16 +279,7 @@ def transpose16(typingctx, src, r0, c0, dst, k0, j0):  # type: ignore[no-untyped
             builder.load(row_ptr(sa, s0, s1, builder.add(r0v, ir.Constant(i64, c)), c0v), align=4)
             for c in range(VL)
         ]
-        half = VL // 2
-        lo = ir.Constant(ir.VectorType(i32, VL), [x for i in range(half) for x in (i, VL + i)])
-        hi = ir.Constant(ir.VectorType(i32, VL),
-                         [x for i in range(half, VL) for x in (i, VL + i)])  # fmt: skip
-        for _ in range(VL.bit_length() - 1):  # log2(VL) rounds of the perfect shuffle
-            new = []
-            for i in range(half):
-                new.append(builder.shuffle_vector(rows[i], rows[i + half], lo))
-                new.append(builder.shuffle_vector(rows[i], rows[i + half], hi))
-            rows = new
+        rows = _transpose_regs(builder, rows)
         for i in range(VL):
             builder.store(rows[i], row_ptr(da, d0, d1, builder.add(k0v, ir.Constant(i64, i)), j0v),
                           align=4)  # fmt: skip
@@ -284,7 +296,7 @@ def transpose_block(src: Any, r0: int, c0: int, dst: Any, k0: int, j0: int) -> N
             dst[k0 + i, j0 + c] = src[r0 + c, c0 + i]
 
 
-@overload(transpose_block)
+@overload(transpose_block, inline="always")
 def _transpose_block_impl(src, r0, c0, dst, k0, j0):  # type: ignore[no-untyped-def]
     if all(_is_f32_c(t, 2) for t in (src, dst)):
 
@@ -337,3 +349,268 @@ def _prefetcher(write: int) -> Any:
 prefetch = _prefetcher(0)
 #: The same, for a line about to be written.
 prefetch_w = _prefetcher(1)
+
+
+@intrinsic
+def token_io(typingctx, h, at, dsrc, usrc, osrc, zsrc, r, c, bias, Dv, e0, Brow, Crow,
+             scale_b, finish, has_z):  # type: ignore[no-untyped-def]  # fmt: skip
+    """One token for ``W`` channels, reading and writing rows in place (float32, C order).
+
+    With ``j < W``, ``dt = dsrc[r, c + j] + bias[e0 + j]``, ``uj = usrc[r, c + j]`` and
+    ``du = dt uj`` (``scale_b``) or ``uj``, the update of :func:`token_lanes`; then
+    ``osrc[r, c + j]`` is ``y`` or, with ``finish``, ``y + Dv[e0 + j] uj``, times
+    ``silu(zsrc[r, c + j])`` when ``has_z`` -- the operations of the numba loops
+    of ``forward_lanes``, without their tile buffers.
+    """
+    arrays2 = (h, at, dsrc, usrc, osrc, zsrc)
+    if not all(_is_f32_c(t, 2) for t in arrays2) or not all(
+        _is_f32_c(t, 1) for t in (bias, Dv, Brow, Crow)
+    ) or not all(isinstance(t, types.Integer) for t in (r, c, e0)) or not all(
+        isinstance(t, types.Boolean) for t in (scale_b, finish, has_z)
+    ):  # fmt: skip
+        return None
+    sig = types.void(h, at, dsrc, usrc, osrc, zsrc, r, c, bias, Dv, e0, Brow, Crow, scale_b,
+                     finish, has_z)  # fmt: skip
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        st = signature.args
+        arr = {i: context.make_array(st[i])(context, builder, args[i])
+               for i in (0, 1, 2, 3, 4, 5, 8, 9, 11, 12)}  # fmt: skip
+        rv, cv, ev = (context.cast(builder, args[i], st[i], types.int64) for i in (6, 7, 10))
+        sb, fin, hz = args[13], args[14], args[15]
+        N, W = cgutils.unpack_tuple(builder, arr[0].shape, 2)
+        f32 = ir.FloatType()
+        vt = ir.VectorType(f32, VL)
+        vp = vt.as_pointer()
+        i64 = ir.IntType(64)
+        i32 = ir.IntType(32)
+        i8p = ir.IntType(8).as_pointer()
+        fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vt, [vt] * 3),
+                                             f"llvm.fmuladd.v{VL}f32")  # fmt: skip
+        yacc = cgutils.alloca_once(builder, vt)
+        ph, pa, pB, pC = (arr[i].data for i in (0, 1, 11, 12))
+
+        def row(i: int) -> ir.Value:  # &src[r, c] as float*
+            s0 = cgutils.unpack_tuple(builder, arr[i].strides, 2)[0]
+            p = builder.gep(builder.bitcast(arr[i].data, i8p), [builder.mul(rv, s0)])
+            return builder.gep(builder.bitcast(p, f32.as_pointer()), [cv])
+
+        pd, pu, po, pz = (row(i) for i in (2, 3, 4, 5))
+        pbias = builder.gep(arr[8].data, [ev])
+        pD = builder.gep(arr[9].data, [ev])
+
+        def vptr(ptr: ir.Value, idx: ir.Value) -> ir.Value:
+            return builder.bitcast(builder.gep(ptr, [idx]), vp)
+
+        def bcast(ptr: ir.Value, idx: ir.Value) -> ir.Value:
+            s = builder.load(builder.gep(ptr, [idx]))
+            v = builder.insert_element(ir.Constant(vt, ir.Undefined), s, ir.Constant(i32, 0))
+            return builder.shuffle_vector(v, ir.Constant(vt, ir.Undefined), _splat(
+                ir.VectorType(i32, VL), 0))  # fmt: skip
+
+        def add(a: ir.Value, b: ir.Value) -> ir.Value:
+            return builder.fadd(a, b, flags=("contract",))
+
+        def mul(a: ir.Value, b: ir.Value) -> ir.Value:
+            return builder.fmul(a, b, flags=("contract",))
+
+        nv = builder.udiv(W, ir.Constant(i64, VL))
+        with cgutils.for_range(builder, nv) as lv:
+            j = builder.mul(lv.index, ir.Constant(i64, VL))
+            d = add(builder.load(vptr(pd, j), align=4), builder.load(vptr(pbias, j), align=4))
+            uj = builder.load(vptr(pu, j), align=4)
+            du = builder.select(sb, mul(d, uj), uj)
+            builder.store(_splat(vt, 0.0), yacc)
+            with cgutils.for_range(builder, N) as ln:
+                off = builder.add(builder.mul(ln.index, W), j)
+                a = builder.load(vptr(pa, off), align=4)
+                e = _vexp(builder, mul(d, a), vt)
+                hq = vptr(ph, off)
+                ub = mul(du, bcast(pB, ln.index))
+                hn = builder.call(fma, [e, builder.load(hq, align=4), ub])
+                builder.store(hn, hq, align=4)
+                y = builder.call(fma, [hn, bcast(pC, ln.index), builder.load(yacc)])
+                builder.store(y, yacc)
+            y = builder.load(yacc)
+            with builder.if_then(fin):
+                o = add(y, mul(builder.load(vptr(pD, j), align=4), uj))
+                builder.store(o, yacc)
+                with builder.if_then(hz):
+                    zt = builder.load(vptr(pz, j), align=4)
+                    one = _splat(vt, 1.0)
+                    sg = builder.fdiv(zt, add(one, _vexp(builder, builder.fneg(zt), vt)),
+                                      flags=("contract", "arcp"))  # fmt: skip
+                    builder.store(mul(o, sg), yacc)
+            builder.store(builder.load(yacc), vptr(po, j), align=4)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+def token_io_update(h: Any, at: Any, dsrc: Any, usrc: Any, osrc: Any, zsrc: Any, r: int,
+                    c: int, bias: Any, Dv: Any, e0: int, Brow: Any, Crow: Any, scale_b: bool,
+                    finish: bool, has_z: bool) -> None:  # fmt: skip
+    """:func:`token_io` in float32, else the same in numba loops (one channel at a time)."""
+    N, W = h.shape
+    for j in range(W):
+        dt = dsrc[r, c + j] + bias[e0 + j]
+        uj = usrc[r, c + j]
+        du = dt * uj if scale_b else uj
+        y = 0.0
+        for n in range(N):
+            hn = fexp(dt * at[n, j]) * h[n, j] + du * Brow[n]
+            h[n, j] = hn
+            y += hn * Crow[n]
+        if finish:
+            y = y + Dv[e0 + j] * uj
+            if has_z:
+                zt = zsrc[r, c + j]
+                y = y * (zt / (1.0 + fexp(-zt)))
+        osrc[r, c + j] = y
+
+
+@overload(
+    token_io_update,
+    inline="always",
+    jit_options={"fastmath": {"contract", "reassoc", "nsz", "arcp"}},
+)
+def _token_io_update_impl(h, at, dsrc, usrc, osrc, zsrc, r, c, bias, Dv, e0, Brow, Crow,
+                          scale_b, finish, has_z):  # type: ignore[no-untyped-def]  # fmt: skip
+    if all(_is_f32_c(t, 2) for t in (h, at, dsrc, usrc, osrc, zsrc)) and all(
+        _is_f32_c(t, 1) for t in (bias, Dv, Brow, Crow)
+    ):
+
+        def vec(h, at, dsrc, usrc, osrc, zsrc, r, c, bias, Dv, e0, Brow, Crow, scale_b,
+                finish, has_z):  # type: ignore[no-untyped-def]  # fmt: skip
+            token_io(h, at, dsrc, usrc, osrc, zsrc, r, c, bias, Dv, e0, Brow, Crow, scale_b,
+                     finish, has_z)  # fmt: skip
+
+        return vec
+
+    one = as_dtype(h.dtype).type(1)
+    zero = as_dtype(h.dtype).type(0)
+
+    def loops(h, at, dsrc, usrc, osrc, zsrc, r, c, bias, Dv, e0, Brow, Crow, scale_b,
+              finish, has_z):  # type: ignore[no-untyped-def]  # fmt: skip
+        N, W = h.shape
+        for j in range(W):
+            dt = dsrc[r, c + j] + bias[e0 + j]
+            uj = usrc[r, c + j]
+            du = dt * uj if scale_b else uj
+            y = zero
+            for n in range(N):
+                hn = fexp(dt * at[n, j]) * h[n, j] + du * Brow[n]
+                h[n, j] = hn
+                y += hn * Crow[n]
+            if finish:
+                y = y + Dv[e0 + j] * uj
+                if has_z:
+                    zt = zsrc[r, c + j]
+                    y = y * (zt / (one + fexp(-zt)))
+            osrc[r, c + j] = y
+
+    return loops
+
+
+@intrinsic
+def finish_block(typingctx, yb, k0, j0, u2, z2, o2, d0, t0, Dv, has_z):  # type: ignore[no-untyped-def]
+    """Outputs of a 16 x 16 block in the channel-major layout, from token-major ``y``::
+
+        o2[d0 + j0 + c, t0 + k0 + i] = (yb[k0 + i, j0 + c] + Dv[d0 + j0 + c]
+                                         * u2[d0 + j0 + c, t0 + k0 + i]) (* silu(z2[...]))
+
+    for ``i, c < 16`` (float32, C order): ``yb`` transposed in registers, then the
+    numba loops' operations on rows of 16 tokens.
+    """
+    if not all(_is_f32_c(t, 2) for t in (yb, u2, z2, o2)) or not _is_f32_c(Dv, 1) or not all(
+        isinstance(t, types.Integer) for t in (k0, j0, d0, t0)
+    ) or not isinstance(has_z, types.Boolean):  # fmt: skip
+        return None
+    sig = types.void(yb, k0, j0, u2, z2, o2, d0, t0, Dv, has_z)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        st = signature.args
+        arr = {i: context.make_array(st[i])(context, builder, args[i]) for i in (0, 3, 4, 5, 8)}
+        k0v, j0v, d0v, t0v = (context.cast(builder, args[i], st[i], types.int64)
+                              for i in (1, 2, 6, 7))  # fmt: skip
+        hz = args[9]
+        f32 = ir.FloatType()
+        vt = ir.VectorType(f32, VL)
+        vp = vt.as_pointer()
+        i64 = ir.IntType(64)
+        i32 = ir.IntType(32)
+        i8p = ir.IntType(8).as_pointer()
+
+        def at(i: int, r: ir.Value, c: ir.Value) -> ir.Value:  # &arr[r, c] as <VL x float>*
+            s0 = cgutils.unpack_tuple(builder, arr[i].strides, 2)[0]
+            p = builder.gep(builder.bitcast(arr[i].data, i8p), [builder.mul(r, s0)])
+            return builder.bitcast(builder.gep(builder.bitcast(p, f32.as_pointer()), [c]), vp)
+
+        def add(a: ir.Value, b: ir.Value) -> ir.Value:
+            return builder.fadd(a, b, flags=("contract",))
+
+        def mul(a: ir.Value, b: ir.Value) -> ir.Value:
+            return builder.fmul(a, b, flags=("contract",))
+
+        rows = [builder.load(at(0, builder.add(k0v, ir.Constant(i64, i)), j0v), align=4)
+                for i in range(VL)]  # fmt: skip
+        cols = _transpose_regs(builder, rows)  # cols[c][i] = yb[k0 + i, j0 + c]
+        tk = builder.add(t0v, k0v)
+        one = _splat(vt, 1.0)
+        oacc = cgutils.alloca_once(builder, vt)
+        for c in range(VL):
+            ch = builder.add(builder.add(d0v, j0v), ir.Constant(i64, c))
+            dsk = builder.load(builder.gep(arr[8].data, [ch]))
+            dv = builder.insert_element(ir.Constant(vt, ir.Undefined), dsk, ir.Constant(i32, 0))
+            dv = builder.shuffle_vector(dv, ir.Constant(vt, ir.Undefined),
+                                        _splat(ir.VectorType(i32, VL), 0))  # fmt: skip
+            uv = builder.load(at(3, ch, tk), align=4)
+            o = add(cols[c], mul(dv, uv))
+            builder.store(o, oacc)
+            with builder.if_then(hz):
+                zt = builder.load(at(4, ch, tk), align=4)
+                sg = builder.fdiv(zt, add(one, _vexp(builder, builder.fneg(zt), vt)),
+                                  flags=("contract", "arcp"))  # fmt: skip
+                builder.store(mul(o, sg), oacc)
+            builder.store(builder.load(oacc), at(5, ch, tk), align=4)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+def finish_update(yb: Any, k0: int, j0: int, u2: Any, z2: Any, o2: Any, d0: int, t0: int,
+                  Dv: Any, has_z: bool) -> None:  # fmt: skip
+    """:func:`finish_block` in float32, else the same element by element."""
+    for c in range(VL):
+        ch = d0 + j0 + c
+        for i in range(VL):
+            o = yb[k0 + i, j0 + c] + Dv[ch] * u2[ch, t0 + k0 + i]
+            if has_z:
+                zt = z2[ch, t0 + k0 + i]
+                o = o * (zt / (1.0 + fexp(-zt)))
+            o2[ch, t0 + k0 + i] = o
+
+
+@overload(
+    finish_update, inline="always", jit_options={"fastmath": {"contract", "reassoc", "nsz", "arcp"}}
+)
+def _finish_update_impl(yb, k0, j0, u2, z2, o2, d0, t0, Dv, has_z):  # type: ignore[no-untyped-def]
+    if all(_is_f32_c(t, 2) for t in (yb, u2, z2, o2)) and _is_f32_c(Dv, 1):
+
+        def vec(yb, k0, j0, u2, z2, o2, d0, t0, Dv, has_z):  # type: ignore[no-untyped-def]
+            finish_block(yb, k0, j0, u2, z2, o2, d0, t0, Dv, has_z)
+
+        return vec
+    one = as_dtype(yb.dtype).type(1)
+
+    def loops(yb, k0, j0, u2, z2, o2, d0, t0, Dv, has_z):  # type: ignore[no-untyped-def]
+        for c in range(VL):
+            ch = d0 + j0 + c
+            for i in range(VL):
+                o = yb[k0 + i, j0 + c] + Dv[ch] * u2[ch, t0 + k0 + i]
+                if has_z:
+                    zt = z2[ch, t0 + k0 + i]
+                    o = o * (zt / (one + fexp(-zt)))
+                o2[ch, t0 + k0 + i] = o
+
+    return loops
