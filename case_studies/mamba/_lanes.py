@@ -27,10 +27,9 @@ from __future__ import annotations
 from typing import Any
 
 from llvmlite import ir
-from numba import types
+from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic, overload
-from numba.np.numpy_support import as_dtype
 
 from . import _exp as E
 from ._exp import fexp
@@ -447,6 +446,40 @@ def token_io(typingctx, h, at, dsrc, usrc, osrc, zsrc, r, c, bias, Dv, e0, Brow,
     return sig, codegen
 
 
+@njit(cache=True, fastmath={"contract", "reassoc", "nsz", "arcp"})
+def _token_io_loops(h, at, dsrc, usrc, osrc, zsrc, r, c, bias, Dv, e0, Brow, Crow, scale_b,
+                    finish, has_z):  # type: ignore[no-untyped-def]  # fmt: skip
+    # a function of its own, called (not inlined) from the overload below:
+    # numba's SSA check warns about the branches when they are inlined
+    N, W = h.shape
+    for j in range(W):
+        dt = dsrc[r, c + j] + bias[e0 + j]
+        uj = usrc[r, c + j]
+        du = dt * uj if scale_b else uj
+        y = 0.0
+        for n in range(N):
+            hn = fexp(dt * at[n, j]) * h[n, j] + du * Brow[n]
+            h[n, j] = hn
+            y += hn * Crow[n]
+        o = y + Dv[e0 + j] * uj if finish else y
+        if finish and has_z:
+            zt = zsrc[r, c + j]
+            o = o * (zt / (1.0 + fexp(-zt)))
+        osrc[r, c + j] = o
+
+
+@njit(cache=True, fastmath={"contract", "reassoc", "nsz", "arcp"})
+def _finish_loops(yb, k0, j0, u2, z2, o2, d0, t0, Dv, has_z):  # type: ignore[no-untyped-def]
+    for c in range(VL):
+        ch = d0 + j0 + c
+        for i in range(VL):
+            o = yb[k0 + i, j0 + c] + Dv[ch] * u2[ch, t0 + k0 + i]
+            if has_z:
+                zt = z2[ch, t0 + k0 + i]
+                o = o * (zt / (1.0 + fexp(-zt)))
+            o2[ch, t0 + k0 + i] = o
+
+
 def token_io_update(h: Any, at: Any, dsrc: Any, usrc: Any, osrc: Any, zsrc: Any, r: int,
                     c: int, bias: Any, Dv: Any, e0: int, Brow: Any, Crow: Any, scale_b: bool,
                     finish: bool, has_z: bool) -> None:  # fmt: skip
@@ -487,27 +520,10 @@ def _token_io_update_impl(h, at, dsrc, usrc, osrc, zsrc, r, c, bias, Dv, e0, Bro
 
         return vec
 
-    one = as_dtype(h.dtype).type(1)
-    zero = as_dtype(h.dtype).type(0)
-
     def loops(h, at, dsrc, usrc, osrc, zsrc, r, c, bias, Dv, e0, Brow, Crow, scale_b,
               finish, has_z):  # type: ignore[no-untyped-def]  # fmt: skip
-        N, W = h.shape
-        for j in range(W):
-            dt = dsrc[r, c + j] + bias[e0 + j]
-            uj = usrc[r, c + j]
-            du = dt * uj if scale_b else uj
-            y = zero
-            for n in range(N):
-                hn = fexp(dt * at[n, j]) * h[n, j] + du * Brow[n]
-                h[n, j] = hn
-                y += hn * Crow[n]
-            if finish:
-                y = y + Dv[e0 + j] * uj
-                if has_z:
-                    zt = zsrc[r, c + j]
-                    y = y * (zt / (one + fexp(-zt)))
-            osrc[r, c + j] = y
+        _token_io_loops(h, at, dsrc, usrc, osrc, zsrc, r, c, bias, Dv, e0, Brow, Crow, scale_b,
+                        finish, has_z)  # fmt: skip
 
     return loops
 
@@ -601,16 +617,8 @@ def _finish_update_impl(yb, k0, j0, u2, z2, o2, d0, t0, Dv, has_z):  # type: ign
             finish_block(yb, k0, j0, u2, z2, o2, d0, t0, Dv, has_z)
 
         return vec
-    one = as_dtype(yb.dtype).type(1)
 
     def loops(yb, k0, j0, u2, z2, o2, d0, t0, Dv, has_z):  # type: ignore[no-untyped-def]
-        for c in range(VL):
-            ch = d0 + j0 + c
-            for i in range(VL):
-                o = yb[k0 + i, j0 + c] + Dv[ch] * u2[ch, t0 + k0 + i]
-                if has_z:
-                    zt = z2[ch, t0 + k0 + i]
-                    o = o * (zt / (one + fexp(-zt)))
-                o2[ch, t0 + k0 + i] = o
+        _finish_loops(yb, k0, j0, u2, z2, o2, d0, t0, Dv, has_z)
 
     return loops
