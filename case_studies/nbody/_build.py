@@ -138,7 +138,7 @@ def _internal(rows, nxt, leaf, lo, hi, me2):  # pragma: no cover - numba
             lo[i, a] = np.inf
             hi[i, a] = -np.inf
         while c < nxt[i]:
-            for j in range(NMOM):  # not tmp[k, :] = rows[c, :]: see below
+            for j in range(NMOM):  # not tmp[k, :] = rows[c, :]: see the docstring
                 tmp[k, j] = rows[c, j]
             se += rows[c, 0] * me2[c]
             for a in range(3):

@@ -329,17 +329,19 @@ from numba import cuda
 
 @cuda.jit
 def shift(src, starts, ident, step, dst):
-    # dst[a, i, b]: the identity ident[a, 0, b] where a segment starts, else src[a, i - step, b]
+    # dst[a, i, b]: the identity ident[a, 0, b] where a segment starts or
+    # nothing comes before (the first element in scan order), else src[a, i - step, b]
     k = cuda.grid(1)
     p, n, q = dst.shape
     if k < p * n * q:
         a = k // (n * q)
         i = (k // q) % n
         b = k % q
-        if starts[a, i, b]:
+        j = i - step
+        if starts[a, i, b] or j < 0 or j >= n:
             dst[a, i, b] = ident[a, 0, b]
         else:
-            dst[a, i, b] = src[a, i - step, b]
+            dst[a, i, b] = src[a, j, b]
 """
 
 
