@@ -113,8 +113,9 @@ class ScanHalf(Benchmark):
 
     def track_time_over_float32(self, n, dtype, lib):
         f32 = self.f32
-        return 1.0 / ratio(lambda: pp.associative_scan(pp.add, f32),
-                           lambda: pp.associative_scan(pp.add, self.half))  # fmt: skip
+        return 1.0 / ratio(
+            lambda: pp.associative_scan(pp.add, f32), lambda: pp.associative_scan(pp.add, self.half)
+        )
 
     track_time_over_float32.unit = "x float32"
 

@@ -72,8 +72,9 @@ class MambaForward(Benchmark):
     def track_speedup_vs_mambapy(self, n):
         if not _mambapy():
             raise NotImplementedError("mambapy is not installed")
-        return ratio(lambda: mambapy_selective_scan(*self.mpy),
-                     lambda: selective_scan(**self.mamba), 3)  # fmt: skip
+        return ratio(
+            lambda: mambapy_selective_scan(*self.mpy), lambda: selective_scan(**self.mamba), 3
+        )
 
     track_speedup_vs_mambapy.unit = "x"
 

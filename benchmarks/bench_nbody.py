@@ -140,9 +140,13 @@ class VsPytreegrav(Benchmark):
     def _ptg_err(self):
         i = self.idx
         exact = self.ptg.AccelTarget(
-            self.pos[i], self.pos, self.m, softening_target=self.h[i], softening_source=self.h,
+            self.pos[i],
+            self.pos,
+            self.m,
+            softening_target=self.h[i],
+            softening_source=self.h,
             method="bruteforce",
-        )  # fmt: skip
+        )
         return _errors(self._ptg()[i], exact)
 
     def track_rel_error_pytreegrav_median(self, n):

@@ -26,8 +26,15 @@ from .common import Benchmark
 from .ssd_minimal import ssd_minimal_discrete
 
 
-def ssd_inputs(L: int, nheads: int = 32, headdim: int = 64, dstate: int = 128, ngroups: int = 1,
-               batch: int = 1, seed: int = 0) -> dict:  # fmt: skip
+def ssd_inputs(
+    L: int,
+    nheads: int = 32,
+    headdim: int = 64,
+    dstate: int = 128,
+    ngroups: int = 1,
+    batch: int = 1,
+    seed: int = 0,
+) -> dict:
     """Mamba-2 inputs as float32 torch tensors: ``x``, ``dt``, ``A``, ``B``, ``C``.
 
     As Mamba-2's initialization: ``A = -exp(A_log)`` with ``A`` in [-16, -1]
@@ -129,8 +136,9 @@ class SsdForward(Benchmark):
         ssd_minimal_discrete(*self.ref_args)
 
     def track_speedup_vs_minimal(self, L):
-        t = alternating_medians({"ref": lambda: ssd_minimal_discrete(*self.ref_args),
-                                 "ours": self.ours})  # fmt: skip
+        t = alternating_medians(
+            {"ref": lambda: ssd_minimal_discrete(*self.ref_args), "ours": self.ours}
+        )
         return t["ref"] / t["ours"]
 
     track_speedup_vs_minimal.unit = "x"
@@ -138,8 +146,9 @@ class SsdForward(Benchmark):
     def track_rel_error(self, L):
         import torch
 
-        exact = ssd_scan(**{k: v.to(torch.float64) for k, v in self.d.items()}, chunk_size=64,
-                         method="reference")  # fmt: skip
+        exact = ssd_scan(
+            **{k: v.to(torch.float64) for k, v in self.d.items()}, chunk_size=64, method="reference"
+        )
         got = self.ours().to(torch.float64)
         # Floored: float32 rounding makes an exact 0 impossible in practice.
         return max(float((got - exact).abs().max() / exact.abs().max()), 1e-300)
@@ -174,9 +183,14 @@ class SsdForward2p7B(Benchmark):
         with_threads(2, self.ref)()
 
     def track_speedup_vs_minimal_best_threads(self, L, chunk_size):
-        t = alternating_medians({"ref1": with_threads(1, self.ref),
-                                 "ref2": with_threads(2, self.ref), "ours": self.ours},
-                                rounds=3)  # fmt: skip
+        t = alternating_medians(
+            {
+                "ref1": with_threads(1, self.ref),
+                "ref2": with_threads(2, self.ref),
+                "ours": self.ours,
+            },
+            rounds=3,
+        )
         return min(t["ref1"], t["ref2"]) / t["ours"]
 
     track_speedup_vs_minimal_best_threads.unit = "x"
@@ -207,8 +221,9 @@ class SsdPacked(Benchmark):
         lengths = [q + q // 2 + 3, q - q // 3, q - 3, tokens - (3 * q + q // 2 - q // 3)]
         self.cu = np.concatenate([[0], np.cumsum(lengths)])
         self.packed = ssd_inputs(tokens, batch=1)
-        self.batch = {k: (v.reshape(4, q, *v.shape[2:]) if v.ndim > 1 else v)
-                      for k, v in self.packed.items()}  # fmt: skip
+        self.batch = {
+            k: (v.reshape(4, q, *v.shape[2:]) if v.ndim > 1 else v) for k, v in self.packed.items()
+        }
         self.run_packed()
 
     def run_packed(self):
@@ -237,8 +252,9 @@ class SsdForwardBackward(Benchmark):
     param_names = ["L"]
 
     def setup(self, L):
-        self.d = {k: v.requires_grad_() for k, v in
-                  ssd_inputs(L, nheads=8, headdim=32, dstate=32).items()}  # fmt: skip
+        self.d = {
+            k: v.requires_grad_() for k, v in ssd_inputs(L, nheads=8, headdim=32, dstate=32).items()
+        }
         self.ours()
 
     def ours(self):

@@ -114,15 +114,25 @@ def accuracy_tables(n: int, sample: int, f3d_eps: tuple[float, ...]) -> list[str
         try:
             _ptg(pos, m)  # pytreegrav compiles its large-N paths on first use
             a, t = _timed(partial(_ptg, pos, m))
-            rows.append(("pytreegrav, theta 0.7 (spline h = 2.8 eps)",
-                         *_stats(ex.err(a, "spline", 2.8 * EPS)), t))  # fmt: skip
+            rows.append(
+                (
+                    "pytreegrav, theta 0.7 (spline h = 2.8 eps)",
+                    *_stats(ex.err(a, "spline", 2.8 * EPS)),
+                    t,
+                )
+            )
         except ImportError:
             pass
         try:
             for e in f3d_eps:
                 a, t = _timed(partial(_f3d, pos, m, e))
-                rows.append((f"fmm3dpy, eps {e:g} (unsoftened, 1 thread)",
-                             *_stats(ex.err(a, "plummer", 0.0)), t))  # fmt: skip
+                rows.append(
+                    (
+                        f"fmm3dpy, eps {e:g} (unsoftened, 1 thread)",
+                        *_stats(ex.err(a, "plummer", 0.0)),
+                        t,
+                    )
+                )
         except ImportError:
             pass
         lines += [
@@ -137,10 +147,18 @@ def accuracy_tables(n: int, sample: int, f3d_eps: tuple[float, ...]) -> list[str
     return lines
 
 
-def speed(sizes: tuple[int, ...], sample: int, f3d_sizes: tuple[int, ...], growth: tuple[int, ...],
-          rounds: int) -> list[str]:  # fmt: skip
-    lines = ["", "| comparison (Plummer) | N | errors (median / p99) | times | ratio |",
-             "|---|---|---|---|---|"]  # fmt: skip
+def speed(
+    sizes: tuple[int, ...],
+    sample: int,
+    f3d_sizes: tuple[int, ...],
+    growth: tuple[int, ...],
+    rounds: int,
+) -> list[str]:
+    lines = [
+        "",
+        "| comparison (Plummer) | N | errors (median / p99) | times | ratio |",
+        "|---|---|---|---|---|",
+    ]
     for n in sizes:
         pos, m = DISTRIBUTIONS["plummer"](n, seed=1)
         ex = Exact(pos, m, sample)
@@ -188,8 +206,11 @@ def speed(sizes: tuple[int, ...], sample: int, f3d_sizes: tuple[int, ...], growt
             continue
         with pp.threads.set_num_threads(1):
             t1 = min(_timed(partial(fmm, pos, m, tol=mine[0]))[1] for _ in range(2))
-        c = compare(partial(_f3d, pos, m, f3[0]), partial(fmm, pos, m, tol=mine[0]),
-                    rounds=max(1, rounds // 3 if n >= 10**6 else rounds))  # fmt: skip
+        c = compare(
+            partial(_f3d, pos, m, f3[0]),
+            partial(fmm, pos, m, tol=mine[0]),
+            rounds=max(1, rounds // 3 if n >= 10**6 else rounds),
+        )
         lines.append(
             f"| fmm3dpy eps {f3[0]:g} (1 thread) vs FMM tol {mine[0]:g}, unsoftened | {n:,} | "
             f"{f3[1]:.1e} / {f3[2]:.1e} vs {mine[1]:.1e} / {mine[2]:.1e} | "
@@ -203,8 +224,11 @@ def speed(sizes: tuple[int, ...], sample: int, f3d_sizes: tuple[int, ...], growt
         for n in growth:
             pos, m = DISTRIBUTIONS["plummer"](n, seed=1)
             fmm(pos, m, eps=EPS, tol=tol)
-            ts.append(float(np.median([_timed(partial(fmm, pos, m, eps=EPS, tol=tol))[1]
-                                       for _ in range(3)])))  # fmt: skip
+            ts.append(
+                float(
+                    np.median([_timed(partial(fmm, pos, m, eps=EPS, tol=tol))[1] for _ in range(3)])
+                )
+            )
         k = np.polyfit(np.log(growth), np.log(ts), 1)[0]
         lines += [
             "",
@@ -229,13 +253,18 @@ def calibrate(sizes: tuple[int, ...], sample: int) -> None:
                     a, t = _timed(partial(fmm, pos, m, eps=EPS, order=p, theta=th))
                     e = ex.err(a)
                     res.setdefault((p, th), []).append((float(np.quantile(e, 0.99)), t))
-                    print(f"{name} N {n} p {p} theta {th}: median {np.median(e):.1e} "
-                          f"p99 {np.quantile(e, 0.99):.1e} {t:.3f} s", flush=True)  # fmt: skip
+                    print(
+                        f"{name} N {n} p {p} theta {th}: median {np.median(e):.1e} "
+                        f"p99 {np.quantile(e, 0.99):.1e} {t:.3f} s",
+                        flush=True,
+                    )
     print("\n(tol, p, theta): cheapest with p99 <= tol / 1.5 on every distribution and size")
     for tol in (3e-2, 1e-2, 3e-3, 1e-3, 3e-4, 1e-4, 3e-5, 1e-5, 3e-6, 1e-6, 3e-7, 1e-7):
-        ok = [(sum(t for _, t in v), k) for k, v in res.items()
-              if len(v) == len(DISTRIBUTIONS) * len(sizes)
-              and max(e for e, _ in v) <= tol / 1.5]  # fmt: skip
+        ok = [
+            (sum(t for _, t in v), k)
+            for k, v in res.items()
+            if len(v) == len(DISTRIBUTIONS) * len(sizes) and max(e for e, _ in v) <= tol / 1.5
+        ]
         if ok:
             t, (p, th) = min(ok)
             print(f"    ({tol:g}, {p}, {th}),  # {t:.2f} s in all", flush=True)
@@ -243,8 +272,9 @@ def calibrate(sizes: tuple[int, ...], sample: int) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--n", default="100000", help="bodies of the accuracy tables (of the "
-                    "calibration: a list)")  # fmt: skip
+    ap.add_argument(
+        "--n", default="100000", help="bodies of the accuracy tables (of the calibration: a list)"
+    )
     ap.add_argument("--sample", type=int, default=2000, help="targets of the exact sums")
     ap.add_argument("--sizes", default="100000,1000000", help="N of the pytreegrav comparison")
     ap.add_argument("--f3d-sizes", default="100000,1000000", help="N of the fmm3dpy comparison")
@@ -268,14 +298,16 @@ def main() -> None:
         "sample of bodies (all sources, float64); times include building the trees.",
     ]
     lines = head + accuracy_tables(ints(args.n)[0], args.sample, (1e-3,))
-    lines += speed(ints(args.sizes), args.sample, ints(args.f3d_sizes), ints(args.growth),
-                   args.rounds)  # fmt: skip
+    lines += speed(
+        ints(args.sizes), args.sample, ints(args.f3d_sizes), ints(args.growth), args.rounds
+    )
     if args.write:
         text = DOC.read_text()
         block = START + "\n" + "\n".join(lines) + "\n" + END
         if START in text:
-            text = re.sub(re.escape(START) + ".*?" + re.escape(END), lambda _: block, text,
-                          flags=re.S)  # fmt: skip
+            text = re.sub(
+                re.escape(START) + ".*?" + re.escape(END), lambda _: block, text, flags=re.S
+            )
         else:
             text += "\n" + block + "\n"
         DOC.write_text(text)

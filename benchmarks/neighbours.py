@@ -77,8 +77,13 @@ while True:
 
 
 def _run(code: str, env: dict[str, str] | None = None) -> dict[str, Any]:
-    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                         text=True, env={**os.environ, **(env or {})}, check=True)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        check=True,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -107,7 +112,10 @@ print(json.dumps({"idle_ms": idle, "trials": rows}))
 def in_one_process(torch_first: bool) -> dict[str, Any]:
     """Measurement 2: torch's loop, autograd and a jax scan before and right after propopt."""
     imports = "import torch\nimport jax, jax.numpy as jnp" if torch_first else ""
-    code = (_SETUP.replace("IMPORTS", imports) + _TORCH.replace("TORCH_THREADS", "2") + """
+    code = (
+        _SETUP.replace("IMPORTS", imports)
+        + _TORCH.replace("TORCH_THREADS", "2")
+        + """
 import json
 import jax, jax.numpy as jnp
 jx = jnp.asarray(x[: 1 << 22])
@@ -126,7 +134,8 @@ for name, f in (("torch_loop", loop), ("autograd", backward), ("jax_scan", jax_s
         t0 = time.perf_counter(); f(); after.append(time.perf_counter() - t0)
     out[name] = statistics.median(after) / statistics.median(before)
 print(json.dumps(out))
-""")  # fmt: skip
+"""
+    )
     return _run(code)
 
 
@@ -143,13 +152,17 @@ def after_torch_and_jax(rounds: int = 3) -> dict[str, Any]:
     """
     once = [_after_torch_and_jax_once() for _ in range(rounds)]
     ratio = {k: statistics.median(r["ratio"][k] for r in once) for k in once[0]["ratio"]}
-    spread = {k: [min(r["ratio"][k] for r in once), max(r["ratio"][k] for r in once)]
-              for k in ratio}  # fmt: skip
+    spread = {
+        k: [min(r["ratio"][k] for r in once), max(r["ratio"][k] for r in once)] for k in ratio
+    }
     return {"rounds": once, "ratio": ratio, "range": spread}
 
 
 def _after_torch_and_jax_once() -> dict[str, Any]:
-    used = _run(_SETUP.replace("IMPORTS", "") + _TORCH.replace("TORCH_THREADS", "2") + """
+    used = _run(
+        _SETUP.replace("IMPORTS", "")
+        + _TORCH.replace("TORCH_THREADS", "2")
+        + """
 import json
 import jax, jax.numpy as jnp
 jx = jnp.asarray(x[: 1 << 22])
@@ -165,9 +178,12 @@ for name, f in (("scan", scan), ("rec", rec), ("topk", topk)):
     res[name] = 1e3 * statistics.median(ts)
 res["pause"] = statistics.median(pauses)
 print(json.dumps(res))
-""")  # fmt: skip
+"""
+    )
     pause = used.pop("pause")
-    fresh = _run(_SETUP.replace("IMPORTS", "") + f"""
+    fresh = _run(
+        _SETUP.replace("IMPORTS", "")
+        + f"""
 import json
 res = {{}}
 for name, f in (("scan", scan), ("rec", rec), ("topk", topk)):
@@ -177,14 +193,18 @@ for name, f in (("scan", scan), ("rec", rec), ("topk", topk)):
         t0 = time.perf_counter(); f(); ts.append(time.perf_counter() - t0)
     res[name] = 1e3 * statistics.median(ts)
 print(json.dumps(res))
-""")  # fmt: skip
+"""
+    )
     ratio = {k: used[k] / fresh[k] for k in fresh}
     return {"fresh_ms": fresh, "after_ms": used, "pause_s": pause, "ratio": ratio}
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.neighbours", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.neighbours",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--trials", type=int, default=10)
     p.add_argument("--torch-threads", type=int, default=1)
     p.add_argument("--json", help="also write the results to this file")
@@ -201,16 +221,22 @@ def main(argv: list[str] | None = None) -> int:
     med = {k: statistics.median(r[k] for r in n["trials"]) for k in n["idle_ms"]}
     print(f"1. beside a neighbour running propopt, {args.trials} trials, x idle time:")
     for k in n["idle_ms"]:
-        print(f"   {k:11s} idle {n['idle_ms'][k]:8.1f} ms   median {med[k]:5.2f}x   worst "
-              f"{worst[k]:5.2f}x")  # fmt: skip
+        print(
+            f"   {k:11s} idle {n['idle_ms'][k]:8.1f} ms   median {med[k]:5.2f}x   worst "
+            f"{worst[k]:5.2f}x"
+        )
     for order in ("torch_first", "propopt_first"):
         r = res[f"one_process_{order}"]
-        print(f"2. one process, {order.replace('_', ' ')}: after / before propopt's kernels: "
-              + ", ".join(f"{k} {v:.2f}x" for k, v in r.items()))  # fmt: skip
+        print(
+            f"2. one process, {order.replace('_', ' ')}: after / before propopt's kernels: "
+            + ", ".join(f"{k} {v:.2f}x" for k, v in r.items())
+        )
     r, rng = res["after_torch_and_jax"]["ratio"], res["after_torch_and_jax"]["range"]
     cells = [f"{k} {v:.2f}x ({rng[k][0]:.2f}-{rng[k][1]:.2f})" for k, v in r.items()]
-    print("3. propopt right after torch and jax / fresh process (median of rounds, range): "
-          + ", ".join(cells))  # fmt: skip
+    print(
+        "3. propopt right after torch and jax / fresh process (median of rounds, range): "
+        + ", ".join(cells)
+    )
     print(f"({time.perf_counter() - t0:.0f} s)")
     if args.json:
         with open(args.json, "w") as f:

@@ -28,9 +28,11 @@ from . import bench_ssd as bs
 
 def _line(what: str, batch: object, packed: object, rounds: int) -> None:
     c = compare(batch, packed, rounds=rounds)  # type: ignore[arg-type]
-    print(f"{what}: {c.optimized_ms:.1f} / {c.baseline_ms:.1f} ms = "
-          f"{1 / c.ratio:.2f}x (IQR {1 / c.ratio_hi:.2f}-{1 / c.ratio_lo:.2f}, {c.rounds} "
-          f"rounds, other load {c.load:.1f} cores)")  # fmt: skip
+    print(
+        f"{what}: {c.optimized_ms:.1f} / {c.baseline_ms:.1f} ms = "
+        f"{1 / c.ratio:.2f}x (IQR {1 / c.ratio_hi:.2f}-{1 / c.ratio_lo:.2f}, {c.rounds} "
+        f"rounds, other load {c.load:.1f} cores)"
+    )
 
 
 def _lengths(tokens: int) -> list[int]:
@@ -51,19 +53,34 @@ def mamba1(tokens: int, dim: int, rounds: int) -> None:
         v = packed[k]
         batch[k] = np.ascontiguousarray(v.reshape(v.shape[1], 4, q).transpose(1, 0, 2))
     what = f"Mamba-1 forward, d_model {dim}, d_state 16, float32, {lengths} packed vs 4 x {q}"
-    _line(what, lambda: selective_scan(**batch),
-          lambda: selective_scan(**packed, seq_idx=seq_idx), rounds)  # fmt: skip
-    _line("  the same row without seq_idx, vs the batch", lambda: selective_scan(**batch),
-          lambda: selective_scan(**packed), rounds)  # fmt: skip
-    _line("  packed vs the same row without seq_idx", lambda: selective_scan(**packed),
-          lambda: selective_scan(**packed, seq_idx=seq_idx), rounds)  # fmt: skip
+    _line(
+        what,
+        lambda: selective_scan(**batch),
+        lambda: selective_scan(**packed, seq_idx=seq_idx),
+        rounds,
+    )
+    _line(
+        "  the same row without seq_idx, vs the batch",
+        lambda: selective_scan(**batch),
+        lambda: selective_scan(**packed),
+        rounds,
+    )
+    _line(
+        "  packed vs the same row without seq_idx",
+        lambda: selective_scan(**packed),
+        lambda: selective_scan(**packed, seq_idx=seq_idx),
+        rounds,
+    )
 
     tp = {k: torch.from_numpy(v).requires_grad_() for k, v in packed.items()}
     tb = {k: torch.from_numpy(v).requires_grad_() for k, v in batch.items()}
     si = torch.from_numpy(seq_idx)
-    _line("Mamba-1 forward + backward (autograd), same shapes",
-          lambda: selective_scan(**tb).sum().backward(),
-          lambda: selective_scan(**tp, seq_idx=si).sum().backward(), rounds)  # fmt: skip
+    _line(
+        "Mamba-1 forward + backward (autograd), same shapes",
+        lambda: selective_scan(**tb).sum().backward(),
+        lambda: selective_scan(**tp, seq_idx=si).sum().backward(),
+        rounds,
+    )
 
 
 def mamba2(tokens: int, rounds: int) -> None:
@@ -72,9 +89,12 @@ def mamba2(tokens: int, rounds: int) -> None:
     d = bs.ssd_inputs(tokens, batch=1)
     seq_idx = np.repeat(np.arange(4), lengths)[None]
     batch = {k: (v.reshape(4, q, *v.shape[2:]) if v.ndim > 1 else v) for k, v in d.items()}
-    _line(f"Mamba-2 forward, 32 heads x 64, dstate 128, chunk 64, {lengths} packed vs 4 x {q}",
-          lambda: ssd_scan(**batch, chunk_size=64),
-          lambda: ssd_scan(**d, chunk_size=64, seq_idx=seq_idx), rounds)  # fmt: skip
+    _line(
+        f"Mamba-2 forward, 32 heads x 64, dstate 128, chunk 64, {lengths} packed vs 4 x {q}",
+        lambda: ssd_scan(**batch, chunk_size=64),
+        lambda: ssd_scan(**d, chunk_size=64, seq_idx=seq_idx),
+        rounds,
+    )
 
 
 def main() -> None:
@@ -82,16 +102,22 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=4096)
     ap.add_argument("--dim", type=int, default=1024)
     ap.add_argument("--rounds", type=int, default=15)
-    ap.add_argument("--threads", type=int, default=None,
-                    help="a fixed thread count (default: propopt's per-call policy, which "
-                         "sizes each call to the cores other processes leave free)")  # fmt: skip
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="a fixed thread count (default: propopt's per-call policy, which "
+        "sizes each call to the cores other processes leave free)",
+    )
     args = ap.parse_args()
     import numba
 
     from propopt import set_num_threads
 
-    print(f"numba threads {numba.get_num_threads()}, propopt threads "
-          f"{args.threads or 'sized per call'}")  # fmt: skip
+    print(
+        f"numba threads {numba.get_num_threads()}, propopt threads "
+        f"{args.threads or 'sized per call'}"
+    )
     with set_num_threads(args.threads):
         mamba1(args.tokens, args.dim, args.rounds)
         mamba2(args.tokens, args.rounds)

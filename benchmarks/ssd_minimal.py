@@ -39,8 +39,9 @@ def segsum(x: Any) -> Any:
     return out.masked_fill(~keep, -torch.inf)
 
 
-def ssd_minimal_discrete(X: Any, A: Any, B: Any, C: Any, block_len: int,
-                         initial_states: Any = None) -> tuple[Any, Any]:  # fmt: skip
+def ssd_minimal_discrete(
+    X: Any, A: Any, B: Any, C: Any, block_len: int, initial_states: Any = None
+) -> tuple[Any, Any]:
     """Chunked SSD: ``X`` (b, l, h, p), ``A`` (b, l, h), ``B``, ``C`` (b, l, h, n).
 
     Returns ``(Y, final_state)`` with ``Y`` (b, l, h, p) and the state after

@@ -41,8 +41,10 @@ def main() -> None:
     import numba
     import torch
 
-    print(f"CPU: {cpu_model()}; torch threads {torch.get_num_threads()}, numba threads "
-          f"{numba.get_num_threads()}, GEMMs on {GEMM_BACKEND}")  # fmt: skip
+    print(
+        f"CPU: {cpu_model()}; torch threads {torch.get_num_threads()}, numba threads "
+        f"{numba.get_num_threads()}, GEMMs on {GEMM_BACKEND}"
+    )
     d = bs.ssd_inputs(args.L)
     print(f"shape: batch 1, L {args.L}, 32 heads x 64, dstate 128, 1 group, float32")
     rows = []
@@ -56,12 +58,14 @@ def main() -> None:
         roof2 = bs.sgemm_roof()
         rows.append((Q, t, secs, flops, max(roof, roof2)))
         best = min(t["ref1"], t["ref2"])
-        print(f"chunk {Q}: minimal 1 thread {t['ref1'] * 1e3:.0f} ms, 2 threads "
-              f"{t['ref2'] * 1e3:.0f} ms; ssd_scan {t['ours'] * 1e3:.1f} ms -> "
-              f"{best / t['ours']:.1f}x; "
-              f"GEMM phase {secs * 1e3:.1f} ms, {flops / 1e9:.2f} GFLOP, {flops / secs / 1e9:.1f} "
-              f"GFLOP/s = {flops / secs / max(roof, roof2):.2f} of the sgemm roof "
-              f"({roof / 1e9:.0f}, {roof2 / 1e9:.0f} GFLOP/s before, after)")  # fmt: skip
+        print(
+            f"chunk {Q}: minimal 1 thread {t['ref1'] * 1e3:.0f} ms, 2 threads "
+            f"{t['ref2'] * 1e3:.0f} ms; ssd_scan {t['ours'] * 1e3:.1f} ms -> "
+            f"{best / t['ours']:.1f}x; "
+            f"GEMM phase {secs * 1e3:.1f} ms, {flops / 1e9:.2f} GFLOP, {flops / secs / 1e9:.1f} "
+            f"GFLOP/s = {flops / secs / max(roof, roof2):.2f} of the sgemm roof "
+            f"({roof / 1e9:.0f}, {roof2 / 1e9:.0f} GFLOP/s before, after)"
+        )
         ph = phase_times(ours)
         print("   decomposition (ms): " + ", ".join(f"{k} {v * 1e3:.1f}" for k, v in ph.items()))
     best_ref = min(min(r[1]["ref1"], r[1]["ref2"]) for r in rows)
@@ -72,20 +76,33 @@ def main() -> None:
     lengths = [q + q // 2 + 3, q - q // 3, q - 3, args.L - (3 * q + q // 2 - q // 3)]
     cu = np.concatenate([[0], np.cumsum(lengths)])
     batch = {k: (v.reshape(4, q, *v.shape[2:]) if v.ndim > 1 else v) for k, v in d.items()}
-    t = bs.alternating_medians({"packed": lambda: ssd_scan(**d, chunk_size=64, cu_seqlens=cu),
-                             "batch": lambda: ssd_scan(**batch, chunk_size=64)},
-                            rounds=args.rounds + 2)  # fmt: skip
-    print(f"packed {lengths} vs batch 4 x {q}: {t['packed'] * 1e3:.1f} / {t['batch'] * 1e3:.1f} ms "
-          f"= {t['packed'] / t['batch']:.2f}x")  # fmt: skip
+    t = bs.alternating_medians(
+        {
+            "packed": lambda: ssd_scan(**d, chunk_size=64, cu_seqlens=cu),
+            "batch": lambda: ssd_scan(**batch, chunk_size=64),
+        },
+        rounds=args.rounds + 2,
+    )
+    print(
+        f"packed {lengths} vs batch 4 x {q}: {t['packed'] * 1e3:.1f} / {t['batch'] * 1e3:.1f} ms "
+        f"= {t['packed'] / t['batch']:.2f}x"
+    )
 
-    small = {k: v.requires_grad_() for k, v in
-             bs.ssd_inputs(1024, nheads=8, headdim=32, dstate=32).items()}  # fmt: skip
-    t = bs.alternating_medians({
-        "ref": lambda: ssd_minimal_discrete(*bs.minimal_args(small, 64))[0].sum().backward(),
-        "ours": lambda: ssd_scan(**small, chunk_size=64).sum().backward()},
-        rounds=args.rounds)  # fmt: skip
-    print(f"fwd+bwd, L 1024, 8 heads x 32, dstate 32: minimal {t['ref'] * 1e3:.1f} ms, "
-          f"ssd_scan {t['ours'] * 1e3:.1f} ms -> {t['ref'] / t['ours']:.1f}x")  # fmt: skip
+    small = {
+        k: v.requires_grad_()
+        for k, v in bs.ssd_inputs(1024, nheads=8, headdim=32, dstate=32).items()
+    }
+    t = bs.alternating_medians(
+        {
+            "ref": lambda: ssd_minimal_discrete(*bs.minimal_args(small, 64))[0].sum().backward(),
+            "ours": lambda: ssd_scan(**small, chunk_size=64).sum().backward(),
+        },
+        rounds=args.rounds,
+    )
+    print(
+        f"fwd+bwd, L 1024, 8 heads x 32, dstate 32: minimal {t['ref'] * 1e3:.1f} ms, "
+        f"ssd_scan {t['ours'] * 1e3:.1f} ms -> {t['ref'] / t['ours']:.1f}x"
+    )
 
 
 if __name__ == "__main__":

@@ -30,16 +30,25 @@ def parser(prog: str = "python -m propopt capstone") -> argparse.ArgumentParser:
         description="Time each tool of the capstone chapter beside its strongest fair peers, "
         "in interleaved rounds, and print the review table.",
     )
-    p.add_argument("--size", choices=SIZES, default="default",
-                   help="small (seconds), default (about a minute), large")  # fmt: skip
-    p.add_argument("--only", action="append", choices=list(ALL),
-                   help="run only this problem (repeatable); default: "
-                   f"{', '.join(PROBLEMS)}")  # fmt: skip
+    p.add_argument(
+        "--size",
+        choices=SIZES,
+        default="default",
+        help="small (seconds), default (about a minute), large",
+    )
+    p.add_argument(
+        "--only",
+        action="append",
+        choices=list(ALL),
+        help=f"run only this problem (repeatable); default: {', '.join(PROBLEMS)}",
+    )
     p.add_argument("--json", action="store_true", help="print the machine and rows as JSON")
-    p.add_argument("--plot", metavar="DIR",
-                   help="also measure the smaller sizes and write PNG charts to DIR")  # fmt: skip
-    p.add_argument("--figures", metavar="FILE",
-                   help="also write the JSON the docs' figures come from to FILE")  # fmt: skip
+    p.add_argument(
+        "--plot", metavar="DIR", help="also measure the smaller sizes and write PNG charts to DIR"
+    )
+    p.add_argument(
+        "--figures", metavar="FILE", help="also write the JSON the docs' figures come from to FILE"
+    )
     return p
 
 
@@ -109,8 +118,11 @@ def _run(args: argparse.Namespace) -> int:
     progress.close()
     elapsed = time.perf_counter() - t0
     shown = [r for r in rows if r.size == args.size]
-    doc: dict[str, Any] = {"machine": record, "seconds": round(elapsed, 1),
-                           "rows": [r.to_dict() for r in rows]}  # fmt: skip
+    doc: dict[str, Any] = {
+        "machine": record,
+        "seconds": round(elapsed, 1),
+        "rows": [r.to_dict() for r in rows],
+    }
     if args.json:
         print(json.dumps({**doc, "rows": [r.to_dict() for r in shown]}, indent=2))
     else:

@@ -119,8 +119,11 @@ def update(doc: dict[str, Any], root: Path = ROOT, check: bool = False) -> list[
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m capstone.figures", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p = argparse.ArgumentParser(
+        prog="python -m capstone.figures",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--json", default=str(JSON), help="the measurement (default docs/figures.json)")
     p.add_argument("--check", action="store_true", help="only report blocks that differ")
     args = p.parse_args(argv)

@@ -44,8 +44,17 @@ def _finish(y: Any, u: Any, D: Any, z: Any, dtype: Any) -> Any:
     return out.to(dtype)
 
 
-def selective_scan_ref(u: Any, delta: Any, A: Any, B: Any, C: Any, D: Any = None, z: Any = None,
-                       delta_bias: Any = None, delta_softplus: bool = False) -> Any:  # fmt: skip
+def selective_scan_ref(
+    u: Any,
+    delta: Any,
+    A: Any,
+    B: Any,
+    C: Any,
+    D: Any = None,
+    z: Any = None,
+    delta_bias: Any = None,
+    delta_softplus: bool = False,
+) -> Any:
     """mamba_ssm's reference: ``h_t = exp(delta_t A) h_{t-1} + delta_t B_t u_t``, ``y_t = C_t h_t``.
 
     ``u, delta, z``: (batch, dim, L); ``A``: (dim, N); ``B, C``: (batch, N, L);
@@ -66,8 +75,17 @@ def selective_scan_ref(u: Any, delta: Any, A: Any, B: Any, C: Any, D: Any = None
     return _finish(y, u, D, z, dtype)
 
 
-def hf_mixer_scan(u: Any, delta: Any, A: Any, B: Any, C: Any, D: Any = None, z: Any = None,
-                  delta_bias: Any = None, delta_softplus: bool = False) -> Any:  # fmt: skip
+def hf_mixer_scan(
+    u: Any,
+    delta: Any,
+    A: Any,
+    B: Any,
+    C: Any,
+    D: Any = None,
+    z: Any = None,
+    delta_bias: Any = None,
+    delta_softplus: bool = False,
+) -> Any:
     """The Hugging Face ``MambaMixer`` CPU scan: discretize every token, then loop with matmuls.
 
     Same arguments and result as :func:`selective_scan_ref`.

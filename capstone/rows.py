@@ -106,14 +106,31 @@ def cells(r: Row) -> list[str]:
     floor = "" if r.floor_ratio is None else f"{r.floor_ratio:.1f}x {r.floor}"
     note = f" (busy: {r.load:.1f} cores)" if r.busy else ""
     return [
-        r.problem, r.key_property, r.technique, r.peer, _ms(r.peer_ms), _ms(r.propopt_ms),
-        f"{_x(r.speedup)} ({r.spread_lo:.1f}-{r.spread_hi:.1f})", floor, _error(r),
+        r.problem,
+        r.key_property,
+        r.technique,
+        r.peer,
+        _ms(r.peer_ms),
+        _ms(r.propopt_ms),
+        f"{_x(r.speedup)} ({r.spread_lo:.1f}-{r.spread_hi:.1f})",
+        floor,
+        _error(r),
         r.device + note,
-    ]  # fmt: skip
+    ]
 
 
-HEAD = ["problem", "property", "technique", "peer", "peer ms", "propopt ms",
-        "speedup (IQR)", "vs floor", "error", "device"]  # fmt: skip
+HEAD = [
+    "problem",
+    "property",
+    "technique",
+    "peer",
+    "peer ms",
+    "propopt ms",
+    "speedup (IQR)",
+    "vs floor",
+    "error",
+    "device",
+]
 
 
 def table(rows: list[Row]) -> str:

@@ -12,8 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 
-def chapter_inputs(L: int, d_model: int, d_state: int = 16, batch: int = 1, seed: int = 0,
-                   dtype: Any = None) -> tuple[Any, ...]:  # fmt: skip
+def chapter_inputs(
+    L: int, d_model: int, d_state: int = 16, batch: int = 1, seed: int = 0, dtype: Any = None
+) -> tuple[Any, ...]:
     """``(x, A, B, C, delta)`` as torch tensors in the chapter's layout."""
     import torch
 
@@ -27,8 +28,9 @@ def chapter_inputs(L: int, d_model: int, d_state: int = 16, batch: int = 1, seed
     return x, A, B, C, delta
 
 
-def mamba_inputs(L: int, d_model: int, d_state: int = 16, batch: int = 1,
-                 seed: int = 0) -> dict[str, Any]:  # fmt: skip
+def mamba_inputs(
+    L: int, d_model: int, d_state: int = 16, batch: int = 1, seed: int = 0
+) -> dict[str, Any]:
     """The same draws in mamba_ssm's channel-first layout (contiguous)."""
     x, A, B, C, delta = chapter_inputs(L, d_model, d_state, batch, seed)
     cf = [v.transpose(1, 2).contiguous() for v in (x, delta, B, C)]

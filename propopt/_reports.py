@@ -5,8 +5,16 @@ from __future__ import annotations
 import math
 
 
-def verdict(head: str, ok: bool, trials: int, samples: str, worst: float, max_abs: float,
-            rtol: float, atol: float) -> str:  # fmt: skip
+def verdict(
+    head: str,
+    ok: bool,
+    trials: int,
+    samples: str,
+    worst: float,
+    max_abs: float,
+    rtol: float,
+    atol: float,
+) -> str:
     """``<head>: holds on ...`` or ``<head>: FAILS on ...: worst violation ...``."""
     tol = f"rtol={rtol:g}, atol={atol:g}"
     if ok:

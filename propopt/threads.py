@@ -361,8 +361,11 @@ def _loaded_openmp() -> Any:
     """
     import ctypes
 
+    noload = getattr(os, "RTLD_NOLOAD", None)  # POSIX only
+    if noload is None:
+        return None
     try:
-        return ctypes.CDLL("libgomp.so.1", mode=os.RTLD_NOLOAD)
+        return ctypes.CDLL("libgomp.so.1", mode=noload)
     except OSError:
         return None
 

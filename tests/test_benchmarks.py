@@ -47,8 +47,9 @@ def test_large_suite_holds_only_larger_sizes_of_the_quick_suites():
 
     import benchmarks_large.bench_large as large
 
-    classes = [c for _, c in inspect.getmembers(large, inspect.isclass)
-               if c.__module__ == large.__name__]  # fmt: skip
+    classes = [
+        c for _, c in inspect.getmembers(large, inspect.isclass) if c.__module__ == large.__name__
+    ]
     assert classes
     for cls in classes:
         base = cls.__mro__[1]

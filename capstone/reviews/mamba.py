@@ -40,12 +40,27 @@ def review(size: str, progress: Progress) -> list[Row]:
         chapter_exact = naive(*(v.double() for v in (x, A, B, C, delta))).numpy()
         m64 = {k: v.double() for k, v in m.items()}
         ref_exact = selective_scan_ref(**m64).numpy()
-        c1 = compare(lambda: naive(x, A, B, C, delta), lambda: chapter_scan(x, A, B, C, delta),
-                     rounds=rounds, torch_baseline=True, tick=progress.tick)  # fmt: skip
-        c2 = compare(lambda: selective_scan_ref(**m), lambda: selective_scan(**m),
-                     rounds=rounds, torch_baseline=True, tick=progress.tick)  # fmt: skip
-        c3 = compare(lambda: hf_mixer_scan(**m), lambda: selective_scan(**m),
-                     rounds=rounds, torch_baseline=True, tick=progress.tick)  # fmt: skip
+        c1 = compare(
+            lambda: naive(x, A, B, C, delta),
+            lambda: chapter_scan(x, A, B, C, delta),
+            rounds=rounds,
+            torch_baseline=True,
+            tick=progress.tick,
+        )
+        c2 = compare(
+            lambda: selective_scan_ref(**m),
+            lambda: selective_scan(**m),
+            rounds=rounds,
+            torch_baseline=True,
+            tick=progress.tick,
+        )
+        c3 = compare(
+            lambda: hf_mixer_scan(**m),
+            lambda: selective_scan(**m),
+            rounds=rounds,
+            torch_baseline=True,
+            tick=progress.tick,
+        )
         e1 = max_rel(chapter_scan(x, A, B, C, delta).numpy(), chapter_exact)
         e2 = max_rel(selective_scan(**m).numpy(), ref_exact)
     floor = dict(floor="exps alone", floor_ms=floor_ms)
@@ -60,10 +75,25 @@ def review(size: str, progress: Progress) -> list[Row]:
 
     def on_gpu(device: str) -> list[Row]:
         dev_args = [v.cuda() for v in (x, A, B, C, delta)]
-        c = compare(lambda: naive(*dev_args), lambda: chapter_scan(*dev_args), rounds=rounds,
-                    sync=torch.cuda.synchronize)  # fmt: skip
+        c = compare(
+            lambda: naive(*dev_args),
+            lambda: chapter_scan(*dev_args),
+            rounds=rounds,
+            sync=torch.cuda.synchronize,
+        )
         err = max_rel(chapter_scan(*dev_args).cpu().numpy(), chapter_exact)
-        return [row(problem, size, *WHAT, "fused scan, a thread per channel (numba.cuda)",
-                    "the chapter's torch loop on the GPU", c, err, "max rel", device)]  # fmt: skip
+        return [
+            row(
+                problem,
+                size,
+                *WHAT,
+                "fused scan, a thread per channel (numba.cuda)",
+                "the chapter's torch loop on the GPU",
+                c,
+                err,
+                "max rel",
+                device,
+            )
+        ]
 
     return rows + gpu_rows("Mamba", on_gpu)

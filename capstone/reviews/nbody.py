@@ -72,14 +72,15 @@ def review(size: str, progress: Progress) -> list[Row]:
     tree, how = _fastest(pos, m, idx, exact)
     if n <= DIRECT_MAX:
         peer = "exact sum, each pair once (propopt.direct_gravity)"
-        c = compare(lambda: direct_gravity(pos, m, eps=EPS), tree, rounds=rounds,
-                    tick=progress.tick)  # fmt: skip
+        c = compare(
+            lambda: direct_gravity(pos, m, eps=EPS), tree, rounds=rounds, tick=progress.tick
+        )
     else:
         c, exact = _sampled_direct(pos, m, idx, tree, rounds, progress)
-        peer = (f"exact sum on {len(idx)} targets, scaled to N and by the measured halving "
-                "factor")  # fmt: skip
-    rows = [row(problem, size, *WHAT, how, peer, c, median_rel(tree()[idx], exact),
-                "median rel", dev)]  # fmt: skip
+        peer = f"exact sum on {len(idx)} targets, scaled to N and by the measured halving factor"
+    rows = [
+        row(problem, size, *WHAT, how, peer, c, median_rel(tree()[idx], exact), "median rel", dev)
+    ]
     try:
         import pytreegrav
     except ImportError:  # in the bench extra
@@ -91,20 +92,43 @@ def review(size: str, progress: Progress) -> list[Row]:
             return pytreegrav.Accel(pos, m, h, parallel=True)
 
         c = compare(ptg, tree, rounds=rounds, tick=progress.tick)
-        rows.append(row(problem, size, *WHAT, how,
-                        "pytreegrav.Accel defaults (theta 0.7, monopole, parallel)", c,
-                        median_rel(tree()[idx], exact), "median rel", dev))  # fmt: skip
+        rows.append(
+            row(
+                problem,
+                size,
+                *WHAT,
+                how,
+                "pytreegrav.Accel defaults (theta 0.7, monopole, parallel)",
+                c,
+                median_rel(tree()[idx], exact),
+                "median rel",
+                dev,
+            )
+        )
 
     def on_gpu(device: str) -> list[Row]:
         def fast() -> np.ndarray:
             return Octree.build(pos, m, eps=EPS).field(device="cuda")[0]
 
-        cg = compare(lambda: direct_gravity(pos, m, eps=EPS, targets=pos[idx], device="cuda"),
-                     fast, rounds=rounds)  # fmt: skip
+        cg = compare(
+            lambda: direct_gravity(pos, m, eps=EPS, targets=pos[idx], device="cuda"),
+            fast,
+            rounds=rounds,
+        )
         cg = cg.baseline_scaled(n / len(idx))
-        return [row(problem, size, *WHAT, TREE + ", a GPU thread per target",
-                    f"tiled exact sum on the GPU, {len(idx)} targets scaled to N", cg,
-                    median_rel(fast()[idx], exact), "median rel", device)]  # fmt: skip
+        return [
+            row(
+                problem,
+                size,
+                *WHAT,
+                TREE + ", a GPU thread per target",
+                f"tiled exact sum on the GPU, {len(idx)} targets scaled to N",
+                cg,
+                median_rel(fast()[idx], exact),
+                "median rel",
+                device,
+            )
+        ]
 
     return rows + gpu_rows("N-body", on_gpu)
 
@@ -124,8 +148,12 @@ def _sampled_direct(pos, m, idx, tree, rounds, progress):  # type: ignore[no-unt
     halving = median_seconds(
         lambda: direct_gravity(sub, msub, eps=EPS, targets=sub), repeats=1
     ) / median_seconds(lambda: direct_gravity(sub, msub, eps=EPS), repeats=1)
-    c = compare(lambda: direct_gravity(pos, m, eps=EPS, targets=pos[idx]), tree, rounds=rounds,
-                tick=progress.tick)  # fmt: skip
+    c = compare(
+        lambda: direct_gravity(pos, m, eps=EPS, targets=pos[idx]),
+        tree,
+        rounds=rounds,
+        tick=progress.tick,
+    )
     c = c.baseline_scaled(n / len(idx) / halving)
     exact = direct_gravity(pos, m, eps=EPS, targets=pos[idx])[0]
     return c, exact

@@ -64,8 +64,12 @@ def review(size: str, progress: Progress) -> list[Row]:
     def on_gpu(device: str) -> list[Row]:
         xg = xt.cuda()
         sync = torch.cuda.synchronize
-        c = compare(lambda: torch.cumsum(xg, 0), lambda: pp.associative_scan(pp.add, xg),
-                    rounds=rounds, sync=sync)  # fmt: skip
+        c = compare(
+            lambda: torch.cumsum(xg, 0),
+            lambda: pp.associative_scan(pp.add, xg),
+            rounds=rounds,
+            sync=sync,
+        )
         err = max_rel(pp.associative_scan(pp.add, xg).cpu().numpy(), sum_exact)
         return [row(f"prefix sum, {name}", size, *SUM, "torch.cumsum", c, err, "max rel", device)]
 

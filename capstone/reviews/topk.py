@@ -61,10 +61,24 @@ def review(size: str, progress: Progress) -> list[Row]:
 
     def on_gpu(device: str) -> list[Row]:
         xg = xt.cuda()
-        c = compare(lambda: torch.topk(xg, K), lambda: pp.topk(xg, K), rounds=rounds,
-                    sync=torch.cuda.synchronize)  # fmt: skip
-        return [row(problem, size, *WHAT, "radix select of the k-th key (numba.cuda)",
-                    "torch.topk on the GPU", c, mismatches(pp.topk(xg, K)[1].cpu().numpy()),
-                    "ids", device)]  # fmt: skip
+        c = compare(
+            lambda: torch.topk(xg, K),
+            lambda: pp.topk(xg, K),
+            rounds=rounds,
+            sync=torch.cuda.synchronize,
+        )
+        return [
+            row(
+                problem,
+                size,
+                *WHAT,
+                "radix select of the k-th key (numba.cuda)",
+                "torch.topk on the GPU",
+                c,
+                mismatches(pp.topk(xg, K)[1].cpu().numpy()),
+                "ids",
+                device,
+            )
+        ]
 
     return rows + gpu_rows("top-K", on_gpu)

@@ -122,7 +122,11 @@ def _leaf_extents(pos, mass, e2, start, end, leaves, lo, hi, me2):  # pragma: no
 
 @njit(cache=True)
 def _internal(rows, nxt, leaf, lo, hi, me2):  # pragma: no cover - numba
-    """Bottom-up over internal nodes: merge the children's moments, boxes and softening."""
+    """Bottom-up over internal nodes: merge the children's moments, boxes and softening.
+
+    Rows are copied element by element: a slice assignment compiles numba's
+    shape-mismatch message (string formatting), 2-3 s of the first call.
+    """
     tmp = np.empty((8, NMOM))
     for i in range(rows.shape[0] - 1, -1, -1):
         if leaf[i]:
@@ -134,7 +138,8 @@ def _internal(rows, nxt, leaf, lo, hi, me2):  # pragma: no cover - numba
             lo[i, a] = np.inf
             hi[i, a] = -np.inf
         while c < nxt[i]:
-            tmp[k, :] = rows[c, :]
+            for j in range(NMOM):  # not tmp[k, :] = rows[c, :]: see the docstring
+                tmp[k, j] = rows[c, j]
             se += rows[c, 0] * me2[c]
             for a in range(3):
                 lo[i, a] = min(lo[i, a], lo[c, a])

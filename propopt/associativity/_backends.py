@@ -183,26 +183,37 @@ def _run_cuda(plan: ScanPlan) -> Leaves:
 def _run_generic(plan: ScanPlan) -> Leaves:
     from . import _generic
 
-    return _generic.scan(plan.combine, plan.leaves, plan.axis, plan.reverse, plan.exclusive,
-                         plan.identity)  # fmt: skip
+    return _generic.scan(
+        plan.combine, plan.leaves, plan.axis, plan.reverse, plan.exclusive, plan.identity
+    )
 
 
 def _run_reference(plan: ScanPlan) -> Leaves:
     from . import _reference
 
-    return _reference.scan(plan.combine, plan.leaves, plan.axis, plan.reverse, plan.exclusive,
-                           plan.identity)  # fmt: skip
+    return _reference.scan(
+        plan.combine, plan.leaves, plan.axis, plan.reverse, plan.exclusive, plan.identity
+    )
 
 
 def _run_dask(plan: ScanPlan) -> Leaves:
     from . import _dask
 
-    return _dask.scan(plan.fn, plan.combine, plan.leaves, plan.axis, plan.reverse,
-                      plan.exclusive, plan.identity, scan_block)  # fmt: skip
+    return _dask.scan(
+        plan.fn,
+        plan.combine,
+        plan.leaves,
+        plan.axis,
+        plan.reverse,
+        plan.exclusive,
+        plan.identity,
+        scan_block,
+    )
 
 
-def scan_block(fn: Any, combine: Callable[[Leaves, Leaves], Leaves], blocks: Leaves, axis: int,
-               reverse: bool) -> Leaves:  # fmt: skip
+def scan_block(
+    fn: Any, combine: Callable[[Leaves, Leaves], Leaves], blocks: Leaves, axis: int, reverse: bool
+) -> Leaves:
     """One Dask chunk's inclusive scan in memory, by the backend the table picks for it."""
     plan = ScanPlan(fn, combine, blocks, _dispatch.NUMPY, axis, reverse, False)
     return run("auto", plan)

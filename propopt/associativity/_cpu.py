@@ -394,8 +394,14 @@ def scan(
     return [o.reshape(shape) for o in os_]
 
 
-def _rows_here(mod: Any, x2: list[np.ndarray], o2: list[np.ndarray], rev: bool, excl: bool,
-               ident: tuple[Any, ...]) -> None:  # fmt: skip
+def _rows_here(
+    mod: Any,
+    x2: list[np.ndarray],
+    o2: list[np.ndarray],
+    rev: bool,
+    excl: bool,
+    ident: tuple[Any, ...],
+) -> None:
     """Each row on the calling thread: no parallel region to wake up, which on a
     busy machine costs more than scanning a short row."""
     n = np.int64(x2[0].shape[1])

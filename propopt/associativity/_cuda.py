@@ -218,8 +218,17 @@ def kernels(monoid: Monoid, dtype: np.dtype) -> tuple[Any, int]:
     return cache[key], tpb * items
 
 
-def _scan3d(mod: Any, tile: int, xs: list[Any], outs: list[Any], rev: bool, excl: bool,
-            ident: tuple[Any, ...], stream: Any, empty: Any) -> None:  # fmt: skip
+def _scan3d(
+    mod: Any,
+    tile: int,
+    xs: list[Any],
+    outs: list[Any],
+    rev: bool,
+    excl: bool,
+    ident: tuple[Any, ...],
+    stream: Any,
+    empty: Any,
+) -> None:
     p, n, q = xs[0].shape
     ntiles = -(-n // tile)
     rows = min(p * q, 65535)
@@ -234,8 +243,9 @@ def _scan3d(mod: Any, tile: int, xs: list[Any], outs: list[Any], rev: bool, excl
     mod.tile_scan[(ntiles, rows), mod.TPB, stream](*xs, *outs, *carries, n, rev, excl, *ident)
 
 
-def scan(monoid: Monoid, leaves: Sequence[Any], axis: int, reverse: bool,
-         exclusive: bool) -> list[Any]:  # fmt: skip
+def scan(
+    monoid: Monoid, leaves: Sequence[Any], axis: int, reverse: bool, exclusive: bool
+) -> list[Any]:
     """Scan CUDA arrays (torch CUDA tensors or numba device arrays) along ``axis``."""
     from numba import cuda
 
@@ -319,17 +329,19 @@ from numba import cuda
 
 @cuda.jit
 def shift(src, starts, ident, step, dst):
-    # dst[a, i, b]: the identity ident[a, 0, b] where a segment starts, else src[a, i - step, b]
+    # dst[a, i, b]: the identity ident[a, 0, b] where a segment starts or
+    # nothing comes before (the first element in scan order), else src[a, i - step, b]
     k = cuda.grid(1)
     p, n, q = dst.shape
     if k < p * n * q:
         a = k // (n * q)
         i = (k // q) % n
         b = k % q
-        if starts[a, i, b]:
+        j = i - step
+        if starts[a, i, b] or j < 0 or j >= n:
             dst[a, i, b] = ident[a, 0, b]
         else:
-            dst[a, i, b] = src[a, i - step, b]
+            dst[a, i, b] = src[a, j, b]
 """
 
 

@@ -98,8 +98,9 @@ class AssociativityReport:
         samples, left, right = _SIDES.get(self.law, ("samples", "left", "right"))
         samples = samples[:-1] if self.trials == 1 else samples
         head = f"{self.law} of {self.name}"
-        text = verdict(head, self.ok, self.trials, samples, self.worst, self.max_abs_diff,
-                       self.rtol, self.atol)  # fmt: skip
+        text = verdict(
+            head, self.ok, self.trials, samples, self.worst, self.max_abs_diff, self.rtol, self.atol
+        )
         ce = self.counterexample
         if self.ok or ce is None:
             return text

@@ -106,5 +106,14 @@ def loads(data: bytes) -> tuple[Any, ...]:
         raise ValueError("corrupted TopK bytes: lengths do not match the header")
     if start >= 2**63:
         start -= 2**64
-    return (int(k), dt, bool(largest), ("ignore", "largest")[nanflag], start, int(n_seen), scores,
-            ids, spans)  # fmt: skip
+    return (
+        int(k),
+        dt,
+        bool(largest),
+        ("ignore", "largest")[nanflag],
+        start,
+        int(n_seen),
+        scores,
+        ids,
+        spans,
+    )

@@ -231,9 +231,16 @@ class TopK:
     def to_bytes(self) -> bytes:
         """Serialize: a versioned header, the pairs, and a CRC-32 of all of it."""
         return _topk_format.dumps(
-            self.k, self.dtype, self.largest, self.nan, self.start, self.n_seen, self._scores,
-            self._ids, self._spans,
-        )  # fmt: skip
+            self.k,
+            self.dtype,
+            self.largest,
+            self.nan,
+            self.start,
+            self.n_seen,
+            self._scores,
+            self._ids,
+            self._spans,
+        )
 
     @classmethod
     def from_bytes(cls, data: bytes) -> TopK:

@@ -92,9 +92,19 @@ def best_positions(
             sv = kernel_view(np.asarray([seed[0] if seed else 0], x2.dtype))[0]
             sid = np.int64(seed[1] if seed else 0)
         return _best_positions_sized(
-            x2, kk, largest, nanbig, xv, idv, has_ids, seed if not sampled else (sv, -1), sv,
-            sid, sampled, ordered,
-        )  # fmt: skip
+            x2,
+            kk,
+            largest,
+            nanbig,
+            xv,
+            idv,
+            has_ids,
+            seed if not sampled else (sv, -1),
+            sv,
+            sid,
+            sampled,
+            ordered,
+        )
 
 
 def _sample_bound(xv: np.ndarray, k: int, largest: bool, nanbig: bool) -> Any:
@@ -111,8 +121,9 @@ def _sample_bound(xv: np.ndarray, k: int, largest: bool, nanbig: bool) -> Any:
     stride = n // max(SAMPLE, SAMPLE_PER_K * k // 4)
     sample = np.ascontiguousarray(xv[::stride])
     # unsorted: only the k-th best (the worst of the k) is needed
-    best, _ = _topk_cpu.topk_one(sample, _NO_IDS, False, k, largest, nanbig, False, sample[0],
-                                 np.int64(0), False)  # fmt: skip
+    best, _ = _topk_cpu.topk_one(
+        sample, _NO_IDS, False, k, largest, nanbig, False, sample[0], np.int64(0), False
+    )
     if best.shape[0] < k:
         return None
     vals = sample[best]

@@ -198,8 +198,9 @@ def associative_scan(
 
         if exclusive and ident is None:
             ident = _monoid_identity(fn, leaves, ax)  # type: ignore[arg-type]
-        fn, combine, leaves = _segments.prepare(fn, combine, leaves, reset, kind, ax, reverse,
-                                                exclusive, ident)  # fmt: skip
+        fn, combine, leaves = _segments.prepare(
+            fn, combine, leaves, reset, kind, ax, reverse, exclusive, ident
+        )
         exclusive, ident = False, None
     plan = _backends.ScanPlan(fn, combine, leaves, kind, ax, reverse, exclusive, ident)
     chosen = _backends.choose(method, plan)

@@ -86,8 +86,16 @@ class SymmetryReport:
 
     def __str__(self) -> str:
         head = f"{self.law} of {self.name} ({self.equation})"
-        text = verdict(head, self.ok, self.trials, "random pairs", self.worst, self.max_abs_diff,
-                       self.rtol, self.atol)  # fmt: skip
+        text = verdict(
+            head,
+            self.ok,
+            self.trials,
+            "random pairs",
+            self.worst,
+            self.max_abs_diff,
+            self.rtol,
+            self.atol,
+        )
         ce = self.counterexample
         if self.ok or ce is None:
             return text

@@ -299,8 +299,14 @@ def m2l_many(
         d1 = rec2[t, 1, 1]
         d2 = rec2[t, 2, 1]
         for i in range(S):
-            D[t, i] = (c0 * rx[i] * D[a0, i] + c1 * ry[i] * D[a1, i] + c2 * rz[i] * D[a2, i]
-                       + d0 * D[b0, i] + d1 * D[b1, i] + d2 * D[b2, i]) * D[nt, i]  # fmt: skip
+            D[t, i] = (
+                c0 * rx[i] * D[a0, i]
+                + c1 * ry[i] * D[a1, i]
+                + c2 * rz[i] * D[a2, i]
+                + d0 * D[b0, i]
+                + d1 * D[b1, i]
+                + d2 * D[b2, i]
+            ) * D[nt, i]
     for k in range(nt):
         acc = 0.0
         for q in range(trip_ptr[k], trip_ptr[k + 1]):
@@ -312,8 +318,9 @@ def m2l_many(
 
 
 @njit(cache=True, fastmath=True, error_model="numpy")
-def m2l_many_scaled(mults, srcs, rx, ry, rz, eps2, deg, i1, c1, i2, c2, trip, trip_ptr, D, Mt,
-                    out):  # fmt: skip  # pragma: no cover
+def m2l_many_scaled(
+    mults, srcs, rx, ry, rz, eps2, deg, i1, c1, i2, c2, trip, trip_ptr, D, Mt, out
+):  # pragma: no cover
     """:func:`m2l_many` in the precision of the scratch ``D``, ``Mt`` (float32: twice the lanes).
 
     The sums run in units of ``r = min_i |r_i|``: by homogeneity of the
@@ -363,9 +370,14 @@ def m2l_many_scaled(mults, srcs, rx, ry, rz, eps2, deg, i1, c1, i2, c2, trip, tr
         h1 = c2[t, 1]
         h2 = c2[t, 2]
         for i in range(S):
-            D[t, i] = (k0 * D[nt + 1, i] * D[a0, i] + k1 * D[nt + 2, i] * D[a1, i]
-                       + k2 * D[nt + 3, i] * D[a2, i] + h0 * D[b0, i] + h1 * D[b1, i]
-                       + h2 * D[b2, i]) * D[nt, i]  # fmt: skip
+            D[t, i] = (
+                k0 * D[nt + 1, i] * D[a0, i]
+                + k1 * D[nt + 2, i] * D[a1, i]
+                + k2 * D[nt + 3, i] * D[a2, i]
+                + h0 * D[b0, i]
+                + h1 * D[b1, i]
+                + h2 * D[b2, i]
+            ) * D[nt, i]
     zero = c1[0, 0]  # 0 in the scratch dtype: term 0 has no recurrence
     for k in range(nt):
         acc = zero

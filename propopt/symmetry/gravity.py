@@ -87,8 +87,9 @@ def spline_kernel(r2: float, h: float) -> tuple[float, float]:
         g = (32.0 / 3.0 + q * q * (32.0 * q - 38.4)) * h3
         p = (-2.8 + q * q * (16.0 / 3.0 + q * q * (6.4 * q - 9.6))) * hinv
     else:
-        g = (64.0 / 3.0 - 48.0 * q + 38.4 * q * q - 32.0 / 3.0 * q * q * q
-             - 1.0 / 15.0 / (q * q * q)) * h3  # fmt: skip
+        g = (
+            64.0 / 3.0 - 48.0 * q + 38.4 * q * q - 32.0 / 3.0 * q * q * q - 1.0 / 15.0 / (q * q * q)
+        ) * h3
         inner = 32.0 / 3.0 + q * (-16.0 + q * (9.6 - 32.0 / 15.0 * q))
         p = (-3.2 + 1.0 / 15.0 / q + q * q * inner) * hinv
     return g, p
@@ -240,8 +241,11 @@ def direct_gravity(
             if te is not None:
                 t_all = te
             else:
-                t_eps = float(target_eps) if target_eps is not None else (
-                    float(eps) if e is None else 0.0)  # fmt: skip
+                t_eps = (
+                    float(target_eps)
+                    if target_eps is not None
+                    else (float(eps) if e is None else 0.0)
+                )
                 t_all = np.full(len(T), t_eps)
             T = np.column_stack([T, (t_all**power).astype(T.dtype)])
     res = pairwise_sum(

@@ -87,8 +87,9 @@ def _full_cpu(untiled: bool) -> Callable[[PairPlan], np.ndarray]:
         XT = np.ascontiguousarray(p.X.T)
         TT = XT if p.T is None else np.ascontiguousarray(p.T.T)
         out = np.zeros((TT.shape[1], p.k))
-        (mod.untiled if untiled else mod.full)(TT, XT, p.w, *p.args, p.tile or TILE,
-                                               p.T is None, out)  # fmt: skip
+        (mod.untiled if untiled else mod.full)(
+            TT, XT, p.w, *p.args, p.tile or TILE, p.T is None, out
+        )
         return out
 
     return run

@@ -88,14 +88,17 @@ def as_numpy64(x):
 def rel_error(out, ref):
     """Largest elementwise relative error over all leaves (references are nonzero)."""
     tiny = np.finfo(np.float64).tiny
-    return max(float(np.max(np.abs(as_numpy64(o) - r) / np.maximum(np.abs(r), tiny)))
-               for o, r in zip(out, ref))  # fmt: skip
+    return max(
+        float(np.max(np.abs(as_numpy64(o) - r) / np.maximum(np.abs(r), tiny)))
+        for o, r in zip(out, ref)
+    )
 
 
 def scan(m, elems, lib, dtype, **kw):
     if lib == "torch":
-        elems = tuple(torch.from_numpy(np.asarray(e, np.float32)).to(TORCH_HALF[dtype])
-                      for e in elems)  # fmt: skip
+        elems = tuple(
+            torch.from_numpy(np.asarray(e, np.float32)).to(TORCH_HALF[dtype]) for e in elems
+        )
     out = pp.associative_scan(m, elems if m.arity > 1 else elems[0], **kw)
     out = out if m.arity > 1 else (out,)
     want = TORCH_HALF[dtype] if lib == "torch" else np.dtype(HALF[dtype])
@@ -239,8 +242,13 @@ def test_half_errors_against_jax(dtype):
     """
     jax = pytest.importorskip("jax")
     lax = jax.lax
-    ops = {pp.add: lax.cumsum, pp.mul: lax.cumprod, pp.maximum: lax.cummax,
-           pp.minimum: lax.cummin, pp.logaddexp: lax.cumlogsumexp}  # fmt: skip
+    ops = {
+        pp.add: lax.cumsum,
+        pp.mul: lax.cumprod,
+        pp.maximum: lax.cummax,
+        pp.minimum: lax.cummin,
+        pp.logaddexp: lax.cumlogsumexp,
+    }
     unit = {"float16": 2.0**-11, "bfloat16": 2.0**-8}[dtype]
     for m, op in ops.items():
         elems = draw(m, 4096, dtype, np.random.default_rng(3))

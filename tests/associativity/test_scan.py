@@ -71,8 +71,13 @@ def cases(m, dtype):
 
 # compiling the CPU kernels of one (monoid, dtype) takes seconds: the default
 # run covers one dtype per monoid family; the rest of the matrix is slow
-FAST = {("add", "float32"), ("linear_recurrence", "float64"), ("maximum", "int64"),
-        ("matmul2x2", "float64"), ("logaddexp", "float64")}  # fmt: skip
+FAST = {
+    ("add", "float32"),
+    ("linear_recurrence", "float64"),
+    ("maximum", "int64"),
+    ("matmul2x2", "float64"),
+    ("logaddexp", "float64"),
+}
 
 
 def _matrix():
@@ -81,8 +86,9 @@ def _matrix():
             for m in MONOIDS:
                 fast = method == "generic" or (m.name, np.dtype(dtype).name) in FAST
                 marks = () if fast else (pytest.mark.slow,)
-                yield pytest.param(m, dtype, method, marks=marks,
-                                   id=f"{method}-{np.dtype(dtype).name}-{m.name}")  # fmt: skip
+                yield pytest.param(
+                    m, dtype, method, marks=marks, id=f"{method}-{np.dtype(dtype).name}-{m.name}"
+                )
 
 
 @pytest.mark.parametrize(("m", "dtype", "method"), list(_matrix()))

@@ -170,8 +170,15 @@ def _flags(data, n):
     return data.draw(hnp.arrays(np.bool_, n), label="flags")
 
 
-BUILTINS = [pp.add, pp.mul, pp.maximum, pp.minimum, pp.logaddexp, pp.linear_recurrence,
-            pp.matmul2x2]  # fmt: skip
+BUILTINS = [
+    pp.add,
+    pp.mul,
+    pp.maximum,
+    pp.minimum,
+    pp.logaddexp,
+    pp.linear_recurrence,
+    pp.matmul2x2,
+]
 INT_BUILTINS = [pp.add, pp.mul, pp.maximum, pp.minimum]
 
 
@@ -234,14 +241,18 @@ def test_segmented_scan_equals_each_segment_alone(lengths, method, reverse, excl
     if method == "dask":
         da = pytest.importorskip("dask.array")
         elems = [da.from_array(x, chunks=4) for x in elems]
-    out = pp.associative_scan(pp.linear_recurrence, elems, reset=starts_of(lengths),
-                              method=method, **kw)  # fmt: skip
+    out = pp.associative_scan(
+        pp.linear_recurrence, elems, reset=starts_of(lengths), method=method, **kw
+    )
     if method == "dask":
         out = [o.compute(scheduler="sync") for o in out]
     parts, s = [], 0
     for n in lengths:
-        parts.append(pp.associative_scan(pp.linear_recurrence, [a[s : s + n], b[s : s + n]],
-                                         method="reference", **kw))  # fmt: skip
+        parts.append(
+            pp.associative_scan(
+                pp.linear_recurrence, [a[s : s + n], b[s : s + n]], method="reference", **kw
+            )
+        )
         s += n
     close(out, [np.concatenate([p[i] for p in parts]) for i in range(2)], f"{lengths} {kw}")
 
@@ -261,8 +272,7 @@ def test_cuda_matches_the_loop(name):
         for reverse in (False, True):
             for exclusive in (False, True):
                 kw = dict(reverse=reverse, exclusive=exclusive)
-                out = pp.associative_scan(m, [cuda.to_device(e) for e in elems], reset=starts,
-                                          **kw)  # fmt: skip
+                out = pp.associative_scan(m, [cuda.to_device(e) for e in elems], reset=starts, **kw)
                 close([o.copy_to_host() for o in out], loop(name, elems, starts, **kw), str(kw))
 
 
@@ -275,10 +285,12 @@ def test_cuda_exclusive_along_axis_0_of_a_2d_array():
     rng = np.random.default_rng(8)
     x = rng.uniform(0, 1, (21, 3))
     starts = starts_of([4, 9, 1, 7])
+    starts[0] = False  # no flag on the first element: still nothing before it
     with _cuda.tiles(threads=4, items=2):
         for reverse in (False, True):
-            out = pp.associative_scan(pp.add, cuda.to_device(x), axis=0, reset=starts,
-                                      exclusive=True, reverse=reverse)  # fmt: skip
+            out = pp.associative_scan(
+                pp.add, cuda.to_device(x), axis=0, reset=starts, exclusive=True, reverse=reverse
+            )
             for j in range(3):
                 ref = loop("add", [x[:, j]], starts, reverse=reverse, exclusive=True)[0]
                 np.testing.assert_allclose(out.copy_to_host()[:, j], ref, rtol=RTOL, atol=1e-14)
@@ -299,13 +311,23 @@ def test_cuda_segmented_scan_equals_each_segment_alone(lengths, reverse, exclusi
     rng = np.random.default_rng(seed)
     a, b = draw("linear_recurrence", sum(lengths), rng)
     with _cuda.tiles(threads=4, items=2):
-        out = pp.associative_scan(pp.linear_recurrence, [cuda.to_device(a), cuda.to_device(b)],
-                                  reset=starts_of(lengths), reverse=reverse,
-                                  exclusive=exclusive)  # fmt: skip
+        out = pp.associative_scan(
+            pp.linear_recurrence,
+            [cuda.to_device(a), cuda.to_device(b)],
+            reset=starts_of(lengths),
+            reverse=reverse,
+            exclusive=exclusive,
+        )
     parts, s = [], 0
     for n in lengths:
-        parts.append(pp.associative_scan(pp.linear_recurrence, [a[s : s + n], b[s : s + n]],
-                                         method="reference", reverse=reverse,
-                                         exclusive=exclusive))  # fmt: skip
+        parts.append(
+            pp.associative_scan(
+                pp.linear_recurrence,
+                [a[s : s + n], b[s : s + n]],
+                method="reference",
+                reverse=reverse,
+                exclusive=exclusive,
+            )
+        )
         s += n
     close([o.copy_to_host() for o in out], [np.concatenate([p[i] for p in parts]) for i in (0, 1)])

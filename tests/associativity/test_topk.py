@@ -41,9 +41,12 @@ def test_topk_matches_reference_float32_with_ties(n, k, largest):
 
 @pytest.mark.parametrize(
     "dtype",
-    [np.int32, np.uint8, np.bool_] + [pytest.param(d, marks=pytest.mark.slow) for d in
-     (np.float64, np.int64, np.int8, np.uint16, np.uint32, np.uint64, np.float16)],
-)  # fmt: skip
+    [np.int32, np.uint8, np.bool_]
+    + [
+        pytest.param(d, marks=pytest.mark.slow)
+        for d in (np.float64, np.int64, np.int8, np.uint16, np.uint32, np.uint64, np.float16)
+    ],
+)
 def test_topk_dtypes_preserved(dtype):
     if dtype == np.bool_:
         x = RNG.integers(0, 2, 300).astype(bool)
@@ -423,8 +426,9 @@ def test_rows_seeded_from_their_own_sample_with_nan(largest, nan):
         _, i = topk(x, k, axis=1, largest=largest, nan="largest")
         np.testing.assert_array_equal(i, ref.topk(x, k, largest, "largest"))
         row = x[0] if nan == "largest" else x[2]
-        np.testing.assert_array_equal(topk(row, k, largest=largest, nan=nan)[1],
-                                      _ref_1d(row, k, largest, nan))  # fmt: skip
+        np.testing.assert_array_equal(
+            topk(row, k, largest=largest, nan=nan)[1], _ref_1d(row, k, largest, nan)
+        )
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64])

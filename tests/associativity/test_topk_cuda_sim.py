@@ -37,9 +37,14 @@ def _run(x, k, largest, nan="ignore"):
 
 @pytest.mark.parametrize(
     "dtype, largest, k",
-    [(np.float32, True, 7), (np.float32, False, 30), (np.int32, False, 1),
-     (np.float64, True, 30), (np.int64, False, 7)],
-)  # fmt: skip
+    [
+        (np.float32, True, 7),
+        (np.float32, False, 30),
+        (np.int32, False, 1),
+        (np.float64, True, 30),
+        (np.int64, False, 7),
+    ],
+)
 def test_select_matches_reference(dtype, largest, k):
     rng = np.random.default_rng(5)
     x = rng.integers(-6, 6, (2, 30)).astype(dtype)  # ties spanning segments

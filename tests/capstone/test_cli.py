@@ -91,8 +91,9 @@ def test_a_missing_optional_dependency_is_one_line_naming_the_extra(monkeypatch,
 
 
 def test_module_entry_point_exits_nonzero_without_traceback():
-    p = subprocess.run([sys.executable, "-m", "propopt", "capstone", "--only", "x"],
-                       capture_output=True, text=True)  # fmt: skip
+    p = subprocess.run(
+        [sys.executable, "-m", "propopt", "capstone", "--only", "x"], capture_output=True, text=True
+    )
     assert p.returncode == 2
     assert "Traceback" not in p.stderr and "invalid choice" in p.stderr
 

@@ -30,8 +30,9 @@ def test_rounds_alternate_and_the_ratio_is_the_median_of_rounds():
 
 def test_budget_stops_after_three_rounds_and_ticks_each_round():
     ticks = []
-    c = measure.compare(_sleeper(0.01), _sleeper(0.01), rounds=50, budget_s=0.001,
-                        tick=lambda: ticks.append(1))  # fmt: skip
+    c = measure.compare(
+        _sleeper(0.01), _sleeper(0.01), rounds=50, budget_s=0.001, tick=lambda: ticks.append(1)
+    )
     assert c.rounds == 3 and len(ticks) == 3
     with pytest.raises(ValueError, match="rounds=0: must be >= 1"):
         measure.compare(_sleeper(0), _sleeper(0), rounds=0)

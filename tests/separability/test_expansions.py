@@ -100,9 +100,12 @@ def test_far_field_error_falls_with_order(cluster, eps2):
         err = 0.0
         for t, tg in enumerate(targets):
             psi, gx, gy, gz = E.l2p(L2, *(tg - zc), tab.mono, tab.grad, w)
-            err = max(err, abs(psi - psi0[t]) / psi0[t],
-                      np.linalg.norm([gx - g0[t, 0], gy - g0[t, 1], gz - g0[t, 2]])
-                      / np.linalg.norm(g0[t]))  # fmt: skip
+            err = max(
+                err,
+                abs(psi - psi0[t]) / psi0[t],
+                np.linalg.norm([gx - g0[t, 0], gy - g0[t, 1], gz - g0[t, 2]])
+                / np.linalg.norm(g0[t]),
+            )
         errs.append(err)
     assert errs[-1] < 1e-5  # ((0.87 + 0.5) / 3.2)^11 ~ 1e-4 is the bound
     assert all(b < a for a, b in itertools.pairwise(errs)), errs

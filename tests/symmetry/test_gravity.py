@@ -91,8 +91,9 @@ def test_spline_softening_matches_pytreegrav_brute_force():
     np.testing.assert_allclose(p, p0, rtol=1e-12)
     t, th = rng.normal(size=(40, 3)), rng.uniform(0.0, 0.5, 40)
     a, p = direct_gravity(x, m, eps=h, targets=t, target_eps=th, softening="spline")
-    a0 = pytreegrav.AccelTarget(t, x, m, softening_target=th, softening_source=h,
-                                method="bruteforce")  # fmt: skip
+    a0 = pytreegrav.AccelTarget(
+        t, x, m, softening_target=th, softening_source=h, method="bruteforce"
+    )
     np.testing.assert_allclose(a, a0, rtol=1e-12, atol=1e-12 * np.abs(a0).max())
 
 

@@ -53,8 +53,12 @@ def test_progress_bar(ic, capsys):
 
 
 def test_diagnostics_two_bodies():
-    d = diagnostics(np.array([[1.0, 0, 0], [-1.0, 0, 0]]), np.array([[0, 1.0, 0], [0, -1.0, 0]]),
-                    np.array([1.0, 1.0]), np.array([-0.5, -0.5]))  # fmt: skip
+    d = diagnostics(
+        np.array([[1.0, 0, 0], [-1.0, 0, 0]]),
+        np.array([[0, 1.0, 0], [0, -1.0, 0]]),
+        np.array([1.0, 1.0]),
+        np.array([-0.5, -0.5]),
+    )
     assert d["kinetic"] == 1.0 and d["potential"] == -0.5 and d["lz"] == 2.0 and d["px"] == 0.0
 
 

@@ -32,8 +32,9 @@ def test_theta_zero_at_targets_matches_pytreegrav(bodies):
     t = np.random.default_rng(1).normal(size=(300, 3))
     ht = np.full(300, 0.05)
     a, _ = barnes_hut(pos, m, eps=h, theta=0.0, softening="spline", targets=t, target_eps=ht)
-    want = pytreegrav.AccelTarget(t, pos, m, softening_target=ht, softening_source=h,
-                                  method="bruteforce")  # fmt: skip
+    want = pytreegrav.AccelTarget(
+        t, pos, m, softening_target=ht, softening_source=h, method="bruteforce"
+    )
     assert _maxrel(a, want) < 1e-12
 
 
