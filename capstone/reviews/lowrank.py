@@ -6,7 +6,7 @@ import numpy as np
 
 import propopt as pp
 
-from ..measure import compare
+from ..measure import compare, median_seconds
 from ..progress import Progress
 from ..rows import Row, row
 from .common import cpu_device
@@ -55,6 +55,13 @@ def review(size: str, progress: Progress) -> list[Row]:
     def arpack() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return svds(a, k=RANK, random_state=0)
 
+    # the floor: the products with the matrix that any randomized range
+    # finder with 2 power iterations does, n x n times n x (rank + 10), six
+    # of them (sketch, 2 x 2 in the iterations, the projection), as BLAS runs
+    # them here; low_rank adds its error bound's 10 columns
+    omega = np.random.default_rng(1).normal(size=(n, RANK + 10))
+    floor_ms = 1e3 * median_seconds(lambda: [a @ omega for _ in range(6)], repeats=3)
+    floor = dict(floor=f"6 GEMMs {n}x{n}x{RANK + 10}", floor_ms=floor_ms)
     f = ours()
     e_ours, e_sk, e_arpack = err(f.U, f.s, f.Vt), err(*sk()), err(*arpack())
     problem = f"rank-{RANK} factors of a {n} x {n} float64 matrix"
@@ -63,7 +70,8 @@ def review(size: str, progress: Progress) -> list[Row]:
     return [
         row(problem, size, *WHAT, TECHNIQUE,
             "sklearn randomized_svd, same samples and iterations" + note(e_sk),
-            compare(sk, ours, rounds=rounds, tick=progress.tick), e_ours, "F rel", dev),
+            compare(sk, ours, rounds=rounds, tick=progress.tick), e_ours, "F rel", dev, **floor),
         row(problem, size, *WHAT, TECHNIQUE, "scipy svds(k=50), ARPACK" + note(e_arpack),
-            compare(arpack, ours, rounds=rounds, tick=progress.tick), e_ours, "F rel", dev),
+            compare(arpack, ours, rounds=rounds, tick=progress.tick), e_ours, "F rel", dev,
+            **floor),
     ]  # fmt: skip
