@@ -24,6 +24,13 @@ def _fn(method):
     return f
 
 
+#: gradcheck runs the backward twice and by default wants the same bits; the
+#: backward's float reductions may regroup with the per-call thread count, which
+#: follows the machine's load, so two runs may differ in the last bits (once
+#: seen: "backward is not reentrant").  The Jacobian check is unchanged.
+NONDET = 1e-12
+
+
 @pytest.mark.parametrize(
     "b_kind, c_kind, dim, L, fast",
     [
@@ -35,7 +42,7 @@ def _fn(method):
 def test_gradcheck_float64(b_kind, c_kind, dim, L, fast):
     # Each input element costs two forward calls: shapes stay tiny.
     d = inputs(batch=2, dim=dim, L=L, N=2, b_kind=b_kind, c_kind=c_kind)
-    assert torch.autograd.gradcheck(_fn("cpu"), _tensors(d), fast_mode=fast)
+    assert torch.autograd.gradcheck(_fn("cpu"), _tensors(d), fast_mode=fast, nondet_tol=NONDET)
 
 
 @pytest.mark.slow
@@ -43,7 +50,7 @@ def test_gradcheck_float64_across_chunks():
     # L = 70 crosses a checkpoint (every 64 tokens); fast_mode checks random
     # projections of the Jacobian instead of every column.
     d = inputs(batch=1, dim=2, L=70, N=2, b_kind="step", c_kind="step")
-    assert torch.autograd.gradcheck(_fn("cpu"), _tensors(d), fast_mode=True)
+    assert torch.autograd.gradcheck(_fn("cpu"), _tensors(d), fast_mode=True, nondet_tol=NONDET)
 
 
 @pytest.mark.parametrize("L", [1, 65, pytest.param(64, marks=pytest.mark.slow),
