@@ -484,22 +484,8 @@ def token_io_update(h: Any, at: Any, dsrc: Any, usrc: Any, osrc: Any, zsrc: Any,
                     c: int, bias: Any, Dv: Any, e0: int, Brow: Any, Crow: Any, scale_b: bool,
                     finish: bool, has_z: bool) -> None:  # fmt: skip
     """:func:`token_io` in float32, else the same in numba loops (one channel at a time)."""
-    N, W = h.shape
-    for j in range(W):
-        dt = dsrc[r, c + j] + bias[e0 + j]
-        uj = usrc[r, c + j]
-        du = dt * uj if scale_b else uj
-        y = 0.0
-        for n in range(N):
-            hn = fexp(dt * at[n, j]) * h[n, j] + du * Brow[n]
-            h[n, j] = hn
-            y += hn * Crow[n]
-        if finish:
-            y = y + Dv[e0 + j] * uj
-            if has_z:
-                zt = zsrc[r, c + j]
-                y = y * (zt / (1.0 + fexp(-zt)))
-        osrc[r, c + j] = y
+    _token_io_loops(h, at, dsrc, usrc, osrc, zsrc, r, c, bias, Dv, e0, Brow, Crow, scale_b,
+                    finish, has_z)  # fmt: skip
 
 
 @overload(
