@@ -42,6 +42,22 @@ def _splat(vt: ir.VectorType, value: Any) -> ir.Constant:
     return ir.Constant(vt, [ir.Constant(vt.element, value)] * VL)
 
 
+def _vptr(builder: ir.IRBuilder, ptr: ir.Value, idx: ir.Value, vp: ir.PointerType) -> ir.Value:
+    """``ptr + idx`` as a pointer to a vector of ``VL`` lanes."""
+    return builder.bitcast(builder.gep(ptr, [idx]), vp)
+
+
+def _bcast(builder: ir.IRBuilder, ptr: ir.Value, idx: ir.Value, vt: ir.VectorType) -> ir.Value:
+    """``ptr[idx]`` in every lane of a ``vt`` vector."""
+    i32 = ir.IntType(32)
+    v = builder.insert_element(
+        ir.Constant(vt, ir.Undefined), builder.load(builder.gep(ptr, [idx])), ir.Constant(i32, 0)
+    )
+    return builder.shuffle_vector(
+        v, ir.Constant(vt, ir.Undefined), _splat(ir.VectorType(i32, VL), 0)
+    )
+
+
 def _vexp(builder: ir.IRBuilder, x: ir.Value, vt: ir.VectorType) -> ir.Value:
     """:func:`._exp.fexp` (float32) of a vector ``x``: the same steps, lane by lane."""
     mod = builder.module
@@ -89,19 +105,15 @@ def _lanes_codegen(exps_only: bool) -> Any:
         vt = ir.VectorType(ir.FloatType(), VL)
         vp = vt.as_pointer()
         i64 = ir.IntType(64)
-        i32 = ir.IntType(32)
         fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vt, [vt] * 3),
                                              f"llvm.fmuladd.v{VL}f32")  # fmt: skip
         yacc = cgutils.alloca_once(builder, vt)
 
         def vptr(ptr: ir.Value, idx: ir.Value) -> ir.Value:
-            return builder.bitcast(builder.gep(ptr, [idx]), vp)
+            return _vptr(builder, ptr, idx, vp)
 
         def bcast(ptr: ir.Value, idx: ir.Value) -> ir.Value:
-            s = builder.load(builder.gep(ptr, [idx]))
-            v = builder.insert_element(ir.Constant(vt, ir.Undefined), s, ir.Constant(i32, 0))
-            return builder.shuffle_vector(v, ir.Constant(vt, ir.Undefined), _splat(
-                ir.VectorType(i32, VL), 0))  # fmt: skip
+            return _bcast(builder, ptr, idx, vt)
 
         nv = builder.udiv(W, ir.Constant(i64, VL))
         with cgutils.for_range(builder, nv) as lv:
@@ -382,7 +394,6 @@ def token_io(typingctx, h, at, dsrc, usrc, osrc, zsrc, r, c, bias, Dv, e0, Brow,
         vt = ir.VectorType(f32, VL)
         vp = vt.as_pointer()
         i64 = ir.IntType(64)
-        i32 = ir.IntType(32)
         i8p = ir.IntType(8).as_pointer()
         fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vt, [vt] * 3),
                                              f"llvm.fmuladd.v{VL}f32")  # fmt: skip
@@ -399,13 +410,10 @@ def token_io(typingctx, h, at, dsrc, usrc, osrc, zsrc, r, c, bias, Dv, e0, Brow,
         pD = builder.gep(arr[9].data, [ev])
 
         def vptr(ptr: ir.Value, idx: ir.Value) -> ir.Value:
-            return builder.bitcast(builder.gep(ptr, [idx]), vp)
+            return _vptr(builder, ptr, idx, vp)
 
         def bcast(ptr: ir.Value, idx: ir.Value) -> ir.Value:
-            s = builder.load(builder.gep(ptr, [idx]))
-            v = builder.insert_element(ir.Constant(vt, ir.Undefined), s, ir.Constant(i32, 0))
-            return builder.shuffle_vector(v, ir.Constant(vt, ir.Undefined), _splat(
-                ir.VectorType(i32, VL), 0))  # fmt: skip
+            return _bcast(builder, ptr, idx, vt)
 
         def add(a: ir.Value, b: ir.Value) -> ir.Value:
             return builder.fadd(a, b, flags=("contract",))
