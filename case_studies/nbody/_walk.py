@@ -26,7 +26,7 @@ NEAR_CAP = 4096
 
 
 @njit(cache=True, fastmath=True, error_model="numpy", inline="always")
-def _far(tx, ty, tz, te, fb, nf, quad, c, out):  # pragma: no cover - numba
+def _far(tx, ty, tz, te, fb, nf, quad, pot, c, out):  # pragma: no cover - numba
     """Monopole (+ quadrupole) of the gathered nodes ``fb[:, :nf]`` at one target.
 
     Rows of ``fb``: M, offset of the centre (3), ``1.5 S2`` (6), ``eps^2 / 2``,
@@ -34,7 +34,8 @@ def _far(tx, ty, tz, te, fb, nf, quad, c, out):  # pragma: no cover - numba
     ``u = s^-5``: ``phi = -M / s - u d.(1.5 S2).d + 0.5 tr S2 s^-3`` and
     ``a = (u (1.5 tr S2 - 5 d.(1.5 S2).d / s^2) - M s^-3) d + 2 u (1.5 S2) d``,
     the quadrupole of the softened kernel with its constants folded into the
-    node's numbers (fewer multiplications in the loop).
+    node's numbers (fewer multiplications in the loop).  Without ``pot``
+    ``out[3]`` is left alone (and the potential's terms are not computed).
     """
     ax = c[0]
     ay = c[0]
@@ -57,7 +58,8 @@ def _far(tx, ty, tz, te, fb, nf, quad, c, out):  # pragma: no cover - numba
             sdy = fb[5, k] * dx + fb[7, k] * dy + fb[8, k] * dz
             sdz = fb[6, k] * dx + fb[8, k] * dy + fb[9, k] * dz
             dsd = dx * sdx + dy * sdy + dz * sdz
-            ph -= M * inv + u * dsd - fb[12, k] * g1
+            if pot:
+                ph -= M * inv + u * dsd - fb[12, k] * g1
             k1 = u * (fb[11, k] - five * dsd * inv2) - M * g1
             v = u + u
             ax += k1 * dx + v * sdx
@@ -68,11 +70,13 @@ def _far(tx, ty, tz, te, fb, nf, quad, c, out):  # pragma: no cover - numba
             ax -= mg * dx
             ay -= mg * dy
             az -= mg * dz
-            ph -= M * inv
+            if pot:
+                ph -= M * inv
     out[0] += ax
     out[1] += ay
     out[2] += az
-    out[3] += ph
+    if pot:
+        out[3] += ph
 
 
 @njit(cache=True, fastmath=True, error_model="numpy", inline="always")
@@ -116,6 +120,15 @@ def _near(tx, ty, tz, te2, nb, nq, c, out):  # pragma: no cover - numba
     out[3] -= psi
 
 
+@njit(cache=True, fastmath=True, error_model="numpy", inline="always")
+def _near_acc(tx, ty, tz, te2, nb, nq, c, out):  # pragma: no cover - numba
+    """:func:`_near` without the potential (LLVM drops its sum)."""
+    _, gx, gy, gz = near_field(tx, ty, tz, te2, nb, nq, c)
+    out[0] += gx
+    out[1] += gy
+    out[2] += gz
+
+
 @njit(cache=True, fastmath=True, error_model="numpy")
 def _near_spline(tx, ty, tz, th2, nb, nq, out):  # pragma: no cover - numba
     """:func:`_near` with pytreegrav's cubic-spline softening: ``h = max(h_i, h_j)``.
@@ -140,25 +153,34 @@ def _near_spline(tx, ty, tz, th2, nb, nq, out):  # pragma: no cover - numba
 
 
 @njit(cache=True, fastmath=True, error_model="numpy")
-def _flush(tb, ng, fb, nf, nb, nq, quad, c, spline, acc):  # pragma: no cover - numba
+def _flush(tb, ng, fb, nf, nb, nq, quad, pot, c, spline, acc):  # pragma: no cover - numba
     for t in range(ng):
         o = acc[t]
+        x = tb[0, t]
+        y = tb[1, t]
+        z = tb[2, t]
         # a far node is beyond every pair's spline support: Newtonian (no softening)
         te = c[0] if spline else c[1] * tb[3, t]
-        if nf and quad:
-            _far(tb[0, t], tb[1, t], tb[2, t], te, fb, nf, True, c, o)
+        if nf and quad and pot:
+            _far(x, y, z, te, fb, nf, True, True, c, o)
+        elif nf and quad:
+            _far(x, y, z, te, fb, nf, True, False, c, o)
+        elif nf and pot:
+            _far(x, y, z, te, fb, nf, False, True, c, o)
         elif nf:
-            _far(tb[0, t], tb[1, t], tb[2, t], te, fb, nf, False, c, o)
+            _far(x, y, z, te, fb, nf, False, False, c, o)
         if nq and spline:
-            _near_spline(tb[0, t], tb[1, t], tb[2, t], tb[3, t], nb, nq, o)
+            _near_spline(x, y, z, tb[3, t], nb, nq, o)
+        elif nq and pot:
+            _near(x, y, z, tb[3, t], nb, nq, c, o)
         elif nq:
-            _near(tb[0, t], tb[1, t], tb[2, t], tb[3, t], nb, nq, c, o)
+            _near_acc(x, y, z, tb[3, t], nb, nq, c, o)
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
 def walk(
-    tgt, gstart, gend, gmax, src, nodes, test, nstart, nend, nxt, leaf, quad, nblocks, c,
-    relative, spline, out,
+    tgt, gstart, gend, gmax, src, nodes, test, nstart, nend, nxt, leaf, quad, pot, nblocks,
+    c, relative, spline, out,
 ):  # fmt: skip
     """Field of the tree at the targets, one walk per group.  # pragma: no cover - numba
 
@@ -168,7 +190,7 @@ def walk(
     ``test`` (k, 4): what the traversal reads (a half cache line per node),
     the centre and ``max(b_max^2, size^2 / theta^2)`` (``inf`` at ``theta =
     0``, ``-1`` for a node without mass, which is skipped).  ``out`` (t, 4)
-    receives ax, ay, az, phi (G = 1).  ``c`` = (0, 0.5, 1, 3, 5) in the
+    receives ax, ay, az, phi (G = 1; phi only with ``pot``).  ``c`` = (0, 0.5, 1, 3, 5) in the
     precision of the inner loops (float32 or float64).  With
     ``relative`` the buffers hold coordinates relative to the group's centre
     (float32 keeps its precision for close pairs); without it (float64) they
@@ -235,7 +257,19 @@ def walk(
                     far = d2 > reach * reach
                 if far:
                     if nf == FAR_CAP:
-                        _flush(tb, ge - gs, fb, np.int64(nf), nb, np.int64(0), quad, c, spline, acc)
+                        _flush(
+                            tb,
+                            ge - gs,
+                            fb,
+                            np.int64(nf),
+                            nb,
+                            np.int64(0),
+                            quad,
+                            pot,
+                            c,
+                            spline,
+                            acc,
+                        )
                         nf = 0
                     fb[0, nf] = nodes[i, 0]
                     fb[1, nf] = cx - gx
@@ -254,7 +288,17 @@ def walk(
                     while j < nend[i]:
                         if nq == NEAR_CAP:
                             _flush(
-                                tb, ge - gs, fb, np.int64(0), nb, np.int64(nq), quad, c, spline, acc
+                                tb,
+                                ge - gs,
+                                fb,
+                                np.int64(0),
+                                nb,
+                                np.int64(nq),
+                                quad,
+                                pot,
+                                c,
+                                spline,
+                                acc,
                             )
                             nq = 0
                         nb[0, nq] = src[0, j] - gx
@@ -267,7 +311,7 @@ def walk(
                     i = nxt[i]
                 else:
                     i += 1
-            _flush(tb, ge - gs, fb, np.int64(nf), nb, np.int64(nq), quad, c, spline, acc)
+            _flush(tb, ge - gs, fb, np.int64(nf), nb, np.int64(nq), quad, pot, c, spline, acc)
             for t in range(gs, ge):
                 for q in range(4):
                     out[t, q] = acc[t - gs, q]
