@@ -29,8 +29,7 @@ DEPENDS_ON = "_walk.near_field: psi, grad of the near bodies"
 _INTERNAL = dict(no_cpython_wrapper=True, no_cfunc_wrapper=True)
 
 
-@njit(cache=True)
-def geometry(x, y, z, w, e2, start, end, nxt, leaf):  # pragma: no cover - numba
+def geometry(x, y, z, w, e2, start, end, nxt, leaf):
     """Per node: expansion centre, radius, weight, weighted mean ``eps^2``, depth, parent.
 
     The centre is the weighted mean of the node's points (the centre of mass
@@ -40,14 +39,21 @@ def geometry(x, y, z, w, e2, start, end, nxt, leaf):  # pragma: no cover - numba
     children's bound ``|c - c_child| + r_child`` and the farthest box corner).
     """
     k = start.shape[0]
-    lo = np.empty((k, 3))
-    hi = np.empty((k, 3))
-    ctr = np.zeros((k, 3))
-    rad = np.zeros(k)
-    wsum = np.zeros(k)
-    we2 = np.zeros(k)
-    parent = np.full(k, -1, np.int64)
-    depth = np.zeros(k, np.int64)
+    # allocated here, not in the kernel: numba's np.zeros, np.full, ... each
+    # compile on the first call
+    lo, hi = np.empty((k, 3)), np.empty((k, 3))
+    ctr, rad, wsum, we2 = np.zeros((k, 3)), np.zeros(k), np.zeros(k), np.zeros(k)
+    me2 = np.empty(k)
+    parent, depth = np.full(k, -1, np.int64), np.zeros(k, np.int64)
+    _geometry(x, y, z, w, e2, start, end, nxt, leaf, lo, hi, ctr, rad, wsum, we2, me2, parent,
+              depth)  # fmt: skip
+    return ctr, rad, wsum, me2, depth, parent
+
+
+@njit(cache=True)
+def _geometry(x, y, z, w, e2, start, end, nxt, leaf, lo, hi, ctr, rad, wsum, we2, me2, parent,
+              depth):  # fmt: skip  # pragma: no cover - numba
+    k = start.shape[0]
     for i in range(k):
         if not leaf[i]:
             c = i + 1
@@ -109,10 +115,8 @@ def geometry(x, y, z, w, e2, start, end, nxt, leaf):  # pragma: no cover - numba
                 c = nxt[c]
             r = min(r, rb)
         rad[i] = r
-    me2 = np.empty(k)
     for i in range(k):
         me2[i] = we2[i] / wsum[i] if wsum[i] > 0 else 0.0
-    return ctr, rad, wsum, me2, depth, parent
 
 
 def records(ctr: np.ndarray, rad: np.ndarray, w: np.ndarray, leaf: np.ndarray,
