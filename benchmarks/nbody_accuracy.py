@@ -35,10 +35,12 @@ import numpy as np
 
 import propopt as pp
 from capstone.measure import compare
-from case_studies.nbody import barnes_hut, fmm, fmm_parameters
+from case_studies.nbody import THETA, barnes_hut, fmm, fmm_parameters
 from case_studies.nbody.distributions import DISTRIBUTIONS
 
 EPS = 1e-3
+TREE_THETAS = (0.8, 0.75, 0.72, 0.7, 0.65, 0.6, 0.5)
+"""Opening angles tried, largest first, for the tree against pytreegrav."""
 TOLS = (1e-1, 3e-2, 1e-2, 3e-3, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7)
 DOC = Path(__file__).resolve().parents[1] / "docs" / "nbody.md"
 START, END = "<!-- nbody_accuracy:start -->", "<!-- nbody_accuracy:end -->"
@@ -92,8 +94,56 @@ def _f3d(pos: np.ndarray, m: np.ndarray, eps: float) -> np.ndarray:
     return 4 * np.pi * out.grad.T  # grad of sum q / (4 pi r): the acceleration / (4 pi)
 
 
-def _bh(pos: np.ndarray, m: np.ndarray) -> np.ndarray:
-    return barnes_hut(pos, m, eps=EPS, precision="float32")[0]
+def _bh(pos: np.ndarray, m: np.ndarray, theta: float = THETA) -> np.ndarray:
+    # accelerations only, as pytreegrav.Accel
+    return barnes_hut(pos, m, eps=EPS, theta=theta, precision="float32", potential=False)[0]
+
+
+def tree_vs_pytreegrav(sizes: tuple[int, ...], sample: int, rounds: int) -> list[str]:
+    """propopt's tree against pytreegrav on Plummer spheres, at errors at or below pytreegrav's.
+
+    The largest ``theta`` of :data:`TREE_THETAS` whose median and 99th
+    percentile are both at or below pytreegrav's (each code against the exact
+    sum with its own softening), then both timed in ``rounds`` interleaved
+    rounds (medians), both on numba's full thread count (pytreegrav always
+    uses it; propopt's load-based thread policy is pinned to it here).
+    """
+    import numba
+
+    from capstone.machine import cpu_model
+
+    lines = [
+        "",
+        f"Barnes-Hut against pytreegrav ({cpu_model()}, {pp.threads.usable_cpus()} cores, "
+        f"numba threads {numba.get_num_threads()}, medians of {rounds} interleaved rounds):",
+        "",
+        "| N | pytreegrav error (median / p99) | propopt tree | its error | pytreegrav "
+        "| propopt | ratio (IQR) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for n in sizes:
+        pos, m = DISTRIBUTIONS["plummer"](n, seed=1)
+        ex = Exact(pos, m, sample)
+        _bh(pos[:3000], m[:3000])
+        ep = ex.err(_ptg(pos, m), "spline", 2.8 * EPS)
+        pm, p99 = float(np.median(ep)), float(np.quantile(ep, 0.99))
+        for theta in TREE_THETAS:
+            e = ex.err(_bh(pos, m, theta))
+            if np.median(e) <= pm and np.quantile(e, 0.99) <= p99:
+                break
+        else:
+            continue
+        with pp.threads.set_num_threads(numba.get_num_threads()):
+            c = compare(partial(_ptg, pos, m), partial(_bh, pos, m, theta), rounds=rounds)
+        lines.append(
+            f"| {n:,} | {pm:.1e} / {p99:.1e} | theta {theta:g}, quadrupole, float32 loops, "
+            "no potentials | "
+            f"{np.median(e):.1e} / {np.quantile(e, 0.99):.1e} | {c.baseline_ms / 1e3:.2f} s | "
+            f"{c.optimized_ms / 1e3:.3f} s | **{c.ratio:.1f}x** ({c.ratio_lo:.1f} - "
+            f"{c.ratio_hi:.1f}) |"
+        )
+        print(lines[-1], flush=True)
+    return lines
 
 
 def accuracy_tables(n: int, sample: int, f3d_eps: tuple[float, ...]) -> list[str]:
@@ -282,6 +332,12 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--write", action="store_true", help="write the tables into docs/nbody.md")
     ap.add_argument("--calibrate", action="store_true", help="sweep (p, theta) instead")
+    ap.add_argument(
+        "--tree",
+        default="",
+        help="only the tree against pytreegrav at these N (e.g. 1e6): "
+        "python -m benchmarks.nbody_accuracy --tree 1e6",
+    )
     args = ap.parse_args()
 
     def ints(s: str) -> tuple[int, ...]:
@@ -289,6 +345,9 @@ def main() -> None:
 
     if args.calibrate:
         calibrate(ints(args.n), args.sample)
+        return
+    if args.tree:
+        tree_vs_pytreegrav(ints(args.tree), args.sample, args.rounds)
         return
     import numba
 

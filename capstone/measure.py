@@ -83,6 +83,30 @@ def _nop() -> None:
     return None
 
 
+_compile_only = False
+
+
+@contextmanager
+def compile_only() -> Iterator[None]:
+    """Inside the block :func:`compare` and :func:`median_seconds` time nothing.
+
+    They call the optimized side once (``median_seconds`` its function once)
+    and return NaN times, so that running a review compiles, and caches on
+    disk, every kernel its timed run calls, without running its baselines.
+    """
+    global _compile_only
+    before, _compile_only = _compile_only, True
+    try:
+        yield
+    finally:
+        _compile_only = before
+
+
+def compiling_only() -> bool:
+    """Is this inside :func:`compile_only`?"""
+    return _compile_only
+
+
 def _time_once(fn: Callable[[], Any], sync: Callable[[], Any]) -> float:
     t0 = time.perf_counter()
     fn()
@@ -129,6 +153,7 @@ def compare(
     torch_baseline: bool = False,
     budget_s: float | None = None,
     tick: Callable[[], Any] = _nop,
+    baseline_compiles: bool = False,
 ) -> Comparison:
     """Time ``baseline`` and ``optimized`` in interleaved rounds.
 
@@ -147,6 +172,9 @@ def compare(
         Stop after the round that exceeds this many seconds (at least 3 rounds).
     tick : callable
         Called after each round (progress bars).
+    baseline_compiles : bool
+        The baseline is a numba kernel too (propopt's exact sum, a numba
+        loop): :func:`compile_only` calls it as well.
 
     Returns
     -------
@@ -157,6 +185,13 @@ def compare(
     """
     if rounds < 1:
         raise ValueError(f"rounds={rounds}: must be >= 1")
+    if _compile_only:
+        if baseline_compiles:
+            baseline()
+        optimized()
+        sync()
+        nan = math.nan
+        return Comparison(nan, nan, nan, nan, nan, 0, nan)
     # warm-up: compilation, caches, allocator; one call each
     threads = best_torch_threads(baseline, sync) if torch_baseline else None
     with torch_threads(threads):
@@ -196,4 +231,6 @@ def median_seconds(
     """Median wall time of ``fn`` over ``repeats`` calls, after one warm-up call."""
     fn()
     sync()
+    if _compile_only:
+        return math.nan
     return float(np.median([_time_once(fn, sync) for _ in range(repeats)]))

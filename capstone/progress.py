@@ -46,6 +46,12 @@ class Progress:
         self.label, self.part_plan, self.part_ticks, self.ticks = label, plan_s, max(ticks, 1), 0
         self.draw(force=True)
 
+    def note(self, text: str) -> None:
+        """Say what the current problem is doing now (a step that cannot tick, such as a
+        peer's compilation), until the next :meth:`start`."""
+        self.label = f"{self.label.split(':')[0]}: {text}"
+        self.draw(force=True)
+
     def tick(self) -> None:
         """One step of the current problem is done."""
         self.ticks = min(self.ticks + 1, self.part_ticks)

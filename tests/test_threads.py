@@ -194,3 +194,21 @@ print(omp.omp_get_max_threads(), torch.get_num_threads())
 """
         )
         assert _run(code) == "1 1", imports
+
+
+def test_pool_threads_are_numbas_workers_of_this_process():
+    pp.associative_scan(pp.add, np.ones(1 << 16, np.float32))  # starts numba's layer
+    pool = threads._pool_threads()
+    tasks = {int(t) for t in os.listdir("/proc/self/task")}
+    assert pool <= tasks
+    assert len(pool - {threading.get_native_id()}) >= numba.config.NUMBA_NUM_THREADS - 1
+
+
+def test_peers_leave_out_numbas_pool_and_threads_that_stop(monkeypatch):
+    """A pool thread still spinning after the last kernel is not a competitor, and a thread
+    seen running once but not a moment later (finishing another library's call) is not either."""
+    peers = threads._Peers()
+    peers.pools[threading.get_native_id()] = frozenset({101, 102})
+    looks = iter([{101, 102, 7, 8}, {101, 8}])
+    monkeypatch.setattr(threads, "_running_threads", lambda me: next(looks))
+    assert peers.update() == 1  # only 8 ran at both looks; 101 and 102 are the pool's

@@ -46,8 +46,10 @@ def gpu_rows(problem: str, make: Callable[[str], list[Row]]) -> list[Row]:
     A GPU row that fails (a driver or toolkit the kernels cannot use) is a
     warning naming the problem and the error; the CPU rows stand.
     """
+    from ..measure import compiling_only
+
     name = gpu_name()
-    if name is None:
+    if name is None or compiling_only():
         return []
     try:
         return make(f"cuda ({name})")

@@ -56,7 +56,7 @@ def review(size: str, progress: Progress) -> list[Row]:
             sum_err, "max rel", dev, floor="copy", floor_ms=copy_x, flops=n, bytes=8 * n),
         row(f"linear recurrence, {name}", size, *REC, "sequential numba loop",
             compare(lambda: sequential_recurrence(a, x), scan_rec, rounds=rounds,
-                    tick=progress.tick),
+                    tick=progress.tick, baseline_compiles=True),
             max_rel(scan_rec(), rec_exact), "max rel", dev, floor="copy of a, b",
             floor_ms=copy_ax, flops=3 * n, bytes=16 * n),
     ]  # fmt: skip

@@ -171,3 +171,54 @@ def node_moments(pos, mass, e2, start, end, nxt, leaf):
     _leaf_extents(pos, mass, e2, start, end, leaves, lo, hi, me2)
     _internal(rows, nxt, leaf, lo, hi, me2)
     return rows, lo, hi, me2
+
+
+@njit(cache=True, parallel=True)
+def gather_sources(P, m, e, order, origin, lscale, mscale, src, pos):  # pragma: no cover - numba
+    """The sorted bodies in tree units: ``src`` (5, n) rows x, y, z, m, eps^2; ``pos`` (n, 3).
+
+    ``(P[order] - origin) * lscale``, ``m[order] * mscale`` and
+    ``(e[order] * lscale)^2`` with ``lscale``, ``mscale`` powers of two:
+    the same bits as ``np.ldexp`` of the NumPy expressions, on threads.
+    """
+    for k in prange(order.shape[0]):
+        j = order[k]
+        for a in range(3):
+            v = (np.float64(P[j, a]) - origin[a]) * lscale
+            src[a, k] = v
+            pos[k, a] = v
+        src[3, k] = m[j] * mscale
+        s = e[j] * lscale
+        src[4, k] = s * s
+
+
+@njit(cache=True, parallel=True)
+def scatter_field(
+    res, torder, G, ascale, pscale, sm, se2, coef, acc, pot
+):  # pragma: no cover - numba
+    """Back from tree units and into the targets' input order; False if anything overflows.
+
+    ``acc[torder[t]] = res[t, :3] * G * ascale``, ``pot[torder[t]] = (res[t, 3]
+    + self term) * G * pscale``; the self term (``sm`` non-empty: targets are
+    the bodies, masses ``sm``, ``eps^2`` ``se2``) is ``coef m / sqrt(eps^2)``
+    where ``eps^2 > 0``.  ``ascale``, ``pscale`` are powers of two: the bits of ``np.ldexp``.
+    """
+    n = torder.shape[0]
+    bad = np.zeros(n, np.bool_)
+    selfterm = sm.shape[0] > 0
+    for t in prange(n):
+        p = res[t, 3]
+        if selfterm and se2[t] > 0:
+            p += coef * sm[t] / np.sqrt(se2[t])
+        ax = (res[t, 0] * G) * ascale
+        ay = (res[t, 1] * G) * ascale
+        az = (res[t, 2] * G) * ascale
+        p = (p * G) * pscale
+        if not (np.isfinite(ax) and np.isfinite(ay) and np.isfinite(az) and np.isfinite(p)):
+            bad[t] = True
+        o = torder[t]
+        acc[o, 0] = ax
+        acc[o, 1] = ay
+        acc[o, 2] = az
+        pot[o] = p
+    return not bad.any()

@@ -4,13 +4,17 @@ Trees are the pre-order octrees of :mod:`._build` (node ``i``'s children are
 ``i + 1``, ``next[i + 1]``, ... up to ``next[i]``).  Every expansion operator
 comes from :mod:`propopt.separability.expansions`; this module only walks
 the trees and schedules them on threads (``prange`` over the cells of one
-depth, over target cells, over target leaves).
+depth; target subtrees taken from a shared counter by :func:`run_threads`).
 """
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
 import numpy as np
-from numba import njit, prange
+from numba import njit, prange, types
+from numba.extending import intrinsic
 
 from propopt.separability.expansions import l2l, l2p, m2l_many_scaled, m2m, p2m
 
@@ -19,6 +23,10 @@ from ._walk import near_field
 # numba keys the on-disk cache of this file's kernels on this file alone: after editing
 # _walk.near_field (inlined into _near here), change this line so that they recompile.
 DEPENDS_ON = "_walk.near_field: psi, grad of the near bodies"
+
+# kernels called only from other kernels: no wrappers for calls from Python (each
+# took ~0.05 s of the first call to compile)
+_INTERNAL = dict(no_cpython_wrapper=True, no_cfunc_wrapper=True)
 
 
 @njit(cache=True)
@@ -143,7 +151,7 @@ def upward(pos, m, start, end, nxt, leaf, ctr, nodes, ptr, mono, trip, M):  # pr
                     c = nxt[c]
 
 
-@njit(cache=True)
+@njit(cache=True, **_INTERNAL)
 def _grow(a, n):  # pragma: no cover - numba
     # element loops, not ``b[:n] = a[:n]``: a slice assignment compiles
     # numba's shape-mismatch message (string formatting), 2-3 s of the
@@ -155,7 +163,7 @@ def _grow(a, n):  # pragma: no cover - numba
     return b
 
 
-@njit(cache=True)
+@njit(cache=True, **_INTERNAL)
 def _traverse(a0, trec, srec, theta, cheap, far, near, st):  # pragma: no cover - numba
     """Dual-tree traversal of target subtree ``a0`` against the source tree.
 
@@ -169,8 +177,8 @@ def _traverse(a0, trec, srec, theta, cheap, far, near, st):  # pragma: no cover 
     Source cells without mass are dropped.  Returns the buffers (grown as
     needed) and the pair counts.
     """
-    nf = 0
-    nn = 0
+    nf = np.int64(0)  # not a literal 0: _grow would also compile for Literal[int](0)
+    nn = np.int64(0)
     st[0, 0] = a0
     st[0, 1] = 0
     sp = 1
@@ -230,7 +238,7 @@ def _traverse(a0, trec, srec, theta, cheap, far, near, st):  # pragma: no cover 
     return far, nf, near, nn, st
 
 
-@njit(cache=True)
+@njit(cache=True, **_INTERNAL)
 def _group(pairs, npairs, a0, k, ptr, cols):  # pragma: no cover - numba
     """Counting sort of ``pairs[:npairs, 1]`` by ``pairs[:, 0] - a0`` into ``ptr``, ``cols``."""
     for i in range(k + 1):
@@ -251,7 +259,7 @@ def _group(pairs, npairs, a0, k, ptr, cols):  # pragma: no cover - numba
 CHUNK = 64  # sources per batched M2L: two (nterms, 64) scratch blocks stay in L2
 
 
-@njit(cache=True, fastmath=True, error_model="numpy")
+@njit(cache=True, fastmath=True, error_model="numpy", **_INTERNAL)
 def _near(px, py, pz, e, nb, nq, c):  # pragma: no cover - numba
     """Direct sum over the gathered near bodies ``nb[:, :nq]``: :func:`._walk.near_field`.
 
@@ -260,10 +268,30 @@ def _near(px, py, pz, e, nb, nq, c):  # pragma: no cover - numba
     return near_field(px, py, pz, e, nb, nq, c)
 
 
-@njit(cache=True, parallel=True, error_model="numpy")
-def solve(items, trec, srec, T, S, M, theta, cheap, rec, mono, trip, mtrip, mptr, grad, c, L,
-          out):  # fmt: skip  # pragma: no cover
-    """Everything after the upward pass, one target subtree per item, threads over items.
+@intrinsic
+def _take(typingctx, counter):  # pragma: no cover - numba
+    """``counter[0] += 1`` as one atomic operation, returning the old value: the next item."""
+    if not (isinstance(counter, types.Array) and counter.dtype == types.int64):
+        return None
+
+    def codegen(context, builder, sig, args):
+        ary = context.make_array(sig.args[0])(context, builder, args[0])
+        one = context.get_constant(types.int64, 1)
+        return builder.atomic_rmw("add", ary.data, one, "seq_cst")
+
+    return types.int64(counter), codegen
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def solve(counter, items, trec, srec, T, S, M, theta, cheap, rec, mono, trip, mtrip, mptr, grad,
+          c, L, out):  # fmt: skip  # pragma: no cover
+    """Everything after the upward pass, one target subtree per item, until no item is left.
+
+    Serial and GIL-free: every thread that runs it takes the next item from the
+    shared ``counter`` (one int64, atomic), so threads calling it together split
+    the items dynamically (:func:`run_threads`).  Not a ``prange``: the parallel
+    region's code (the body again, inside its scheduler) took about 2.5 s more to
+    compile on the first call.
 
     ``T`` = (ctr, rad, leaf, nxt, start, end, parent, me2, x, y, z, e2) of the
     target tree, ``S`` = (ctr, rad, leaf, nxt, start, end, wsum, me2, x, y,
@@ -282,7 +310,10 @@ def solve(items, trec, srec, T, S, M, theta, cheap, rec, mono, trip, mtrip, mptr
     tctr, _, tleaf, tnxt, tstart, tend, tparent, tme2, tx, ty, tz, te2 = T
     sctr, _, _, _, sstart, send, _, sme2, sx, sy, sz, sm, se2 = S
     nt = M.shape[1]
-    for it in prange(items.shape[0]):
+    while True:
+        it = _take(counter)
+        if it >= items.shape[0]:
+            break
         a0 = items[it]
         k = tnxt[a0] - a0
         far = np.empty((256, 2), np.int64)
@@ -323,7 +354,7 @@ def solve(items, trec, srec, T, S, M, theta, cheap, rec, mono, trip, mtrip, mptr
         for a in range(a0, a0 + k):
             if not tleaf[a]:
                 continue
-            nq = 0
+            nq = np.int64(0)  # not a literal 0: _near would also compile for Literal[int](0)
             for r in range(nptr[a - a0], nptr[a - a0 + 1]):
                 b = ncols[r]
                 nq += send[b] - sstart[b]
@@ -332,7 +363,7 @@ def solve(items, trec, srec, T, S, M, theta, cheap, rec, mono, trip, mtrip, mptr
             ox = tctr[a, 0]
             oy = tctr[a, 1]
             oz = tctr[a, 2]
-            nq = 0
+            nq = np.int64(0)
             for r in range(nptr[a - a0], nptr[a - a0 + 1]):
                 b = ncols[r]
                 for j in range(sstart[b], send[b]):
@@ -356,3 +387,28 @@ def solve(items, trec, srec, T, S, M, theta, cheap, rec, mono, trip, mtrip, mptr
                 out[t, 1] = gy + g2y
                 out[t, 2] = gz + g2z
                 out[t, 3] = psi + p2
+
+
+def run_threads(kernel: Any, nthreads: int, *args: Any) -> None:
+    """``kernel(counter, *args)`` on ``nthreads`` threads (the caller's included), one counter.
+
+    Python threads over a GIL-free serial kernel, as in
+    ``propopt.associativity._topk_threads``: the kernel is compiled once, not
+    again inside a parallel region.
+    """
+    counter = np.zeros(1, np.int64)
+    if nthreads <= 1:
+        kernel(counter, *args)
+        return
+    global _pool
+    if _pool is None or _pool._max_workers < nthreads - 1:  # type: ignore[attr-defined]
+        _pool = ThreadPoolExecutor(nthreads - 1)
+    futures = [_pool.submit(kernel, counter, *args) for _ in range(nthreads - 1)]
+    try:
+        kernel(counter, *args)
+    finally:
+        for f in futures:
+            f.result()
+
+
+_pool: ThreadPoolExecutor | None = None

@@ -26,46 +26,57 @@ NEAR_CAP = 4096
 
 
 @njit(cache=True, fastmath=True, error_model="numpy", inline="always")
-def _far(tx, ty, tz, te2, fb, nf, quad, c, out):  # pragma: no cover - numba
+def _far(tx, ty, tz, te, fb, nf, quad, pot, c, out):  # pragma: no cover - numba
+    """Monopole (+ quadrupole) of the gathered nodes ``fb[:, :nf]`` at one target.
+
+    Rows of ``fb``: M, offset of the centre (3), ``1.5 S2`` (6), ``eps^2 / 2``,
+    ``1.5 tr S2``, ``0.5 tr S2``; ``te`` is the target's ``eps^2 / 2``.  With
+    ``u = s^-5``: ``phi = -M / s - u d.(1.5 S2).d + 0.5 tr S2 s^-3`` and
+    ``a = (u (1.5 tr S2 - 5 d.(1.5 S2).d / s^2) - M s^-3) d + 2 u (1.5 S2) d``,
+    the quadrupole of the softened kernel with its constants folded into the
+    node's numbers (fewer multiplications in the loop).  Without ``pot``
+    ``out[3]`` is left alone (and the potential's terms are not computed).
+    """
     ax = c[0]
     ay = c[0]
     az = c[0]
     ph = c[0]
-    half = c[1]
     one = c[2]
-    three = c[3]
     five = c[4]
     for k in range(nf):
         dx = tx - fb[1, k]
         dy = ty - fb[2, k]
         dz = tz - fb[3, k]
-        s2 = dx * dx + dy * dy + dz * dz + half * (te2 + fb[10, k])
+        s2 = dx * dx + dy * dy + dz * dz + (te + fb[10, k])
         inv = one / np.sqrt(s2)
         inv2 = inv * inv
         g1 = inv * inv2
         M = fb[0, k]
-        mg = M * g1
-        ax -= mg * dx
-        ay -= mg * dy
-        az -= mg * dz
-        ph -= M * inv
         if quad:
-            g2 = three * g1 * inv2
-            g3 = five * g2 * inv2
+            u = g1 * inv2
             sdx = fb[4, k] * dx + fb[5, k] * dy + fb[6, k] * dz
             sdy = fb[5, k] * dx + fb[7, k] * dy + fb[8, k] * dz
             sdz = fb[6, k] * dx + fb[8, k] * dy + fb[9, k] * dz
             dsd = dx * sdx + dy * sdy + dz * sdz
-            tr = fb[4, k] + fb[7, k] + fb[9, k]
-            ph -= half * (dsd * g2 - tr * g1)
-            c1 = half * (tr * g2 - dsd * g3)
-            ax += c1 * dx + g2 * sdx
-            ay += c1 * dy + g2 * sdy
-            az += c1 * dz + g2 * sdz
+            if pot:
+                ph -= M * inv + u * dsd - fb[12, k] * g1
+            k1 = u * (fb[11, k] - five * dsd * inv2) - M * g1
+            v = u + u
+            ax += k1 * dx + v * sdx
+            ay += k1 * dy + v * sdy
+            az += k1 * dz + v * sdz
+        else:
+            mg = M * g1
+            ax -= mg * dx
+            ay -= mg * dy
+            az -= mg * dz
+            if pot:
+                ph -= M * inv
     out[0] += ax
     out[1] += ay
     out[2] += az
-    out[3] += ph
+    if pot:
+        out[3] += ph
 
 
 @njit(cache=True, fastmath=True, error_model="numpy", inline="always")
@@ -109,6 +120,15 @@ def _near(tx, ty, tz, te2, nb, nq, c, out):  # pragma: no cover - numba
     out[3] -= psi
 
 
+@njit(cache=True, fastmath=True, error_model="numpy", inline="always")
+def _near_acc(tx, ty, tz, te2, nb, nq, c, out):  # pragma: no cover - numba
+    """:func:`_near` without the potential (LLVM drops its sum)."""
+    _, gx, gy, gz = near_field(tx, ty, tz, te2, nb, nq, c)
+    out[0] += gx
+    out[1] += gy
+    out[2] += gz
+
+
 @njit(cache=True, fastmath=True, error_model="numpy")
 def _near_spline(tx, ty, tz, th2, nb, nq, out):  # pragma: no cover - numba
     """:func:`_near` with pytreegrav's cubic-spline softening: ``h = max(h_i, h_j)``.
@@ -133,33 +153,45 @@ def _near_spline(tx, ty, tz, th2, nb, nq, out):  # pragma: no cover - numba
 
 
 @njit(cache=True, fastmath=True, error_model="numpy")
-def _flush(tb, ng, fb, nf, nb, nq, quad, c, spline, acc):  # pragma: no cover - numba
+def _flush(tb, ng, fb, nf, nb, nq, quad, pot, c, spline, acc):  # pragma: no cover - numba
     for t in range(ng):
         o = acc[t]
+        x = tb[0, t]
+        y = tb[1, t]
+        z = tb[2, t]
         # a far node is beyond every pair's spline support: Newtonian (no softening)
-        te2 = c[0] if spline else tb[3, t]
-        if nf and quad:
-            _far(tb[0, t], tb[1, t], tb[2, t], te2, fb, nf, True, c, o)
+        te = c[0] if spline else c[1] * tb[3, t]
+        if nf and quad and pot:
+            _far(x, y, z, te, fb, nf, True, True, c, o)
+        elif nf and quad:
+            _far(x, y, z, te, fb, nf, True, False, c, o)
+        elif nf and pot:
+            _far(x, y, z, te, fb, nf, False, True, c, o)
         elif nf:
-            _far(tb[0, t], tb[1, t], tb[2, t], te2, fb, nf, False, c, o)
+            _far(x, y, z, te, fb, nf, False, False, c, o)
         if nq and spline:
-            _near_spline(tb[0, t], tb[1, t], tb[2, t], tb[3, t], nb, nq, o)
+            _near_spline(x, y, z, tb[3, t], nb, nq, o)
+        elif nq and pot:
+            _near(x, y, z, tb[3, t], nb, nq, c, o)
         elif nq:
-            _near(tb[0, t], tb[1, t], tb[2, t], tb[3, t], nb, nq, c, o)
+            _near_acc(x, y, z, tb[3, t], nb, nq, c, o)
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
 def walk(
-    tgt, gstart, gend, gmax, src, nodes, nstart, nend, nxt, leaf, theta, quad, nblocks, c,
-    relative, spline, out,
+    tgt, gstart, gend, gmax, src, nodes, test, nstart, nend, nxt, leaf, quad, pot, nblocks,
+    c, relative, spline, out,
 ):  # fmt: skip
     """Field of the tree at the targets, one walk per group.  # pragma: no cover - numba
 
     ``tgt`` (4, t): x, y, z, eps^2 of the (sorted) targets; ``src`` (5, n):
     x, y, z, m, eps^2 of the sorted sources; ``nodes`` (k, 13): M, c (3),
-    S2 (6: xx xy xz yy yz zz), mean eps^2, b_max^2, size^2 of each node.
-    ``out`` (t, 4) receives ax, ay, az, phi (G = 1).  ``c`` = (0, 0.5, 1, 3, 5)
-    in the precision of the inner loops (float32 or float64).  With
+    S2 (6: xx xy xz yy yz zz), mean eps^2, b_max^2, size^2 of each node;
+    ``test`` (k, 4): what the traversal reads (a half cache line per node),
+    the centre and ``max(b_max^2, size^2 / theta^2)`` (``inf`` at ``theta =
+    0``, ``-1`` for a node without mass, which is skipped).  ``out`` (t, 4)
+    receives ax, ay, az, phi (G = 1; phi only with ``pot``).  ``c`` = (0, 0.5, 1, 3, 5) in the
+    precision of the inner loops (float32 or float64).  With
     ``relative`` the buffers hold coordinates relative to the group's centre
     (float32 keeps its precision for close pairs); without it (float64) they
     hold the tree's coordinates, so that a target's sum does not depend on
@@ -171,9 +203,8 @@ def walk(
     """
     ng = gstart.shape[0]
     nnode = nxt.shape[0]
-    th2 = theta * theta
     for b in prange(nblocks):
-        fb = np.empty((11, FAR_CAP), c.dtype)
+        fb = np.empty((13, FAR_CAP), c.dtype)
         nb = np.empty((5, NEAR_CAP), c.dtype)
         tb = np.empty((4, gmax), c.dtype)
         acc = np.empty((gmax, 4))
@@ -209,33 +240,47 @@ def walk(
             nq = 0
             i = 0
             while i < nnode:
-                M = nodes[i, 0]
-                if M == 0.0:
+                crit = test[i, 3]
+                if crit < 0.0:  # no mass
                     i = nxt[i]
                     continue
-                cx = nodes[i, 1]
-                cy = nodes[i, 2]
-                cz = nodes[i, 3]
+                cx = test[i, 0]
+                cy = test[i, 1]
+                cz = test[i, 2]
                 dx = max(lx - cx, 0.0, cx - hx)
                 dy = max(ly - cy, 0.0, cy - hy)
                 dz = max(lz - cz, 0.0, cz - hz)
                 d2 = dx * dx + dy * dy + dz * dz
-                far = d2 > nodes[i, 11] and d2 * th2 > nodes[i, 12]
+                far = d2 > crit
                 if far and spline:  # no pair of group and node within h = max(h_i, h_j)
                     reach = np.sqrt(nodes[i, 11]) + max(gh, nodes[i, 13])
                     far = d2 > reach * reach
                 if far:
                     if nf == FAR_CAP:
-                        _flush(tb, ge - gs, fb, np.int64(nf), nb, np.int64(0), quad, c, spline, acc)
+                        _flush(
+                            tb,
+                            ge - gs,
+                            fb,
+                            np.int64(nf),
+                            nb,
+                            np.int64(0),
+                            quad,
+                            pot,
+                            c,
+                            spline,
+                            acc,
+                        )
                         nf = 0
-                    fb[0, nf] = M
+                    fb[0, nf] = nodes[i, 0]
                     fb[1, nf] = cx - gx
                     fb[2, nf] = cy - gy
                     fb[3, nf] = cz - gz
-                    for q in range(4, 11):
-                        fb[q, nf] = nodes[i, q]
-                    if spline:
-                        fb[10, nf] = 0.0
+                    for q in range(4, 10):
+                        fb[q, nf] = 1.5 * nodes[i, q]
+                    fb[10, nf] = 0.0 if spline else 0.5 * nodes[i, 10]
+                    tr = nodes[i, 4] + nodes[i, 7] + nodes[i, 9]
+                    fb[11, nf] = 1.5 * tr
+                    fb[12, nf] = 0.5 * tr
                     nf += 1
                     i = nxt[i]
                 elif leaf[i]:
@@ -243,7 +288,17 @@ def walk(
                     while j < nend[i]:
                         if nq == NEAR_CAP:
                             _flush(
-                                tb, ge - gs, fb, np.int64(0), nb, np.int64(nq), quad, c, spline, acc
+                                tb,
+                                ge - gs,
+                                fb,
+                                np.int64(0),
+                                nb,
+                                np.int64(nq),
+                                quad,
+                                pot,
+                                c,
+                                spline,
+                                acc,
                             )
                             nq = 0
                         nb[0, nq] = src[0, j] - gx
@@ -256,7 +311,7 @@ def walk(
                     i = nxt[i]
                 else:
                     i += 1
-            _flush(tb, ge - gs, fb, np.int64(nf), nb, np.int64(nq), quad, c, spline, acc)
+            _flush(tb, ge - gs, fb, np.int64(nf), nb, np.int64(nq), quad, pot, c, spline, acc)
             for t in range(gs, ge):
                 for q in range(4):
                     out[t, q] = acc[t - gs, q]

@@ -34,7 +34,7 @@ from propopt.arrays import count, per_point, points
 from propopt.locality import bounding_box
 from propopt.symmetry import SOFTENINGS
 
-from ._build import build_topology, node_moments
+from ._build import build_topology, gather_sources, node_moments, scatter_field
 from ._walk import walk
 
 __all__ = ["DEVICES", "METHODS", "THETA", "Octree", "barnes_hut"]
@@ -203,11 +203,15 @@ class Octree:
         lexp, mexp = _unit_exponent(side), _unit_exponent(float(m.max()) if n else 1.0)
         src = np.empty((5, n))
         origin = np.asarray(box[0], float)
-        src[:3] = np.ldexp(P[order].T - origin[:, None], -lexp)
-        src[3] = np.ldexp(m[order], -mexp)
-        src[4] = np.ldexp(e[order], -lexp) ** 2
+        pos_sorted = np.empty((n, 3))
+        if max(abs(lexp), abs(mexp)) < 1000:  # 2**-lexp, 2**-mexp are float64 numbers
+            gather_sources(P, m, e, order, origin, 2.0**-lexp, 2.0**-mexp, src, pos_sorted)
+        else:
+            src[:3] = np.ldexp(P[order].T - origin[:, None], -lexp)
+            src[3] = np.ldexp(m[order], -mexp)
+            src[4] = np.ldexp(e[order], -lexp) ** 2
+            pos_sorted[:] = src[:3].T
         start, end, nxt, leaf, level = build_topology(keys, leaf_size)
-        pos_sorted = np.ascontiguousarray(src[:3].T)
         rows, lo, hi, me2 = node_moments(pos_sorted, src[3], src[4], start, end, nxt, leaf)
         k = start.shape[0]
         nodes = np.empty((k, 14))  # one node per row: a visit touches 2 cache lines
@@ -240,7 +244,8 @@ class Octree:
         method: str = "tree",
         device: str = "cpu",
         precision: str = "float64",
-    ) -> tuple[np.ndarray, np.ndarray]:
+        potential: bool = True,
+    ) -> tuple[np.ndarray, np.ndarray | None]:
         """Accelerations and potentials of the bodies' gravity, at the bodies or at ``targets``.
 
         .. math:: a(x) \\approx G \\sum_j m_j (x_j - x) / (|x_j - x|^2 + \\epsilon^2)^{3/2},
@@ -278,12 +283,16 @@ class Octree:
             relative rounding error ``~1e-6``, far below the tree's
             truncation error at any useful ``theta``.  Bodies closer than
             ``1e-7`` of the group size count as coincident in float32.
+        potential : bool
+            Also compute the potentials (the CPU walk skips their terms
+            without: ~10% fewer operations).
 
         Returns
         -------
         acc : ndarray (m, 3)
-        pot : ndarray (m,)
-            float32 when positions, masses (and targets) are float32, else float64.
+        pot : ndarray (m,) or None
+            float32 when positions, masses (and targets) are float32, else
+            float64; ``None`` with ``potential=False``.
         """
         if method not in METHODS:
             raise ValueError(f"method={method!r} is not one of {', '.join(map(repr, METHODS))}")
@@ -317,7 +326,8 @@ class Octree:
             tgt[:3] = np.ldexp(T[torder].T - origin[:, None], -self.length_exp)
             tgt[3] = np.ldexp(te[torder], -self.length_exp) ** 2
         m = tgt.shape[1]
-        res = np.zeros((m, 4))
+        walked = bool(m and self.n and method == "tree" and device == "cpu")
+        res = np.empty((m, 4)) if walked else np.zeros((m, 4))  # the walk writes every row
         if m and self.n:
             if method == "direct":  # the exact sum, in the tree's units
                 P = np.ascontiguousarray(self.src[:3].T)
@@ -347,36 +357,64 @@ class Octree:
                 try:
                     walk(
                         np.ascontiguousarray(tgt), gs, ge, gmax, self.src, self.nodes,
-                        self.start, self.end, self.next, self.leaf, theta, bool(quadrupole),
+                        self._test(theta), self.start, self.end, self.next, self.leaf,
+                        bool(quadrupole), bool(potential),
                         nblocks, np.array([0.0, 0.5, 1.0, 3.0, 5.0], precision),
                         precision == "float32", self.softening == "spline", res,
                     )  # fmt: skip
                 finally:
                     numba.set_parallel_chunksize(old)
-            if targets is None and method == "tree":
-                # the walk counted each body's own softened potential: -m_i / eps_i
-                # (Plummer) or the spline's -2.8 m_i / h_i
-                e2 = self.src[4]
-                self_coef = 2.8 if self.softening == "spline" else 1.0
+        self_m = self_e2 = np.zeros(0)
+        if targets is None and method == "tree" and m and self.n:
+            # the walk counted each body's own softened potential: -m_i / eps_i
+            # (Plummer) or the spline's -2.8 m_i / h_i
+            self_m, self_e2 = self.src[3], self.src[4]
+        self_coef = 2.8 if self.softening == "spline" else 1.0
+        # back from tree units: a ~ G M / L^2, phi ~ G M / L
+        ea, ep = self.mass_exp - 2 * self.length_exp, self.mass_exp - self.length_exp
+        acc = np.empty((m, 3), dtype)
+        pot = np.empty(m, dtype)
+        if max(abs(ea), abs(ep)) < 1000:  # 2**ea, 2**ep are float64 numbers
+            ok = scatter_field(res, torder, float(G), 2.0**ea, 2.0**ep, self_m, self_e2, self_coef,
+                               acc, pot)  # fmt: skip
+        else:
+            if self_m.size:
                 with np.errstate(divide="ignore"):
                     res[:, 3] += np.where(
-                        e2 > 0, self_coef * self.src[3] / np.sqrt(np.where(e2 > 0, e2, 1)), 0
+                        self_e2 > 0,
+                        self_coef * self_m / np.sqrt(np.where(self_e2 > 0, self_e2, 1)),
+                        0,
                     )
-        # back from tree units: a ~ G M / L^2, phi ~ G M / L
-        with np.errstate(over="ignore"):
-            a_user = np.ldexp(res[:, :3] * G, self.mass_exp - 2 * self.length_exp)
-            p_user = np.ldexp(res[:, 3] * G, self.mass_exp - self.length_exp)
-        if not (np.isfinite(a_user).all() and np.isfinite(p_user).all()):
+            with np.errstate(over="ignore"):
+                a_user = np.ldexp(res[:, :3] * G, ea)
+                p_user = np.ldexp(res[:, 3] * G, ep)
+            ok = bool(np.isfinite(a_user).all() and np.isfinite(p_user).all())
+            acc[torder] = a_user
+            pot[torder] = p_user
+        if not ok:
             raise OverflowError(
                 f"the field overflows float64: bodies {2.0**self.length_exp:.1e} apart with "
                 f"masses {2.0**self.mass_exp:.1e} (G={G}) pull harder than 1.8e308; express "
                 "positions and masses in larger units"
             )
-        acc = np.empty((m, 3), dtype)
-        pot = np.empty(m, dtype)
-        acc[torder] = a_user
-        pot[torder] = p_user
-        return acc, pot
+        return acc, (pot if potential else None)
+
+    def _test(self, theta: float) -> np.ndarray:
+        """What the walk reads of each node: centre, ``max(b_max^2, size^2 / theta^2)``.
+
+        ``inf`` at ``theta = 0`` (no node is used whole), ``-1`` for a node
+        without mass (skipped).
+        """
+        nd = self.nodes
+        test = np.empty((nd.shape[0], 4))
+        test[:, :3] = nd[:, 1:4]
+        if theta > 0:
+            with np.errstate(over="ignore"):
+                test[:, 3] = np.maximum(nd[:, 11], nd[:, 12] / (theta * theta))
+        else:
+            test[:, 3] = np.inf
+        test[nd[:, 0] == 0, 3] = -1.0
+        return test
 
     def check(self) -> None:
         """Raise ``AssertionError``-free ``ValueError`` if a structural invariant is broken."""
@@ -430,7 +468,8 @@ def barnes_hut(
     method: str = "tree",
     device: str = "cpu",
     precision: str = "float64",
-) -> tuple[np.ndarray, np.ndarray]:
+    potential: bool = True,
+) -> tuple[np.ndarray, np.ndarray | None]:
     """Gravitational accelerations and potentials by the Barnes-Hut tree code.
 
     ``Octree.build(pos, mass, eps=eps).field(targets, theta=theta, ...)``; see
@@ -453,4 +492,5 @@ def barnes_hut(
     return tree.field(
         targets, target_eps=target_eps, theta=theta, quadrupole=quadrupole,
         group_size=group_size, G=G, method=method, device=device, precision=precision,
+        potential=potential,
     )  # fmt: skip

@@ -13,7 +13,8 @@ Built from propopt's public verbs:
   pair of leaves is summed directly (P2P).  Each target's far field is then
   one local expansion of its leaf: ``O(N)`` work for a fixed ``(p, theta)``.
 * **Associativity** - the sums are regrouped per target cell, so that the
-  M2L and P2P work runs on numba threads without write conflicts.
+  M2L and P2P work runs on threads (each taking the next target subtree)
+  without write conflicts.
 
 Softening: the near field (P2P) is the exact Plummer sum, pair softening
 ``eps_ij^2 = (eps_i^2 + eps_j^2) / 2``.  The far field expands the
@@ -335,23 +336,19 @@ def _run(src: dict, tgt: dict, p: int, theta: float, near32: bool = False) -> np
                                "x", "y", "z", "e2"))  # fmt: skip
     S = tuple(src[k] for k in ("ctr", "rad", "leaf", "nxt", "start", "end", "wsum", "me2",
                                "x", "y", "z", "w", "e2"))  # fmt: skip
-    old = numba.get_parallel_chunksize()
-    numba.set_parallel_chunksize(1)
-    try:
-        trec = _fmm.records(tgt["ctr"], tgt["rad"], tgt["wsum"], tgt["leaf"], tgt["nxt"],
-                            tgt["end"] - tgt["start"])  # fmt: skip
-        srec = _fmm.records(src["ctr"], src["rad"], src["wsum"], src["leaf"], src["nxt"],
-                            src["end"] - src["start"])  # fmt: skip
-        # body pairs that cost less than one M2L (and the descent below it), in
-        # units of a pair interaction (~20 flops): measured break-even ~ CHEAP
-        cheap = CHEAP * (tab.trip.shape[0] + 6 * tab.nterms)
-        c = np.array([0.0, 0.5, 1.0], np.float32 if near32 else np.float64)
-        mtrip, mptr = _m2l_triples(p)
-        rec = (tab.idx.sum(axis=1), tab.rec1[:, :, 0].astype(np.int64),
-               tab.rec1[:, :, 1].astype(c.dtype), tab.rec2[:, :, 0].astype(np.int64),
-               tab.rec2[:, :, 1].astype(c.dtype))  # fmt: skip
-        _fmm.solve(items, trec, srec, T, S, M, theta, cheap, rec, tab.mono, tab.trip, mtrip,
-                   mptr, tab.grad, c, L, out)  # fmt: skip
-    finally:
-        numba.set_parallel_chunksize(old)
+    trec = _fmm.records(tgt["ctr"], tgt["rad"], tgt["wsum"], tgt["leaf"], tgt["nxt"],
+                        tgt["end"] - tgt["start"])  # fmt: skip
+    srec = _fmm.records(src["ctr"], src["rad"], src["wsum"], src["leaf"], src["nxt"],
+                        src["end"] - src["start"])  # fmt: skip
+    # body pairs that cost less than one M2L (and the descent below it), in
+    # units of a pair interaction (~20 flops): measured break-even ~ CHEAP
+    cheap = CHEAP * (tab.trip.shape[0] + 6 * tab.nterms)
+    c = np.array([0.0, 0.5, 1.0], np.float32 if near32 else np.float64)
+    mtrip, mptr = _m2l_triples(p)
+    rec = (tab.idx.sum(axis=1), tab.rec1[:, :, 0].astype(np.int64),
+           tab.rec1[:, :, 1].astype(c.dtype), tab.rec2[:, :, 0].astype(np.int64),
+           tab.rec2[:, :, 1].astype(c.dtype))  # fmt: skip
+    _fmm.run_threads(_fmm.solve, min(numba.get_num_threads(), items.shape[0]), items, trec,
+                     srec, T, S, M, theta, cheap, rec, tab.mono, tab.trip, mtrip, mptr,
+                     tab.grad, c, L, out)  # fmt: skip
     return out

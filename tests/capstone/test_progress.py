@@ -32,3 +32,16 @@ def test_off_a_terminal_lines_are_rate_limited():
     for _ in range(100):
         p.tick()
     assert len(s.getvalue().splitlines()) == 1  # only the forced start line
+
+
+def test_a_note_names_the_step_at_once_and_the_next_problem_drops_it():
+    s = io.StringIO()
+    p = Progress(10.0, stream=s, min_interval_s=3600.0)
+    p.start("nbody (default)", 4.0, ticks=2)
+    p.note("peer compiles")
+    p.note("peer runs")
+    p.start("lowrank (default)", 6.0, ticks=2)
+    lines = s.getvalue().splitlines()
+    assert lines[1].endswith("nbody (default): peer compiles")  # drawn although rate-limited
+    assert lines[2].endswith("nbody (default): peer runs")  # replaces the earlier note
+    assert lines[3].endswith("lowrank (default)")

@@ -206,6 +206,22 @@ def test_float32_loops(sphere):
     assert np.max(_relerr(a32, a64)) < 2e-5
 
 
+@pytest.mark.parametrize("precision", ["float64", "float32"])
+def test_acceleration_only(sphere, precision):
+    pos, m = sphere
+    tree = Octree.build(pos, m, eps=0.01)
+    a0 = direct_reference(pos, m, np.full(len(m), 1e-4))[0]
+    # theta = 0: the near field alone, against the float64 reference
+    a, p = tree.field(theta=0.0, precision=precision, potential=False)
+    assert p is None
+    assert np.max(_relerr(a, a0)) < (2e-5 if precision == "float32" else EXACT_RTOL)
+    # theta = 0.6: the same far field as with the potentials, its terms left out
+    a_pot, _ = tree.field(theta=0.6, precision=precision)
+    a_only, _ = barnes_hut(pos, m, eps=0.01, theta=0.6, precision=precision, potential=False)
+    assert np.max(_relerr(a_only, a_pot)) < (2e-5 if precision == "float32" else 1e-12)
+    assert np.median(_relerr(a_only, a0)) < 1e-3
+
+
 def test_naive_matches_direct():
     rng = np.random.default_rng(0)
     pos, m = rng.normal(size=(40, 3)), rng.uniform(size=40)

@@ -1,0 +1,94 @@
+"""Compile ahead: the kernels a run calls, on every core, before anything is timed.
+
+numba compiles each kernel on its first call, under one lock per process,
+and caches it on disk.  A first run after install would compile for about a
+minute on one core.  Instead, each problem's review runs once in a worker
+process with nothing timed (:func:`capstone.measure.compile_only`: only the
+optimized side is called), so the kernels compile on all cores at once and
+the timed run loads them from the cache.  Meanwhile this process compiles
+what cannot be cached: pytreegrav's tree, a numba jitclass.
+"""
+
+from __future__ import annotations
+
+import io
+import multiprocessing
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor, wait
+
+from propopt.threads import usable_cpus
+
+from .progress import Progress
+from .reviews import ALL
+
+#: Problems by their compile time on a fresh install, longest first, so that
+#: the longest starts first.
+ORDER = ("nbody", "topk", "mamba", "lowrank", "scan")
+
+#: Seconds the step is planned at: pytreegrav's compilation, which every run pays.
+PLAN_S = 25.0
+
+
+def _quiet() -> None:
+    """Worker initializer: compile silently (the timed run announces anything left), and at
+    the lowest priority, so that this process's own compilation, which every run pays, keeps
+    its core."""
+    import os
+
+    import numba.core.event
+
+    if hasattr(os, "nice"):
+        os.nice(19)
+
+    from propopt import _jit
+
+    if _jit._notice is not None:
+        numba.core.event.unregister("numba:compile", _jit._notice)
+
+
+def _compile(name: str, size: str) -> float:
+    """Run one review with nothing timed, on all of numba's threads; its seconds."""
+    import numba
+
+    import propopt as pp
+
+    from .measure import compile_only
+
+    t0 = time.perf_counter()
+    # every parallel path, whatever the load right now
+    with compile_only(), pp.set_num_threads(int(numba.config.NUMBA_NUM_THREADS)):
+        ALL[name].review(size, Progress(1.0, stream=io.StringIO()))
+    return time.perf_counter() - t0
+
+
+def compile_ahead(problems: Sequence[str], sizes: Sequence[str], progress: Progress) -> None:
+    """Compile what ``problems`` at ``sizes`` will call, in worker processes, and the peers'
+    uncacheable kernels here."""
+    tasks = [(n, s) for n in sorted(problems, key=_rank) for s in sizes]
+    peers = [f for n in problems if (f := getattr(ALL[n], "compile_peers", None)) is not None]
+    jobs = max(1, min(len(tasks), usable_cpus()))
+    progress.start(f"compiling ahead in {jobs} processes", PLAN_S, len(tasks) + len(peers))
+    lock = threading.Lock()
+
+    def tick(_: object = None) -> None:
+        with lock:
+            progress.tick()
+
+    context = multiprocessing.get_context("spawn")  # no fork of torch's and numba's threads
+    with ProcessPoolExecutor(jobs, mp_context=context, initializer=_quiet) as pool:
+        futures = [pool.submit(_compile, n, s) for n, s in tasks]
+        for f in futures:
+            f.add_done_callback(tick)  # the bar moves while this process compiles
+        for compile_peer in peers:
+            with lock:
+                progress.note("and here the peers' kernels numba cannot cache")
+            compile_peer()
+            tick()
+        wait(futures)  # a review that failed here fails again in the timed run, which reports it
+    progress.finish()
+
+
+def _rank(name: str) -> int:
+    return ORDER.index(name) if name in ORDER else len(ORDER)
