@@ -55,6 +55,10 @@ class FMM(_nbody.FMM):
     params = [[100_000, 1_000_000], [3e-2, 1e-3, 1e-5, 1e-7]]
 
 
+class LowRank(_sep.LowRank):
+    params = [4000]  # a dense SVD of 4000 x 4000 takes 15-30 s; the suite calls it 6 times
+
+
 class MultipoleField(_sep.MultipoleField):
     params = [[100_000], [2, 3]]
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import multiprocessing
+import os
 import threading
 import time
 from collections.abc import Sequence
@@ -31,21 +32,13 @@ ORDER = ("nbody", "topk", "mamba", "lowrank", "scan")
 PLAN_S = 25.0
 
 
-def _quiet() -> None:
-    """Worker initializer: compile silently (the timed run announces anything left), and at
-    the lowest priority, so that this process's own compilation, which every run pays, keeps
-    its core."""
+def _low_priority() -> None:
+    """Worker initializer: the lowest priority, so that this process's own compilation,
+    which every run pays, keeps its core."""
     import os
-
-    import numba.core.event
 
     if hasattr(os, "nice"):
         os.nice(19)
-
-    from propopt import _jit
-
-    if _jit._notice is not None:
-        numba.core.event.unregister("numba:compile", _jit._notice)
 
 
 def _compile(name: str, size: str) -> float:
@@ -77,8 +70,18 @@ def compile_ahead(problems: Sequence[str], sizes: Sequence[str], progress: Progr
             progress.tick()
 
     context = multiprocessing.get_context("spawn")  # no fork of torch's and numba's threads
-    with ProcessPoolExecutor(jobs, mp_context=context, initializer=_quiet) as pool:
-        futures = [pool.submit(_compile, n, s) for n, s in tasks]
+    with ProcessPoolExecutor(jobs, mp_context=context, initializer=_low_priority) as pool:
+        # workers compile silently (the timed run announces anything left): they start,
+        # and read the variable, at the submits
+        saved = os.environ.get("PROPOPT_COMPILE_NOTICE")
+        os.environ["PROPOPT_COMPILE_NOTICE"] = "0"
+        try:
+            futures = [pool.submit(_compile, n, s) for n, s in tasks]
+        finally:
+            if saved is None:
+                del os.environ["PROPOPT_COMPILE_NOTICE"]
+            else:
+                os.environ["PROPOPT_COMPILE_NOTICE"] = saved
         for f in futures:
             f.add_done_callback(tick)  # the bar moves while this process compiles
         for compile_peer in peers:

@@ -25,7 +25,9 @@ class Row:
     ``speedup`` is the median of the per-round ratios ``peer / propopt``;
     ``spread`` their interquartile range.  ``floor`` names the physical
     floor timed in the same run (a copy of the inputs, one read pass, the
-    exps alone) and ``floor_ratio`` is propopt's time over it.
+    exps alone) and ``floor_ratio`` is propopt's time over it: ``floor_x``
+    where propopt and the floor were timed in interleaved rounds of their
+    own (the median of the per-round ratios), else ``propopt_ms / floor_ms``.
     """
 
     problem: str
@@ -47,11 +49,14 @@ class Row:
     busy: bool
     floor: str = ""
     floor_ms: float | None = None
+    floor_x: float | None = None
     flops: float | None = None
     bytes: float | None = None
 
     @property
     def floor_ratio(self) -> float | None:
+        if self.floor_x is not None:
+            return self.floor_x
         return None if not self.floor_ms else self.propopt_ms / self.floor_ms
 
     def to_dict(self) -> dict[str, Any]:

@@ -22,6 +22,14 @@ Results below the smallest normal float32 (``x < -87.34``) flush to 0
 ``inf`` (``exp`` overflows at 88.72: a selective scan, whose arguments are
 ``dt * A <= 0``, never comes near).
 In float64 :func:`fexp` is ``math.exp``.
+
+:func:`fsoftplus` (the selective scan's ``delta_softplus``) is built on it:
+``max(x, 0) + log1p(exp(-|x|))`` with ``log1p`` on [0, 1] as ``2 atanh(t / (2
++ t))``, an odd polynomial of degree 13 and one division, all of which
+vectorizes (``math.log1p`` is a scalar libm call, and a loop that calls it
+is not vectorized: the softplus forward took about 9x the exps alone).
+Against float64 on 4 * 10^6 points of [-100, 30]: at most 3.2 ulp (relative
+error 2.6e-7) wherever the result is a normal float32.
 """
 
 from __future__ import annotations
@@ -111,5 +119,51 @@ def _fexp_impl(x):  # type: ignore[no-untyped-def]
 
     def impl64(x):  # type: ignore[no-untyped-def]
         return math.exp(x)
+
+    return impl64
+
+
+# log1p(t) = 2 atanh(s), s = t / (2 + t), for t in [0, 1] (s <= 1/3): the
+# series 2 (s + s^3/3 + ... + s^13/13); its first omitted term is below
+# 5e-9 of the sum.
+_L3 = np.float32(1.0 / 3.0)
+_L5 = np.float32(1.0 / 5.0)
+_L7 = np.float32(1.0 / 7.0)
+_L9 = np.float32(1.0 / 9.0)
+_L11 = np.float32(1.0 / 11.0)
+_L13 = np.float32(1.0 / 13.0)
+_TWO = np.float32(2.0)
+_SP_MAX = np.float32(20.0)  # mamba_ssm's threshold: softplus(x) = x above it
+
+
+def fsoftplus(x: float) -> float:
+    """``log1p(exp(x))``, or ``x`` above 20 (mamba_ssm's threshold); in numba
+    code, vectorizable for float32 (:func:`fexp` and a polynomial log1p)."""
+    return x if x > 20.0 else math.log1p(math.exp(x))
+
+
+@overload(fsoftplus, jit_options={"fastmath": {"contract"}})
+def _fsoftplus_impl(x):  # type: ignore[no-untyped-def]
+    if isinstance(x, types.Float) and x.bitwidth == 32:
+
+        def impl32(x):  # type: ignore[no-untyped-def]
+            # softplus(x) = max(x, 0) + log1p(exp(-|x|)), exp(-|x|) in [0, 1]
+            ax = x if x > _ZERO else -x
+            t = fexp(-ax)
+            s = t / (_TWO + t)
+            s2 = s * s
+            p = _L13 * s2 + _L11
+            p = p * s2 + _L9
+            p = p * s2 + _L7
+            p = p * s2 + _L5
+            p = p * s2 + _L3
+            p = p * s2 + _ONE
+            r = (x if x > _ZERO else _ZERO) + _TWO * s * p
+            return x if x > _SP_MAX else r  # NaN: the comparison is false, r is NaN
+
+        return impl32
+
+    def impl64(x):  # type: ignore[no-untyped-def]
+        return x if x > 20.0 else math.log1p(math.exp(x))
 
     return impl64

@@ -29,7 +29,7 @@ from ._lanes import exp_sum_update
 
 #: numba keys its on-disk cache on this file only: change this line when
 #: editing what :func:`_exps` compiles in from ``_lanes`` or ``_exp``.
-DEPENDS_ON = "_lanes: exp_sum_lanes (inlined); _exp: fexp constants"
+DEPENDS_ON = "_lanes: exp_sum_lanes (inlined), _vexp; _exp: fexp constants"
 
 #: Channels per SIMD block, as the forward's lane kernel.
 W = 64

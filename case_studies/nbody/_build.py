@@ -33,8 +33,7 @@ def _lower_bound(keys, lo, hi, value, shift):  # pragma: no cover - numba
     return lo
 
 
-@njit(cache=True)
-def build_topology(keys, leaf_size):  # pragma: no cover - numba
+def build_topology(keys: np.ndarray, leaf_size: int) -> tuple[np.ndarray, ...]:
     """Pre-order octree over sorted ``keys``: ``(start, end, next, leaf, level)``, trimmed.
 
     A node with more than ``leaf_size`` particles is split at the first level
@@ -42,16 +41,23 @@ def build_topology(keys, leaf_size):  # pragma: no cover - numba
     """
     n = keys.shape[0]
     cap = max(2 * n, 1)
-    start = np.empty(cap, np.int64)
-    end = np.empty(cap, np.int64)
-    parent = np.empty(cap, np.int64)
-    level = np.empty(cap, np.int64)
+    # allocated here, not in the kernel: numba's np.empty, np.zeros, ... each
+    # compile on the first call
+    start, end, nxt = np.empty(cap, np.int64), np.empty(cap, np.int64), np.empty(cap, np.int64)
+    parent, level = np.empty(cap, np.int64), np.empty(cap, np.int64)
     leaf = np.zeros(cap, np.bool_)
     st = np.empty((_STACK, 4), np.int64)
     bounds = np.empty(9, np.int64)
+    nn = _topology(keys, leaf_size, start, end, parent, level, leaf, nxt, st, bounds) if n else 0
+    return start[:nn].copy(), end[:nn].copy(), nxt[:nn].copy(), leaf[:nn].copy(), level[:nn].copy()
+
+
+@njit(cache=True)
+def _topology(keys, leaf_size, start, end, parent, level, leaf, nxt, st,
+              bounds):  # fmt: skip  # pragma: no cover - numba
+    """:func:`build_topology` into the given arrays (``n >= 1``); returns the node count."""
+    n = keys.shape[0]
     nn = 0
-    if n == 0:
-        return start[:0], end[:0], start[:0].copy(), leaf[:0], level[:0]
     sp = 1
     st[0, 0] = 0
     st[0, 1] = n
@@ -95,11 +101,13 @@ def build_topology(keys, leaf_size):  # pragma: no cover - numba
                 st[sp, 2] = L + 1
                 st[sp, 3] = i
                 sp += 1
-    size = np.ones(nn, np.int64)
+    for i in range(nn):  # subtree sizes, then next = i + size
+        nxt[i] = 1
     for i in range(nn - 1, 0, -1):
-        size[parent[i]] += size[i]
-    nxt = np.arange(nn) + size
-    return start[:nn].copy(), end[:nn].copy(), nxt, leaf[:nn].copy(), level[:nn].copy()
+        nxt[parent[i]] += nxt[i]
+    for i in range(nn):
+        nxt[i] += i
+    return nn
 
 
 @njit(cache=True, parallel=True)

@@ -3,8 +3,8 @@
 Trees are the pre-order octrees of :mod:`._build` (node ``i``'s children are
 ``i + 1``, ``next[i + 1]``, ... up to ``next[i]``).  Every expansion operator
 comes from :mod:`propopt.separability.expansions`; this module only walks
-the trees and schedules them on threads (``prange`` over the cells of one
-depth; target subtrees taken from a shared counter by :func:`run_threads`).
+the trees and schedules them on threads (:func:`run_threads`: the cells of one
+depth, then target subtrees, each taken from a shared counter).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
-from numba import njit, prange, types
+from numba import njit, types
 from numba.extending import intrinsic
 
 from propopt.separability.expansions import l2l, l2p, m2l_many_scaled, m2m, p2m
@@ -29,8 +29,7 @@ DEPENDS_ON = "_walk.near_field: psi, grad of the near bodies"
 _INTERNAL = dict(no_cpython_wrapper=True, no_cfunc_wrapper=True)
 
 
-@njit(cache=True)
-def geometry(x, y, z, w, e2, start, end, nxt, leaf):  # pragma: no cover - numba
+def geometry(x, y, z, w, e2, start, end, nxt, leaf):
     """Per node: expansion centre, radius, weight, weighted mean ``eps^2``, depth, parent.
 
     The centre is the weighted mean of the node's points (the centre of mass
@@ -40,14 +39,21 @@ def geometry(x, y, z, w, e2, start, end, nxt, leaf):  # pragma: no cover - numba
     children's bound ``|c - c_child| + r_child`` and the farthest box corner).
     """
     k = start.shape[0]
-    lo = np.empty((k, 3))
-    hi = np.empty((k, 3))
-    ctr = np.zeros((k, 3))
-    rad = np.zeros(k)
-    wsum = np.zeros(k)
-    we2 = np.zeros(k)
-    parent = np.full(k, -1, np.int64)
-    depth = np.zeros(k, np.int64)
+    # allocated here, not in the kernel: numba's np.zeros, np.full, ... each
+    # compile on the first call
+    lo, hi = np.empty((k, 3)), np.empty((k, 3))
+    ctr, rad, wsum, we2 = np.zeros((k, 3)), np.zeros(k), np.zeros(k), np.zeros(k)
+    me2 = np.empty(k)
+    parent, depth = np.full(k, -1, np.int64), np.zeros(k, np.int64)
+    _geometry(x, y, z, w, e2, start, end, nxt, leaf, lo, hi, ctr, rad, wsum, we2, me2, parent,
+              depth)  # fmt: skip
+    return ctr, rad, wsum, me2, depth, parent
+
+
+@njit(cache=True)
+def _geometry(x, y, z, w, e2, start, end, nxt, leaf, lo, hi, ctr, rad, wsum, we2, me2, parent,
+              depth):  # fmt: skip  # pragma: no cover - numba
+    k = start.shape[0]
     for i in range(k):
         if not leaf[i]:
             c = i + 1
@@ -109,10 +115,8 @@ def geometry(x, y, z, w, e2, start, end, nxt, leaf):  # pragma: no cover - numba
                 c = nxt[c]
             r = min(r, rb)
         rad[i] = r
-    me2 = np.empty(k)
     for i in range(k):
         me2[i] = we2[i] / wsum[i] if wsum[i] > 0 else 0.0
-    return ctr, rad, wsum, me2, depth, parent
 
 
 def records(ctr: np.ndarray, rad: np.ndarray, w: np.ndarray, leaf: np.ndarray,
@@ -135,20 +139,29 @@ def by_depth(depth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return order, ptr.astype(np.int64)
 
 
-@njit(cache=True, parallel=True)
-def upward(pos, m, start, end, nxt, leaf, ctr, nodes, ptr, mono, trip, M):  # pragma: no cover
-    """Multipoles of every node: P2M at the leaves, M2M into parents, deepest depth first."""
-    for d in range(ptr.shape[0] - 2, -1, -1):
-        for q in prange(ptr[d], ptr[d + 1]):
-            i = nodes[q]
-            if leaf[i]:
-                p2m(pos, m, start[i], end[i], ctr[i, 0], ctr[i, 1], ctr[i, 2], mono, M[i])
-            else:
-                c = i + 1
-                while c < nxt[i]:
-                    m2m(M[c], ctr[i, 0] - ctr[c, 0], ctr[i, 1] - ctr[c, 1], ctr[i, 2] - ctr[c, 2],
-                        mono, trip, M[i])  # fmt: skip
-                    c = nxt[c]
+@njit(cache=True, nogil=True)
+def upward(counter, q0, q1, pos, m, start, end, nxt, leaf, ctr, nodes, mono, trip,
+           M):  # fmt: skip  # pragma: no cover - numba
+    """Multipoles of the nodes ``nodes[q0:q1]`` (one depth): P2M at leaves, M2M of children.
+
+    Serial and GIL-free, the next node taken from the shared ``counter``:
+    :func:`run_threads` runs it per depth, deepest first (a parent after its
+    children).  Not a ``prange``: the parallel region took about 0.5 s more to
+    compile on the first call.
+    """
+    while True:
+        q = q0 + _take(counter)
+        if q >= q1:
+            break
+        i = nodes[q]
+        if leaf[i]:
+            p2m(pos, m, start[i], end[i], ctr[i, 0], ctr[i, 1], ctr[i, 2], mono, M[i])
+        else:
+            c = i + 1
+            while c < nxt[i]:
+                m2m(M[c], ctr[i, 0] - ctr[c, 0], ctr[i, 1] - ctr[c, 1], ctr[i, 2] - ctr[c, 2],
+                    mono, trip, M[i])  # fmt: skip
+                c = nxt[c]
 
 
 @njit(cache=True, **_INTERNAL)

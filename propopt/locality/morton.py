@@ -33,7 +33,7 @@ later queries; points outside the box are an error.
 
 Sorting
 -------
-:func:`morton_order` computes the keys on numba threads and sorts them with
+:func:`morton_order` computes the keys on threads and sorts them with
 NumPy's vectorized (SIMD) quicksort, then restores input order inside runs of
 equal keys, so the permutation is stable.  Tried and rejected, at N = 10^6
 3-D points on the 2-core development machine: a parallel LSD radix sort in
@@ -44,6 +44,8 @@ numba (per-thread histograms, 8- and 11-bit digits) took 120-200 ms, and
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -123,23 +125,55 @@ def _cell(x: Any, lo: float, scale: float, top: int) -> Any:
     return _U(q)
 
 
-@njit(parallel=True, cache=True)
-def _keys3(p: Any, lo: Any, scale: Any, out: Any) -> None:
+@njit(cache=True, nogil=True)
+def _keys3(p: Any, lo: Any, scale: Any, a: int, b: int, out: Any) -> None:
     top = (1 << 21) - 1
-    for i in prange(p.shape[0]):
+    for i in range(a, b):
         qx = _cell(p[i, 0], lo[0], scale[0], top)
         qy = _cell(p[i, 1], lo[1], scale[1], top)
         qz = _cell(p[i, 2], lo[2], scale[2], top)
         out[i] = _spread3(qx) | (_spread3(qy) << _U(1)) | (_spread3(qz) << _U(2))
 
 
-@njit(parallel=True, cache=True)
-def _keys2(p: Any, lo: Any, scale: Any, out: Any) -> None:
+@njit(cache=True, nogil=True)
+def _keys2(p: Any, lo: Any, scale: Any, a: int, b: int, out: Any) -> None:
     top = (1 << 32) - 1
-    for i in prange(p.shape[0]):
+    for i in range(a, b):
         qx = _cell(p[i, 0], lo[0], scale[0], top)
         qy = _cell(p[i, 1], lo[1], scale[1], top)
         out[i] = _spread2(qx) | (_spread2(qy) << _U(1))
+
+
+#: Rows per thread below which a pass over the points stays on the calling thread.
+GRAIN = 1 << 16
+
+_pool: ThreadPoolExecutor | None = None
+
+
+def _on_threads(n: int, work: Callable[[int, int, int], None]) -> int:
+    """``work(q, a, b)`` for contiguous pieces ``[a, b)`` of ``range(n)``, one per thread.
+
+    Python threads over GIL-free serial kernels (``nogil``), not a numba
+    parallel region: a ``prange`` kernel compiles its loop again inside the
+    region's scheduler, which took ~0.5 s of each first call.  At most
+    numba's thread count (:mod:`propopt.threads` sizes it per call) and at
+    least :data:`GRAIN` rows a piece; the caller takes piece 0.  Returns the
+    number of pieces.
+    """
+    t = max(1, min(_jit.num_threads(), n // GRAIN))
+    if t == 1:
+        work(0, 0, n)
+        return 1
+    global _pool
+    if _pool is None or _pool._max_workers < t - 1:  # type: ignore[attr-defined]
+        _pool = ThreadPoolExecutor(t - 1)
+    futures = [_pool.submit(work, q, q * n // t, (q + 1) * n // t) for q in range(1, t)]
+    try:
+        work(0, 0, n // t)
+    finally:
+        for f in futures:
+            f.result()
+    return t
 
 
 @njit(parallel=True, cache=True)
@@ -171,24 +205,20 @@ def _stabilize(sorted_keys: np.ndarray, order: np.ndarray) -> None:
     order[at] = sub[np.lexsort((sub, sorted_keys[at]))]
 
 
-@njit(parallel=True, cache=True)
-def _extent(p: Any, nthreads: int) -> Any:
-    """Per-axis min and max in one parallel pass, and the first non-finite row (-1 if none)."""
-    n, d = p.shape
-    lo = np.full((nthreads, d), np.inf)
-    hi = np.full((nthreads, d), -np.inf)
-    bad = np.full(nthreads, n)
-    for t in prange(nthreads):
-        for i in range(t * n // nthreads, (t + 1) * n // nthreads):
-            for a in range(d):
-                v = np.float64(p[i, a])
-                if not np.isfinite(v):
-                    if i < bad[t]:
-                        bad[t] = i
-                else:
-                    lo[t, a] = min(lo[t, a], v)
-                    hi[t, a] = max(hi[t, a], v)
-    return lo, hi, bad
+@njit(cache=True, nogil=True)
+def _extent(p: Any, a: int, b: int, lo: Any, hi: Any, bad: Any) -> None:
+    """Per-axis min and max of rows ``[a, b)`` into ``lo``, ``hi``; the first non-finite row
+    into ``bad[0]`` (left as is if none)."""
+    d = p.shape[1]
+    for i in range(a, b):
+        for k in range(d):
+            v = np.float64(p[i, k])
+            if not np.isfinite(v):
+                if i < bad[0]:
+                    bad[0] = i
+            else:
+                lo[k] = min(lo[k], v)
+                hi[k] = max(hi[k], v)
 
 
 # ------------------------------------------------------------ validation
@@ -208,8 +238,12 @@ def _points(points: Any) -> np.ndarray:
 
 def _scan(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per-axis min and max, refusing non-finite coordinates (naming the row)."""
-    los, his, bads = _extent(p, _jit.num_threads())
-    lo, hi, bad = los.min(axis=0), his.max(axis=0), int(bads.min())
+    n, d = p.shape
+    most = max(1, min(_jit.num_threads(), n // GRAIN))
+    los, his = np.full((most, d), np.inf), np.full((most, d), -np.inf)
+    bads = np.full(most, n, np.int64)
+    t = _on_threads(n, lambda q, a, b: _extent(p, a, b, los[q], his[q], bads[q : q + 1]))
+    lo, hi, bad = los[:t].min(axis=0), his[:t].max(axis=0), int(bads[:t].min())
     if bad < p.shape[0]:
         raise ValueError(
             f"points[{bad}] = {p[bad].tolist()} is not finite: coordinates must be finite "
@@ -340,7 +374,8 @@ def morton_keys(points: Any, box: Any = None) -> np.ndarray:
     scale = np.float64(2.0 ** MORTON_BITS[dim]) / (hi - lo)
     out = np.empty(p.shape[0], np.uint64)
     if p.shape[0]:
-        (_keys3 if dim == 3 else _keys2)(p, lo, scale, out)
+        kernel = _keys3 if dim == 3 else _keys2
+        _on_threads(p.shape[0], lambda q, a, b: kernel(p, lo, scale, a, b, out))
     return out
 
 
@@ -369,7 +404,7 @@ def morton_order(points: Any, box: Any = None, *, return_keys: bool = False) -> 
 
     Notes
     -----
-    Keys in ``O(n)`` on numba threads, then NumPy's SIMD quicksort,
+    Keys in ``O(n)`` on threads, then NumPy's SIMD quicksort,
     ``O(n log n)``, made stable by sorting the indices inside runs of equal keys.
 
     Examples

@@ -1,5 +1,6 @@
 """capstone.measure: interleaved rounds, best torch threads, spread, load flag."""
 
+import math
 import time
 
 import pytest
@@ -72,3 +73,20 @@ def test_a_sampled_baseline_scales_its_times_and_ratios():
     c = measure.Comparison(2.0, 1.0, 2.0, 1.5, 2.5, 3, 0.0)
     s = c.baseline_scaled(10.0)
     assert (s.baseline_ms, s.optimized_ms, s.ratio, s.ratio_lo, s.ratio_hi) == (20, 1, 20, 15, 25)
+
+
+def test_compile_only_calls_the_optimized_side_once_and_times_nothing():
+    calls: list[str] = []
+    with measure.compile_only():
+        assert measure.compiling_only()
+        c = measure.compare(lambda: calls.append("b"), lambda: calls.append("o"), rounds=5)
+        measure.compare(
+            lambda: calls.append("numba b"),
+            lambda: calls.append("o"),
+            rounds=5,
+            baseline_compiles=True,
+        )
+        t = measure.median_seconds(lambda: calls.append("f"), repeats=5)
+    assert not measure.compiling_only()
+    assert calls == ["o", "numba b", "o", "f"]
+    assert math.isnan(c.ratio) and math.isnan(t) and c.rounds == 0

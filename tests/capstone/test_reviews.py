@@ -43,6 +43,18 @@ def test_review_rows(name, monkeypatch):
         assert r.device.startswith("cpu")
         limit = {"ids": 0, "median rel": 5e-3}.get(r.error_kind, 1e-4)
         assert 0 <= r.error <= limit, (r.problem, r.peer, r.error)
+        if name == "mamba":  # forward and floor timed in rounds of their own
+            assert r.floor_x is not None and r.floor_x > 0 and r.floor_ratio == r.floor_x
+
+
+def test_floor_ratio_is_the_interleaved_one_when_measured():
+    from capstone.rows import Row
+
+    args = ("p", "small", "b", "k", "t", "peer", 10.0, 2.0, 5.0, 4.0, 6.0, 3, 0.0, "max rel",
+            "cpu", 0.0, False)  # fmt: skip
+    assert Row(*args, floor="f", floor_ms=1.0).floor_ratio == 2.0
+    assert Row(*args, floor="f", floor_ms=1.0, floor_x=1.3).floor_ratio == 1.3
+    assert Row(*args).floor_ratio is None
 
 
 @pytest.mark.slow

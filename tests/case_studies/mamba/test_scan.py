@@ -56,8 +56,9 @@ def test_lane_blocks_split_over_tasks(batch, dim, token_major, threads, cap, dty
     # also as views of (batch, L, dim) memory (the chapter's layout).  A
     # one-byte cap on a run's states gives every block its own task.  L = 150
     # is whole tiles (16 x 16 transposes and vector token updates in float32)
-    # then a partial one (element by element); without the softplus, float32
-    # tokens read and write their rows in place (_lanes.token_io).
+    # then a partial one (element by element); float32 tokens go through
+    # _lanes.token_io (in place in the chapter's layout, without the softplus;
+    # in mamba_ssm's layout a whole tile's softplus is taken first).
     from case_studies.mamba import _host
 
     if cap is not None:
