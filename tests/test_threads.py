@@ -212,3 +212,20 @@ def test_peers_leave_out_numbas_pool_and_threads_that_stop(monkeypatch):
     looks = iter([{101, 102, 7, 8}, {101, 8}])
     monkeypatch.setattr(threads, "_running_threads", lambda me: next(looks))
     assert peers.update() == 1  # only 8 ran at both looks; 101 and 102 are the pool's
+
+
+@numba.njit(nogil=True)
+def _mark_items(counter, seen, n):  # type: ignore[no-untyped-def]
+    while True:
+        item = threads.take(counter)
+        if item >= n:
+            return
+        seen[item] += 1
+
+
+@pytest.mark.parametrize("nthreads", [1, 2, 4])
+def test_run_threads_hands_each_item_to_exactly_one_thread(nthreads):
+    n = 200_000
+    seen = np.zeros(n, np.int64)
+    threads.run_threads(_mark_items, nthreads, seen, n)
+    assert (seen == 1).all()

@@ -3,26 +3,24 @@
 Trees are the pre-order octrees of :mod:`._build` (node ``i``'s children are
 ``i + 1``, ``next[i + 1]``, ... up to ``next[i]``).  Every expansion operator
 comes from :mod:`propopt.separability.expansions`; this module only walks
-the trees and schedules them on threads (:func:`run_threads`: the cells of one
-depth, then target subtrees, each taken from a shared counter).
+the trees, and :func:`propopt.threads.run_threads` runs its kernels on
+threads (the cells of one depth, then target subtrees, each taken from a
+shared counter).
 """
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any
-
 import numpy as np
-from numba import njit, types
-from numba.extending import intrinsic
+from numba import njit
 
 from propopt.separability.expansions import l2l, l2p, m2l_many_scaled, m2m, p2m
+from propopt.threads import take
 
 from ._walk import near_field
 
 # numba keys the on-disk cache of this file's kernels on this file alone: after editing
 # _walk.near_field (inlined into _near here), change this line so that they recompile.
-DEPENDS_ON = "_walk.near_field: psi, grad of the near bodies"
+DEPENDS_ON = "_walk.near_field: psi, grad of the near bodies; propopt.threads.take"
 
 # kernels called only from other kernels: no wrappers for calls from Python (each
 # took ~0.05 s of the first call to compile)
@@ -145,12 +143,12 @@ def upward(counter, q0, q1, pos, m, start, end, nxt, leaf, ctr, nodes, mono, tri
     """Multipoles of the nodes ``nodes[q0:q1]`` (one depth): P2M at leaves, M2M of children.
 
     Serial and GIL-free, the next node taken from the shared ``counter``:
-    :func:`run_threads` runs it per depth, deepest first (a parent after its
+    :func:`propopt.threads.run_threads` runs it per depth, deepest first (a parent after its
     children).  Not a ``prange``: the parallel region took about 0.5 s more to
     compile on the first call.
     """
     while True:
-        q = q0 + _take(counter)
+        q = q0 + take(counter)
         if q >= q1:
             break
         i = nodes[q]
@@ -281,20 +279,6 @@ def _near(px, py, pz, e, nb, nq, c):  # pragma: no cover - numba
     return near_field(px, py, pz, e, nb, nq, c)
 
 
-@intrinsic
-def _take(typingctx, counter):  # pragma: no cover - numba
-    """``counter[0] += 1`` as one atomic operation, returning the old value: the next item."""
-    if not (isinstance(counter, types.Array) and counter.dtype == types.int64):
-        return None
-
-    def codegen(context, builder, sig, args):
-        ary = context.make_array(sig.args[0])(context, builder, args[0])
-        one = context.get_constant(types.int64, 1)
-        return builder.atomic_rmw("add", ary.data, one, "seq_cst")
-
-    return types.int64(counter), codegen
-
-
 @njit(cache=True, nogil=True, error_model="numpy")
 def solve(counter, items, trec, srec, T, S, M, theta, cheap, rec, mono, trip, mtrip, mptr, grad,
           c, L, out):  # fmt: skip  # pragma: no cover
@@ -302,7 +286,7 @@ def solve(counter, items, trec, srec, T, S, M, theta, cheap, rec, mono, trip, mt
 
     Serial and GIL-free: every thread that runs it takes the next item from the
     shared ``counter`` (one int64, atomic), so threads calling it together split
-    the items dynamically (:func:`run_threads`).  Not a ``prange``: the parallel
+    the items dynamically (:func:`propopt.threads.run_threads`).  Not a ``prange``: the parallel
     region's code (the body again, inside its scheduler) took about 2.5 s more to
     compile on the first call.
 
@@ -324,7 +308,7 @@ def solve(counter, items, trec, srec, T, S, M, theta, cheap, rec, mono, trip, mt
     sctr, _, _, _, sstart, send, _, sme2, sx, sy, sz, sm, se2 = S
     nt = M.shape[1]
     while True:
-        it = _take(counter)
+        it = take(counter)
         if it >= items.shape[0]:
             break
         a0 = items[it]
@@ -400,28 +384,3 @@ def solve(counter, items, trec, srec, T, S, M, theta, cheap, rec, mono, trip, mt
                 out[t, 1] = gy + g2y
                 out[t, 2] = gz + g2z
                 out[t, 3] = psi + p2
-
-
-def run_threads(kernel: Any, nthreads: int, *args: Any) -> None:
-    """``kernel(counter, *args)`` on ``nthreads`` threads (the caller's included), one counter.
-
-    Python threads over a GIL-free serial kernel, as in
-    ``propopt.associativity._topk_threads``: the kernel is compiled once, not
-    again inside a parallel region.
-    """
-    counter = np.zeros(1, np.int64)
-    if nthreads <= 1:
-        kernel(counter, *args)
-        return
-    global _pool
-    if _pool is None or _pool._max_workers < nthreads - 1:  # type: ignore[attr-defined]
-        _pool = ThreadPoolExecutor(nthreads - 1)
-    futures = [_pool.submit(kernel, counter, *args) for _ in range(nthreads - 1)]
-    try:
-        kernel(counter, *args)
-    finally:
-        for f in futures:
-            f.result()
-
-
-_pool: ThreadPoolExecutor | None = None

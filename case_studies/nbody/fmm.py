@@ -330,7 +330,7 @@ def _run(src: dict, tgt: dict, p: int, theta: float, near32: bool = False) -> np
     nthreads = numba.get_num_threads()
     ptr = src["ptr"]
     for d in range(ptr.shape[0] - 2, -1, -1):  # deepest first: children before parents
-        _fmm.run_threads(_fmm.upward, min(nthreads, int(ptr[d + 1] - ptr[d])), ptr[d],
+        threads.run_threads(_fmm.upward, min(nthreads, int(ptr[d + 1] - ptr[d])), ptr[d],
                          ptr[d + 1], src["pos"], src["w"], src["start"], src["end"], src["nxt"],
                          src["leaf"], src["ctr"], src["nodes"], tab.mono, tab.trip, M)  # fmt: skip
     L = np.zeros((kt, tab.nterms))
@@ -352,7 +352,7 @@ def _run(src: dict, tgt: dict, p: int, theta: float, near32: bool = False) -> np
     rec = (tab.idx.sum(axis=1), tab.rec1[:, :, 0].astype(np.int64),
            tab.rec1[:, :, 1].astype(c.dtype), tab.rec2[:, :, 0].astype(np.int64),
            tab.rec2[:, :, 1].astype(c.dtype))  # fmt: skip
-    _fmm.run_threads(_fmm.solve, min(nthreads, items.shape[0]), items, trec,
+    threads.run_threads(_fmm.solve, min(nthreads, items.shape[0]), items, trec,
                      srec, T, S, M, theta, cheap, rec, tab.mono, tab.trip, mtrip, mptr,
                      tab.grad, c, L, out)  # fmt: skip
     return out
