@@ -28,8 +28,13 @@ from .reviews import ALL
 #: the longest starts first.
 ORDER = ("nbody", "topk", "mamba", "lowrank", "scan")
 
-#: Seconds the step is planned at: pytreegrav's compilation, which every run pays.
+#: Seconds the step is planned at: pytreegrav's compilation, which every run
+#: with the N-body problem pays, else loading the cached kernels.
 PLAN_S = 25.0
+PLAN_S_NO_PEERS = 5.0
+
+#: Steps of the step's bar.
+STEPS = 100
 
 
 def _low_priority() -> None:
@@ -62,12 +67,30 @@ def compile_ahead(problems: Sequence[str], sizes: Sequence[str], progress: Progr
     tasks = [(n, s) for n in sorted(problems, key=_rank) for s in sizes]
     peers = [f for n in problems if (f := getattr(ALL[n], "compile_peers", None)) is not None]
     jobs = max(1, min(len(tasks), usable_cpus()))
-    progress.start(f"compiling ahead in {jobs} processes", PLAN_S, len(tasks) + len(peers))
+    # The bar moves by the clock, against the plan (to 95% at most), and by each
+    # finished task: nothing else reports from inside a compilation.
+    plan = plan_seconds(problems)
+    progress.start(f"compiling ahead in {jobs} processes", plan, STEPS)
     lock = threading.Lock()
+    events = len(tasks) + len(peers)
+    done = [0]
+    t0 = time.perf_counter()
 
     def tick(_: object = None) -> None:
         with lock:
-            progress.tick()
+            done[0] += 1
+            progress.advance_to(STEPS * done[0] // events)
+
+    stop = threading.Event()
+
+    def clock() -> None:
+        while not stop.wait(1.0):
+            with lock:
+                elapsed = time.perf_counter() - t0
+                progress.advance_to(min(STEPS * 95 // 100, int(STEPS * elapsed / plan)))
+
+    ticker = threading.Thread(target=clock, daemon=True)
+    ticker.start()
 
     context = multiprocessing.get_context("spawn")  # no fork of torch's and numba's threads
     with ProcessPoolExecutor(jobs, mp_context=context, initializer=_low_priority) as pool:
@@ -90,7 +113,15 @@ def compile_ahead(problems: Sequence[str], sizes: Sequence[str], progress: Progr
             compile_peer()
             tick()
         wait(futures)  # a review that failed here fails again in the timed run, which reports it
+    stop.set()
+    ticker.join()
     progress.finish()
+
+
+def plan_seconds(problems: Sequence[str]) -> float:
+    """Seconds the step is planned at for ``problems``."""
+    peers = any(hasattr(ALL[n], "compile_peers") for n in problems)
+    return PLAN_S if peers else PLAN_S_NO_PEERS
 
 
 def _rank(name: str) -> int:

@@ -76,9 +76,9 @@ def run(problems: Sequence[str], sizes: Sequence[str], progress: Progress) -> li
 
 
 def plan_seconds(problems: Sequence[str], sizes: Sequence[str]) -> float:
-    from .ahead import PLAN_S
+    from . import ahead
 
-    return PLAN_S + sum(ALL[p].PLAN_S[s] for p in problems for s in sizes)
+    return ahead.plan_seconds(problems) + sum(ALL[p].PLAN_S[s] for p in problems for s in sizes)
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "python -m propopt capstone") -> int:

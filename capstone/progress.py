@@ -57,6 +57,11 @@ class Progress:
         self.ticks = min(self.ticks + 1, self.part_ticks)
         self.draw()
 
+    def advance_to(self, ticks: int) -> None:
+        """At least ``ticks`` steps of the current problem are done (never moves back)."""
+        self.ticks = min(max(self.ticks, ticks), self.part_ticks)
+        self.draw()
+
     def finish(self) -> None:
         """The current problem is done."""
         self.done_plan += self.part_plan

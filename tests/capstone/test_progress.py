@@ -45,3 +45,13 @@ def test_a_note_names_the_step_at_once_and_the_next_problem_drops_it():
     assert lines[1].endswith("nbody (default): peer compiles")  # drawn although rate-limited
     assert lines[2].endswith("nbody (default): peer runs")  # replaces the earlier note
     assert lines[3].endswith("lowrank (default)")
+
+
+def test_advance_to_never_moves_back_nor_past_the_problem():
+    p = Progress(10.0, stream=io.StringIO(), min_interval_s=0.0)
+    p.start("compile", 10.0, ticks=100)
+    p.advance_to(40)
+    p.advance_to(20)
+    assert abs(p.fraction() - 0.4) < 1e-12
+    p.advance_to(500)
+    assert abs(p.fraction() - 1.0) < 1e-12
