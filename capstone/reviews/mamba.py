@@ -49,7 +49,9 @@ def review(size: str, progress: Progress) -> list[Row]:
         # which leaves the caches cold and adds ~0.3 ms of Python and /proc
         # reads to the next call; a floor timed apart, back to back, paid
         # neither, and 2-thread ratios read 1.6-1.8x instead of 1.3-1.5x.
-        c = compare(lambda: exps_only(delta, A), forward, rounds=FLOOR_ROUNDS)
+        c = compare(
+            lambda: exps_only(delta, A), forward, rounds=FLOOR_ROUNDS, baseline_compiles=True
+        )
         return dict(floor="exps alone", floor_ms=c.baseline_ms, floor_x=1.0 / c.ratio)
 
     with torch.no_grad():
