@@ -6,8 +6,9 @@ minute on one core.  Instead, each problem's review runs once in a worker
 process with nothing timed (:func:`capstone.measure.compile_only`: only the
 optimized side is called, and baselines that are numba kernels), so the
 kernels compile on all cores at once and the timed run loads them from the
-cache: on 2 cores, a run with empty caches took 68 s instead of 93 s.  Meanwhile this process compiles
-what cannot be cached: pytreegrav's tree, a numba jitclass.
+cache: on 2 cores, a run with empty caches took 68 s instead of 93 s.
+Meanwhile this process compiles what cannot be cached: pytreegrav's tree,
+a numba jitclass.
 """
 
 from __future__ import annotations
