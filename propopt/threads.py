@@ -476,6 +476,23 @@ _workers: Any = None  # a ThreadPoolExecutor, made on first use
 _workers_size = 0
 
 
+def workers(n: int) -> Any:
+    """A pool of at least ``n`` threads, one for the whole process, for GIL-free kernels.
+
+    Made on first use and grown when a caller needs more threads.
+    """
+    global _workers, _workers_size
+    with _lock:
+        if _workers is None or _workers_size < n:
+            from concurrent.futures import ThreadPoolExecutor
+
+            old = _workers
+            _workers, _workers_size = ThreadPoolExecutor(n), n
+            if old is not None:
+                old.shutdown(wait=False)
+        return _workers
+
+
 def run_threads(kernel: Callable[..., Any], nthreads: int, *args: Any) -> None:
     """``kernel(counter, *args)`` on ``nthreads`` threads, the caller's included, one counter.
 
@@ -485,23 +502,19 @@ def run_threads(kernel: Callable[..., Any], nthreads: int, *args: Any) -> None:
     first-call compilation matters: numba compiles a parallel loop's body a
     second time, inside its scheduler (the Mamba lane kernel compiled in
     12.6 s with ``prange`` and 4.1 s serial; the FMM's solve in 7.0 and 3.5 s).
+
+    It suits kernels of tens of milliseconds or more.  Its threads are not
+    numba's OpenMP threads, which torch shares and which spin after each op:
+    a 2 ms kernel (the Mamba forward) ran 1.6-1.9x slower this way in a
+    process using torch.
     """
-    global _workers, _workers_size
     import numpy as np
 
     counter = np.zeros(1, np.int64)
     if nthreads <= 1:
         kernel(counter, *args)
         return
-    with _lock:
-        if _workers is None or _workers_size < nthreads - 1:
-            from concurrent.futures import ThreadPoolExecutor
-
-            old = _workers
-            _workers, _workers_size = ThreadPoolExecutor(nthreads - 1), nthreads - 1
-            if old is not None:
-                old.shutdown(wait=False)
-        pool = _workers
+    pool = workers(nthreads - 1)
     futures = [pool.submit(kernel, counter, *args) for _ in range(nthreads - 1)]
     try:
         kernel(counter, *args)

@@ -45,7 +45,6 @@ numba (per-thread histograms, 8- and 11-bit digits) took 120-200 ms, and
 from __future__ import annotations
 
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -147,8 +146,6 @@ def _keys2(p: Any, lo: Any, scale: Any, a: int, b: int, out: Any) -> None:
 #: Rows per thread below which a pass over the points stays on the calling thread.
 GRAIN = 1 << 16
 
-_pool: ThreadPoolExecutor | None = None
-
 
 def _on_threads(n: int, work: Callable[[int, int, int], None]) -> int:
     """``work(q, a, b)`` for contiguous pieces ``[a, b)`` of ``range(n)``, one per thread.
@@ -164,10 +161,8 @@ def _on_threads(n: int, work: Callable[[int, int, int], None]) -> int:
     if t == 1:
         work(0, 0, n)
         return 1
-    global _pool
-    if _pool is None or _pool._max_workers < t - 1:  # type: ignore[attr-defined]
-        _pool = ThreadPoolExecutor(t - 1)
-    futures = [_pool.submit(work, q, q * n // t, (q + 1) * n // t) for q in range(1, t)]
+    pool = threads.workers(t - 1)
+    futures = [pool.submit(work, q, q * n // t, (q + 1) * n // t) for q in range(1, t)]
     try:
         work(0, 0, n // t)
     finally:
