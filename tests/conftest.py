@@ -3,13 +3,60 @@
 * CUDA kernels run in numba's simulator unless ``NUMBA_ENABLE_CUDASIM`` is
   already set (set it to 0 on a machine with a GPU to test the real thing).
   It must be set before numba.cuda is first imported, hence here.
+* The simulator's ``cuda.shared.array`` looks up a per-launch dict and then
+  stores a new array if none was found, without a lock, while every thread
+  of the block runs it: a thread that looks up between another thread's
+  lookup and store gets an array of its own, and its writes never reach the
+  others (seen as a carry off by one element, about once in eight full
+  runs).  Real GPUs allocate shared memory per block in hardware, so the
+  kernels are not at fault; ``serialize_shared_arrays`` makes the lookup and
+  store one step (tested in tests/test_cuda_simulator.py).
 * hypothesis runs deterministically and without deadlines: JIT compilation
   makes the first example of a test slow.
 """
 
 import os
+import sys
+
+import numpy as np
 
 os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
+
+
+def serialize_shared_arrays() -> None:
+    """Make the simulator's ``cuda.shared.array`` one array per launch and call site.
+
+    The same lookup as the simulator's (static arrays keyed by the caller's
+    file and line), with the lookup and the store made one step by
+    ``dict.setdefault``; dynamic (size 0) arrays go to the simulator as before.
+    """
+    from numba.cuda.simulator import kernelapi
+    from numba.core import types
+    from numba.np import numpy_support
+
+    shared = kernelapi.FakeCUDAShared
+    if getattr(shared.array, "serialized", False):
+        return
+    simulator_array = shared.array
+
+    def array(self, shape, dtype, alignment=None):  # noqa: ANN001, ANN202
+        if shape == 0 or alignment is not None:
+            return simulator_array(self, shape, dtype, alignment)
+        if isinstance(dtype, types.Type):
+            dtype = numpy_support.as_dtype(dtype)
+        caller = sys._getframe(1)
+        key = (caller.f_code.co_filename, caller.f_lineno)
+        found = self._allocations.get(key)
+        if found is None:
+            found = self._allocations.setdefault(key, np.empty(shape, dtype))
+        return found
+
+    array.serialized = True
+    shared.array = array
+
+
+if os.environ["NUMBA_ENABLE_CUDASIM"] == "1":
+    serialize_shared_arrays()
 
 from hypothesis import settings
 
