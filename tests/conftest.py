@@ -19,6 +19,7 @@ import os
 import sys
 
 import numpy as np
+from hypothesis import settings
 
 os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 
@@ -30,8 +31,8 @@ def serialize_shared_arrays() -> None:
     file and line), with the lookup and the store made one step by
     ``dict.setdefault``; dynamic (size 0) arrays go to the simulator as before.
     """
-    from numba.cuda.simulator import kernelapi
     from numba.core import types
+    from numba.cuda.simulator import kernelapi
     from numba.np import numpy_support
 
     shared = kernelapi.FakeCUDAShared
@@ -39,7 +40,7 @@ def serialize_shared_arrays() -> None:
         return
     simulator_array = shared.array
 
-    def array(self, shape, dtype, alignment=None):  # noqa: ANN001, ANN202
+    def array(self, shape, dtype, alignment=None):
         if shape == 0 or alignment is not None:
             return simulator_array(self, shape, dtype, alignment)
         if isinstance(dtype, types.Type):
@@ -57,8 +58,6 @@ def serialize_shared_arrays() -> None:
 
 if os.environ["NUMBA_ENABLE_CUDASIM"] == "1":
     serialize_shared_arrays()
-
-from hypothesis import settings
 
 settings.register_profile("propopt", deadline=None, derandomize=True, max_examples=40)
 settings.load_profile("propopt")

@@ -13,6 +13,7 @@ import pytest
 
 cuda = pytest.importorskip("numba.cuda")
 
+
 @cuda.jit
 def _rotate(out):
     sh = cuda.shared.array(8, np.float64)
