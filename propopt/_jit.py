@@ -130,7 +130,7 @@ def _describe(dispatcher: Any) -> tuple[str, bool]:
         module = "generated " + module[len("_propopt_gen_") :].rsplit("_", 1)[0]
     cache = getattr(dispatcher, "_cache", None)
     cached = cache is not None and type(cache).__name__ != "NullCache"
-    return f"{py.__qualname__} ({module})", cached
+    return f"{py.__qualname__.replace('<locals>.', '')} ({module})", cached
 
 
 class _CompileNotice(numba.core.event.Listener):

@@ -36,6 +36,7 @@ reduced afterwards, so no two threads write the same memory.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numba
@@ -211,236 +212,259 @@ def forward(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, scale_b, h0, out,
 LANES = (64, 32, 16)
 
 
-@njit(parallel=True, fastmath=FASTMATH, cache=True)
-def forward_lanes(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, scale_b, h0, out, last,
-                  ckpt, T, W, one, token_major, tile, runs, starts):  # type: ignore[no-untyped-def]  # fmt: skip
-    """Fused forward with ``W`` channels in SIMD lanes (B and C per token, shared by them).
+@functools.cache
+def lane_kernel(token_major: bool, softplus: bool, fused: bool):  # type: ignore[no-untyped-def]
+    """The lane kernel for one layout, softplus setting and token path (see :func:`forward_lanes`).
 
-    The per-channel kernel vectorizes over d_state and pays a horizontal sum
-    for every (token, channel); here the lanes are channels, so ``y`` needs no
-    horizontal sum and ``B_t[n]``, ``C_t[n]`` are broadcasts.  Tiles of ``T``
-    tokens of ``W`` channels are transposed into small buffers first; each
-    token's update is :func:`._lanes.token_update` (explicit vector code in
-    float32).
-    Requires ``W`` to divide the B and C group sizes (see :data:`LANES`).
-
-    Each task owns ``D / W / runs`` adjacent blocks of one sequence and
-    walks the token tiles in its outer loop, all its blocks for each tile,
-    with their states side by side (at most ``_host.RUN_STATE_BYTES``, in L2).  A tile's
-    rows are then read and written as long contiguous runs, one page at a
-    time: with a block per task walking all tokens, every row of the
-    chapter's (batch, L, dim) layout was a new 4 KiB page (8 KiB apart at
-    d_model 2048), and the page walks cost more than the scan itself.
+    The three are constants of each kernel (closure cells, which numba's
+    cache keys on), so numba drops the branches that a call cannot take
+    before it types them, and a first call compiles one path instead of
+    all: 8.1-8.7 s instead of 13.3 s (docs/mamba.md).  ``fused`` (float32
+    only) sends tokens through ``_lanes.token_io``, which adds the bias,
+    scales by dt and, in the token-major layout without the softplus, reads
+    and writes the rows in place.
     """
-    nb, D, L = h0.shape[0], h0.shape[1], (u.shape[1] if token_major else u.shape[2])
-    N = A.shape[1]
-    nblk = D // W
-    save = ckpt.shape[2] > 0
-    packed = starts.shape[0] > 0
-    zero = one - one
-    for task in prange(nb * runs):
-        b = task // runs
-        r = task - b * runs
-        q0 = r * nblk // runs
-        nq = (r + 1) * nblk // runs - q0
-        bb = b if Bg.shape[0] > 1 else 0
-        bc = b if Cg.shape[0] > 1 else 0
-        H = np.empty((nq, N, W), dtype=u.dtype)
-        ATs = np.empty((nq, N, W), dtype=u.dtype)
-        for q in range(nq):
-            d0 = (q0 + q) * W
-            for n in range(N):
-                for j in range(W):
-                    ATs[q, n, j] = A[d0 + j, n]
-                    H[q, n, j] = h0[b, d0 + j, n]
-        dtb = np.empty((tile, W), dtype=u.dtype)
-        dub = np.empty((tile, W), dtype=u.dtype)
-        yb = np.empty((tile, W), dtype=u.dtype)
-        ybt = np.empty((W, tile), dtype=u.dtype)
-        line = max(1, 64 // u.itemsize)  # elements per cache line
-        # Float32 tokens go through _lanes.token_io, which adds the bias,
-        # scales by dt, and (in this token-major layout) reads and writes the
-        # rows in place; with the softplus, the mamba_ssm layout's tiles take
-        # it first (in a loop of its own, which vectorizes), and the chapter's
-        # layout copies its rows to the tile buffers.
-        fused = u.itemsize == 4 and not (softplus and token_major)
-        nobias = np.zeros(D if softplus else 0, dtype=u.dtype)
-        db = delta[b]
-        ub = u[b]
-        ob = out[b]
-        zb = z[b if has_z else 0]
-        for t0 in range(0, L, tile):
+
+    @njit(parallel=True, fastmath=FASTMATH, cache=True)
+    def lanes(u, delta, A, Bg, Cg, Dv, z, bias, has_z, scale_b, h0, out, last, ckpt, T, W, one,
+                   tile, runs, starts):  # type: ignore[no-untyped-def]  # fmt: skip
+        """Fused forward with ``W`` channels in SIMD lanes (B and C per token, shared by them).
+
+        The per-channel kernel vectorizes over d_state and pays a horizontal sum
+        for every (token, channel); here the lanes are channels, so ``y`` needs no
+        horizontal sum and ``B_t[n]``, ``C_t[n]`` are broadcasts.  Tiles of ``T``
+        tokens of ``W`` channels are transposed into small buffers first; each
+        token's update is :func:`._lanes.token_update` (explicit vector code in
+        float32).
+        Requires ``W`` to divide the B and C group sizes (see :data:`LANES`).
+
+        Each task owns ``D / W / runs`` adjacent blocks of one sequence and
+        walks the token tiles in its outer loop, all its blocks for each tile,
+        with their states side by side (at most ``_host.RUN_STATE_BYTES``, in L2).  A tile's
+        rows are then read and written as long contiguous runs, one page at a
+        time: with a block per task walking all tokens, every row of the
+        chapter's (batch, L, dim) layout was a new 4 KiB page (8 KiB apart at
+        d_model 2048), and the page walks cost more than the scan itself.
+        """
+        nb, D, L = h0.shape[0], h0.shape[1], (u.shape[1] if token_major else u.shape[2])
+        N = A.shape[1]
+        nblk = D // W
+        save = ckpt.shape[2] > 0
+        packed = starts.shape[0] > 0
+        zero = one - one
+        for task in prange(nb * runs):
+            b = task // runs
+            r = task - b * runs
+            q0 = r * nblk // runs
+            nq = (r + 1) * nblk // runs - q0
+            bb = b if Bg.shape[0] > 1 else 0
+            bc = b if Cg.shape[0] > 1 else 0
+            H = np.empty((nq, N, W), dtype=u.dtype)
+            ATs = np.empty((nq, N, W), dtype=u.dtype)
             for q in range(nq):
                 d0 = (q0 + q) * W
-                gb = d0 // (D // Bg.shape[1])
-                gc = d0 // (D // Cg.shape[1])
-                h = H[q]
-                AT = ATs[q]
-                m = min(L, t0 + tile) - t0
-                if save and t0 % T == 0:
+                for n in range(N):
                     for j in range(W):
-                        for n in range(N):
-                            ckpt[b, d0 + j, t0 // T, n] = h[n, j]
-                # Ask for the next block's rows (or the next tile's first block's)
-                # now: they are 32-64 rows a page apart, which the hardware
-                # prefetchers do not follow (one thread, L = d_model = 1024,
-                # mamba_ssm layout, element-by-element tile copies: 4.6 -> 3.6
-                # ms).  The in-place vector path runs 4-7% faster without.
-                pq, pt = (q + 1, t0) if q + 1 < nq else (0, t0 + tile)
-                if pt < L and not fused:
-                    pd0 = (q0 + pq) * W
-                    pm = min(tile, L - pt)
-                    if token_major:
-                        for k in range(pm):
-                            for c in range(0, W, line):
-                                prefetch(delta[b], pt + k, pd0 + c)
-                                prefetch(u[b], pt + k, pd0 + c)
-                                prefetch_w(out[b], pt + k, pd0 + c)
-                                if has_z:
-                                    prefetch(z[b], pt + k, pd0 + c)
-                    else:
+                        ATs[q, n, j] = A[d0 + j, n]
+                        H[q, n, j] = h0[b, d0 + j, n]
+            dtb = np.empty((tile, W), dtype=u.dtype)
+            dub = np.empty((tile, W), dtype=u.dtype)
+            yb = np.empty((tile, W), dtype=u.dtype)
+            ybt = np.empty((W, tile), dtype=u.dtype)
+            line = max(1, 64 // u.itemsize)  # elements per cache line
+            # Float32 tokens go through _lanes.token_io, which adds the bias,
+            # scales by dt, and (in this token-major layout) reads and writes the
+            # rows in place; with the softplus, the mamba_ssm layout's tiles take
+            # it first (in a loop of its own, which vectorizes), and the chapter's
+            # layout copies its rows to the tile buffers.
+            nobias = np.zeros(D if softplus else 0, dtype=u.dtype)
+            db = delta[b]
+            ub = u[b]
+            ob = out[b]
+            zb = z[b if has_z else 0]
+            for t0 in range(0, L, tile):
+                for q in range(nq):
+                    d0 = (q0 + q) * W
+                    gb = d0 // (D // Bg.shape[1])
+                    gc = d0 // (D // Cg.shape[1])
+                    h = H[q]
+                    AT = ATs[q]
+                    m = min(L, t0 + tile) - t0
+                    if save and t0 % T == 0:
                         for j in range(W):
-                            for c in range(0, pm, line):
-                                prefetch(delta[b], pd0 + j, pt + c)
-                                prefetch(u[b], pd0 + j, pt + c)
-                                prefetch_w(out[b], pd0 + j, pt + c)
-                                if has_z:
-                                    prefetch(z[b], pd0 + j, pt + c)
-                if fused and token_major:
-                    for k in range(m):
-                        if packed and starts[b, t0 + k]:  # a sequence starts: from zero
-                            h[:] = zero
-                        token_io_update(h, AT, db, ub, ob, zb, t0 + k, d0, bias, Dv, d0,
-                                        Bg[bb, gb, t0 + k], Cg[bc, gc, t0 + k], scale_b,
-                                        True, has_z)  # fmt: skip
-                    continue
-                full = m == tile and tile % VL == 0
-                # Rows as 1-D views: the inner loops then index from 0 with no
-                # wraparound test and vectorize (2-3x less time than 3-D indexing).
-                bw = bias[d0 : d0 + W]
-                if fused and full:  # (batch, dim, L): 16 x 16 transposes, bias added later
-                    for j in range(0, W, VL):
-                        for k in range(0, m, VL):
-                            transpose_block(db, d0 + j, t0 + k, dtb, k, j)
-                            transpose_block(ub, d0 + j, t0 + k, dub, k, j)
-                    bias_in = bias
-                    if softplus:  # all the tile's first, so that the exps pipeline
-                        for k in range(m):
-                            dk = dtb[k]
-                            for j in range(W):
-                                dk[j] = fsoftplus(dk[j] + bw[j])
-                        bias_in = nobias
-                    # the next block's rows, one per token: spread over the
-                    # tile, the prefetches overlap the updates (one thread,
-                    # L = d_model = 1024: 3.25 -> 2.99 ms; all at once, or in
-                    # the chapter's layout, they gained nothing)
-                    pq, pt = (q + 1, t0) if q + 1 < nq else (0, t0 + tile)
-                    pd0 = (q0 + pq) * W
-                    for k in range(m):
-                        if pt < L and k < W:
-                            for c in range(0, min(tile, L - pt), line):
-                                prefetch(db, pd0 + k, pt + c)
-                                prefetch(ub, pd0 + k, pt + c)
-                                prefetch_w(ob, pd0 + k, pt + c)
-                        if packed and starts[b, t0 + k]:
-                            h[:] = zero
-                        # y overwrites u in place: the token's vector code reads
-                        # both of a vector's rows before it writes (one tile
-                        # buffer less in L1)
-                        token_io_update(h, AT, dtb, dub, dub, dub, k, 0, bias_in, Dv, d0,
-                                        Bg[bb, gb, t0 + k], Cg[bc, gc, t0 + k], scale_b,
-                                        False, False)  # fmt: skip
-                elif token_major:  # (batch, L, dim): channels are contiguous
-                    for k in range(m):
-                        drow = delta[b, t0 + k, d0 : d0 + W]
-                        urow = u[b, t0 + k, d0 : d0 + W]
-                        dk = dtb[k]
-                        uk = dub[k]
-                        for j in range(W):
-                            dk[j] = drow[j] + bw[j]
-                            uk[j] = urow[j]
-                elif full:  # (batch, dim, L): 16 x 16 transposes
-                    for j in range(0, W, VL):
-                        for k in range(0, m, VL):
-                            transpose_block(db, d0 + j, t0 + k, dtb, k, j)
-                            transpose_block(ub, d0 + j, t0 + k, dub, k, j)
-                    for k in range(m):
-                        dk = dtb[k]
-                        for j in range(W):
-                            dk[j] += bw[j]
-                else:
-                    for j in range(W):
-                        drow = delta[b, d0 + j, t0 : t0 + m]
-                        urow = u[b, d0 + j, t0 : t0 + m]
-                        bj = bw[j]
-                        for k in range(m):
-                            dtb[k, j] = drow[k] + bj
-                            dub[k, j] = urow[k]
-                if not (fused and full):
-                    # Separate loops, so that the softplus (a libm call in
-                    # float64) does not keep the plain case from vectorizing.
-                    if softplus:
-                        for k in range(m):
-                            dk = dtb[k]
-                            for j in range(W):
-                                dk[j] = fsoftplus(dk[j])
-                    if scale_b:
-                        for k in range(m):
-                            for j in range(W):
-                                dub[k, j] *= dtb[k, j]
-                    for k in range(m):
-                        if packed and starts[b, t0 + k]:  # a sequence starts: from zero
                             for n in range(N):
-                                hz = h[n]
-                                for j in range(W):
-                                    hz[j] = zero
-                        token_update(h, AT, dtb[k], dub[k], yb[k], Bg[bb, gb, t0 + k],
-                                     Cg[bc, gc, t0 + k])  # fmt: skip
-                Dw = Dv[d0 : d0 + W]
-                if token_major:
-                    for k in range(m):
-                        urow = u[b, t0 + k, d0 : d0 + W]
-                        orow = out[b, t0 + k, d0 : d0 + W]
-                        yk = yb[k]
-                        if has_z:
-                            zrow = z[b, t0 + k, d0 : d0 + W]
-                            for j in range(W):
-                                zt = zrow[j]
-                                orow[j] = (yk[j] + Dw[j] * urow[j]) * (zt / (one + fexp(-zt)))
+                                ckpt[b, d0 + j, t0 // T, n] = h[n, j]
+                    # Ask for the next block's rows (or the next tile's first block's)
+                    # now: they are 32-64 rows a page apart, which the hardware
+                    # prefetchers do not follow (one thread, L = d_model = 1024,
+                    # mamba_ssm layout, element-by-element tile copies: 4.6 -> 3.6
+                    # ms).  The in-place vector path runs 4-7% faster without.
+                    pq, pt = (q + 1, t0) if q + 1 < nq else (0, t0 + tile)
+                    if pt < L and not fused:
+                        pd0 = (q0 + pq) * W
+                        pm = min(tile, L - pt)
+                        if token_major:
+                            for k in range(pm):
+                                for c in range(0, W, line):
+                                    prefetch(delta[b], pt + k, pd0 + c)
+                                    prefetch(u[b], pt + k, pd0 + c)
+                                    prefetch_w(out[b], pt + k, pd0 + c)
+                                    if has_z:
+                                        prefetch(z[b], pt + k, pd0 + c)
                         else:
                             for j in range(W):
-                                orow[j] = yk[j] + Dw[j] * urow[j]
-                elif fused and full:
-                    for j in range(0, W, VL):  # each row's 4 * tile bytes in a run
-                        for k in range(0, m, VL):
-                            finish_update(dub, k, j, ub, zb, ob, d0, t0, Dv, has_z)
-                else:
-                    if full:
-                        for k in range(0, m, VL):
-                            for j in range(0, W, VL):
-                                transpose_block(yb, k, j, ybt, j, k)
+                                for c in range(0, pm, line):
+                                    prefetch(delta[b], pd0 + j, pt + c)
+                                    prefetch(u[b], pd0 + j, pt + c)
+                                    prefetch_w(out[b], pd0 + j, pt + c)
+                                    if has_z:
+                                        prefetch(z[b], pd0 + j, pt + c)
+                    if fused and token_major:
+                        for k in range(m):
+                            if packed and starts[b, t0 + k]:  # a sequence starts: from zero
+                                h[:] = zero
+                            token_io_update(h, AT, db, ub, ob, zb, t0 + k, d0, bias, Dv, d0,
+                                            Bg[bb, gb, t0 + k], Cg[bc, gc, t0 + k], scale_b,
+                                            True, has_z)  # fmt: skip
+                        continue
+                    full = m == tile and tile % VL == 0
+                    # Rows as 1-D views: the inner loops then index from 0 with no
+                    # wraparound test and vectorize (2-3x less time than 3-D indexing).
+                    bw = bias[d0 : d0 + W]
+                    if fused and full:  # (batch, dim, L): 16 x 16 transposes, bias added later
+                        for j in range(0, W, VL):
+                            for k in range(0, m, VL):
+                                transpose_block(db, d0 + j, t0 + k, dtb, k, j)
+                                transpose_block(ub, d0 + j, t0 + k, dub, k, j)
+                        bias_in = bias
+                        if softplus:  # all the tile's first, so that the exps pipeline
+                            for k in range(m):
+                                dk = dtb[k]
+                                for j in range(W):
+                                    dk[j] = fsoftplus(dk[j] + bw[j])
+                            bias_in = nobias
+                        # the next block's rows, one per token: spread over the
+                        # tile, the prefetches overlap the updates (one thread,
+                        # L = d_model = 1024: 3.25 -> 2.99 ms; all at once, or in
+                        # the chapter's layout, they gained nothing)
+                        pq, pt = (q + 1, t0) if q + 1 < nq else (0, t0 + tile)
+                        pd0 = (q0 + pq) * W
+                        for k in range(m):
+                            if pt < L and k < W:
+                                for c in range(0, min(tile, L - pt), line):
+                                    prefetch(db, pd0 + k, pt + c)
+                                    prefetch(ub, pd0 + k, pt + c)
+                                    prefetch_w(ob, pd0 + k, pt + c)
+                            if packed and starts[b, t0 + k]:
+                                h[:] = zero
+                            # y overwrites u in place: the token's vector code reads
+                            # both of a vector's rows before it writes (one tile
+                            # buffer less in L1)
+                            token_io_update(h, AT, dtb, dub, dub, dub, k, 0, bias_in, Dv, d0,
+                                            Bg[bb, gb, t0 + k], Cg[bc, gc, t0 + k], scale_b,
+                                            False, False)  # fmt: skip
+                    elif token_major:  # (batch, L, dim): channels are contiguous
+                        for k in range(m):
+                            drow = delta[b, t0 + k, d0 : d0 + W]
+                            urow = u[b, t0 + k, d0 : d0 + W]
+                            dk = dtb[k]
+                            uk = dub[k]
+                            for j in range(W):
+                                dk[j] = drow[j] + bw[j]
+                                uk[j] = urow[j]
+                    elif full:  # (batch, dim, L): 16 x 16 transposes
+                        for j in range(0, W, VL):
+                            for k in range(0, m, VL):
+                                transpose_block(db, d0 + j, t0 + k, dtb, k, j)
+                                transpose_block(ub, d0 + j, t0 + k, dub, k, j)
+                        for k in range(m):
+                            dk = dtb[k]
+                            for j in range(W):
+                                dk[j] += bw[j]
                     else:
                         for j in range(W):
+                            drow = delta[b, d0 + j, t0 : t0 + m]
+                            urow = u[b, d0 + j, t0 : t0 + m]
+                            bj = bw[j]
                             for k in range(m):
-                                ybt[j, k] = yb[k, j]
-                    for j in range(W):
-                        urow = u[b, d0 + j, t0 : t0 + m]
-                        orow = out[b, d0 + j, t0 : t0 + m]
-                        yj = ybt[j]
-                        dsk = Dw[j]
-                        if has_z:
-                            zrow = z[b, d0 + j, t0 : t0 + m]
+                                dtb[k, j] = drow[k] + bj
+                                dub[k, j] = urow[k]
+                    if not (fused and full):
+                        # Separate loops, so that the softplus (a libm call in
+                        # float64) does not keep the plain case from vectorizing.
+                        if softplus:
                             for k in range(m):
-                                zt = zrow[k]
-                                orow[k] = (yj[k] + dsk * urow[k]) * (zt / (one + fexp(-zt)))
+                                dk = dtb[k]
+                                for j in range(W):
+                                    dk[j] = fsoftplus(dk[j])
+                        if scale_b:
+                            for k in range(m):
+                                for j in range(W):
+                                    dub[k, j] *= dtb[k, j]
+                        for k in range(m):
+                            if packed and starts[b, t0 + k]:  # a sequence starts: from zero
+                                for n in range(N):
+                                    hz = h[n]
+                                    for j in range(W):
+                                        hz[j] = zero
+                            token_update(h, AT, dtb[k], dub[k], yb[k], Bg[bb, gb, t0 + k],
+                                         Cg[bc, gc, t0 + k])  # fmt: skip
+                    Dw = Dv[d0 : d0 + W]
+                    if token_major:
+                        for k in range(m):
+                            urow = u[b, t0 + k, d0 : d0 + W]
+                            orow = out[b, t0 + k, d0 : d0 + W]
+                            yk = yb[k]
+                            if has_z:
+                                zrow = z[b, t0 + k, d0 : d0 + W]
+                                for j in range(W):
+                                    zt = zrow[j]
+                                    orow[j] = (yk[j] + Dw[j] * urow[j]) * (zt / (one + fexp(-zt)))
+                            else:
+                                for j in range(W):
+                                    orow[j] = yk[j] + Dw[j] * urow[j]
+                    elif fused and full:
+                        for j in range(0, W, VL):  # each row's 4 * tile bytes in a run
+                            for k in range(0, m, VL):
+                                finish_update(dub, k, j, ub, zb, ob, d0, t0, Dv, has_z)
+                    else:
+                        if full:
+                            for k in range(0, m, VL):
+                                for j in range(0, W, VL):
+                                    transpose_block(yb, k, j, ybt, j, k)
                         else:
-                            for k in range(m):
-                                orow[k] = yj[k] + dsk * urow[k]
-        for q in range(nq):
-            d0 = (q0 + q) * W
-            for n in range(N):
-                for j in range(W):
-                    last[b, d0 + j, n] = H[q, n, j]
+                            for j in range(W):
+                                for k in range(m):
+                                    ybt[j, k] = yb[k, j]
+                        for j in range(W):
+                            urow = u[b, d0 + j, t0 : t0 + m]
+                            orow = out[b, d0 + j, t0 : t0 + m]
+                            yj = ybt[j]
+                            dsk = Dw[j]
+                            if has_z:
+                                zrow = z[b, d0 + j, t0 : t0 + m]
+                                for k in range(m):
+                                    zt = zrow[k]
+                                    orow[k] = (yj[k] + dsk * urow[k]) * (zt / (one + fexp(-zt)))
+                            else:
+                                for k in range(m):
+                                    orow[k] = yj[k] + dsk * urow[k]
+            for q in range(nq):
+                d0 = (q0 + q) * W
+                for n in range(N):
+                    for j in range(W):
+                        last[b, d0 + j, n] = H[q, n, j]
+
+    return lanes
+
+
+def forward_lanes(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, scale_b, h0, out, last,
+                  ckpt, T, W, one, token_major, tile, runs, starts):  # type: ignore[no-untyped-def]  # fmt: skip
+    """Fused forward, W channels in SIMD lanes: :func:`lane_kernel`'s kernel for this call."""
+    fused = u.dtype.itemsize == 4 and not (softplus and token_major)
+    lane_kernel(bool(token_major), bool(softplus), fused)(
+        u, delta, A, Bg, Cg, Dv, z, bias, has_z, scale_b, h0, out, last, ckpt, T, W, one, tile,
+        runs, starts)  # fmt: skip
 
 
 @njit(parallel=True, fastmath=FASTMATH, cache=True)
