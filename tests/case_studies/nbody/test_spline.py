@@ -38,6 +38,9 @@ def test_theta_zero_at_targets_matches_pytreegrav(bodies):
     assert _maxrel(a, want) < 1e-12
 
 
+# pytreegrav's tree is a jitclass, which numba cannot cache: 20 s of
+# compilation in every run, so the default set leaves it to -m slow (CI).
+@pytest.mark.slow
 def test_tree_error_is_tree_sized_and_below_pytreegrav(bodies):
     pos, m, h = bodies
     exact = pytreegrav.Accel(pos, m, h, method="bruteforce")
