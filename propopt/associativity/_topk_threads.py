@@ -8,7 +8,6 @@ whole length, which seeds the filter with a lower bound on the k-th best.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -179,9 +178,6 @@ def _best_positions_sized(
     return pos, counts
 
 
-_pool: ThreadPoolExecutor | None = None
-
-
 def _one_row_threads(
     x: np.ndarray,
     idv: np.ndarray,
@@ -206,9 +202,7 @@ def _one_row_threads(
     for a descheduled thread; measured under load at n = 10^7, the region
     took 112 ms against 31 ms for threads that block on their result.
     """
-    global _pool
-    if _pool is None or _pool._max_workers < pieces:  # type: ignore[attr-defined]
-        _pool = ThreadPoolExecutor(max(pieces, _topk_cpu_threads()))
+    pool = threads.workers(max(1, pieces - 1))  # the calling thread takes piece 0
     n = x.shape[0]
     step = (n + pieces - 1) // pieces
 
@@ -222,7 +216,7 @@ def _one_row_threads(
         return p, (idv[p] if has_ids else p)
 
     # the calling thread takes piece 0 itself: one hand-off fewer
-    futures = [_pool.submit(run, q) for q in range(1, pieces)]
+    futures = [pool.submit(run, q) for q in range(1, pieces)]
     parts = [run(0)] + [f.result() for f in futures]
     if not ordered:
         cand = np.concatenate([p for p, _ in parts])
