@@ -223,9 +223,14 @@ def lane_kernel(token_major: bool, softplus: bool, fused: bool):  # type: ignore
     only) sends tokens through ``_lanes.token_io``, which adds the bias,
     scales by dt and, in the token-major layout without the softplus, reads
     and writes the rows in place.
+
+    Each kernel gets a name of its own, hence a cache index file of its own:
+    numba picks a new entry's file number from the index it read, so two
+    processes (test workers, the capstone's) that compile two kernels of
+    one index at once could each write the other's entry, and these kernels
+    share their signature.
     """
 
-    @njit(parallel=True, fastmath=FASTMATH, cache=True)
     def lanes(u, delta, A, Bg, Cg, Dv, z, bias, has_z, scale_b, h0, out, last, ckpt, T, W, one,
                    tile, runs, starts):  # type: ignore[no-untyped-def]  # fmt: skip
         """Fused forward with ``W`` channels in SIMD lanes (B and C per token, shared by them).
@@ -455,7 +460,9 @@ def lane_kernel(token_major: bool, softplus: bool, fused: bool):  # type: ignore
                     for j in range(W):
                         last[b, d0 + j, n] = H[q, n, j]
 
-    return lanes
+    layout = "token_major" if token_major else "channel_major"
+    lanes.__qualname__ = f"lanes_{layout}{'_softplus' * softplus}{'_fused' * fused}"
+    return njit(parallel=True, fastmath=FASTMATH, cache=True)(lanes)
 
 
 def forward_lanes(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, scale_b, h0, out, last,

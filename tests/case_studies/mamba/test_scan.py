@@ -80,6 +80,18 @@ def test_lane_blocks_split_over_tasks(batch, dim, token_major, threads, cap, dty
     assert rel_err(last, ref_last) <= TOL[dtype]
 
 
+def test_lane_kernels_have_their_own_names_and_cache_files():
+    # The variants share a signature: were two of them in one cache index,
+    # two processes compiling both at once could swap their entries.
+    from case_studies.mamba import _cpu
+
+    flags = [(t, s, f) for t in (False, True) for s in (False, True) for f in (False, True)]
+    kernels = [_cpu.lane_kernel(*f) for f in flags]
+    names = {k.py_func.__qualname__ for k in kernels}
+    assert len(names) == len(flags)
+    assert _cpu.lane_kernel(True, False, True).py_func.__qualname__ == "lanes_token_major_fused"
+
+
 @pytest.mark.parametrize("L", [0, 1, 2, 63, 64, 65, 130])
 @pytest.mark.parametrize("dim", [1, 3, 16])
 def test_edge_lengths_and_sequence_split(L, dim):
