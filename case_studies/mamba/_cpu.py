@@ -219,7 +219,7 @@ def lane_kernel(token_major: bool, softplus: bool, fused: bool):  # type: ignore
     The three are constants of each kernel (closure cells, which numba's
     cache keys on), so numba drops the branches that a call cannot take
     before it types them, and a first call compiles one path instead of
-    all: 8.1-8.7 s instead of 13.3 s (docs/mamba.md).  ``fused`` (float32
+    all: 7.7-8.7 s instead of 13.3 s (docs/mamba.md).  ``fused`` (float32
     only) sends tokens through ``_lanes.token_io``, which adds the bias,
     scales by dt and, in the token-major layout without the softplus, reads
     and writes the rows in place.
@@ -232,7 +232,7 @@ def lane_kernel(token_major: bool, softplus: bool, fused: bool):  # type: ignore
     """
 
     def lanes(u, delta, A, Bg, Cg, Dv, z, bias, has_z, scale_b, h0, out, last, ckpt, T, W, one,
-                   tile, runs, starts):  # type: ignore[no-untyped-def]  # fmt: skip
+              tile, runs, starts):  # type: ignore[no-untyped-def]  # fmt: skip
         """Fused forward with ``W`` channels in SIMD lanes (B and C per token, shared by them).
 
         The per-channel kernel vectorizes over d_state and pays a horizontal sum
@@ -277,11 +277,11 @@ def lane_kernel(token_major: bool, softplus: bool, fused: bool):  # type: ignore
             yb = np.empty((tile, W), dtype=u.dtype)
             ybt = np.empty((W, tile), dtype=u.dtype)
             line = max(1, 64 // u.itemsize)  # elements per cache line
-            # Float32 tokens go through _lanes.token_io, which adds the bias,
-            # scales by dt, and (in this token-major layout) reads and writes the
-            # rows in place; with the softplus, the mamba_ssm layout's tiles take
-            # it first (in a loop of its own, which vectorizes), and the chapter's
-            # layout copies its rows to the tile buffers.
+            # Fused (float32) tokens go through _lanes.token_io: in the
+            # token-major layout in place; with the softplus, the mamba_ssm
+            # layout's tiles take it first (in a loop of its own, which
+            # vectorizes), and the chapter's layout is not fused: it copies its
+            # rows to the tile buffers.
             nobias = np.zeros(D if softplus else 0, dtype=u.dtype)
             db = delta[b]
             ub = u[b]
