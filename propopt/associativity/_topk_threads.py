@@ -43,11 +43,11 @@ SAMPLE = 1 << 16
 
 
 def _pieces(rows: int, n: int, k: int, seeded: bool = False) -> int:
-    threads = _topk_cpu_threads()
-    if rows >= threads or (seeded and rows * n < SEEDED_ONE_THREAD_BELOW):
+    nthreads = _topk_cpu_threads()
+    if rows >= nthreads or (seeded and rows * n < SEEDED_ONE_THREAD_BELOW):
         return 1
     per = max(MIN_PIECE, MIN_PIECE_PER_K * k)
-    return max(1, min(threads // rows, n // per))
+    return max(1, min(nthreads // rows, n // per))
 
 
 def _topk_cpu_threads() -> int:
