@@ -221,6 +221,8 @@ def direct_gravity(
             f"softening={softening!r} is not one of {', '.join(map(repr, SOFTENINGS))}"
         )
     X = points("pos", _maybe_host(pos), 3)
+    # masses and lengths may live on the GPU with the positions: the host reads them once
+    mass, eps, target_eps = (_maybe_host(v) for v in (mass, eps, target_eps))
     e = _lengths("eps", eps, X.shape[0])
     if not (isinstance(G, (int, float, np.floating, np.integer)) and math.isfinite(G)):
         raise ValueError(f"G={G!r}: must be a finite number")

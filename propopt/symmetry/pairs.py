@@ -331,7 +331,7 @@ def pairwise_sum(
         T = points("targets", _host(targets), d)
         T = T.astype(np.result_type(T.dtype, X.dtype), copy=False)
         X = X.astype(T.dtype, copy=False)
-    w = weights_of(weights, n)
+    w = weights_of(_host(weights), n)
     args = _check_args(args)
     k, scalar = _shape_of(kernel, X, args)
     signs = signs_of(symmetry, k)

@@ -1,0 +1,267 @@
+"""Time every CUDA kernel against the torch CUDA op a user would pick (run on a GPU).
+
+    NUMBA_ENABLE_CUDASIM=0 python -m benchmarks.gpu_report [--quick]
+
+Each row is the median of CUDA-event timings (after warm-up launches that
+also compile), with its peer and its floor timed in the same process on the
+same device.  Floors: a device-to-device copy of the bytes the kernel must
+read and write, and for the pair sums the device's FMA rate, measured here
+with a float32 / float64 FMA chain.  ``--quick`` runs small sizes (to check
+the script).  docs/gpu.md records the runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "0")
+
+import numpy as np
+import torch
+
+import propopt as pp
+
+
+def timed(fn: Callable[[], Any], reps: int = 20, warm: int = 2) -> float:
+    """Median milliseconds of ``fn`` by CUDA events."""
+    for _ in range(warm):
+        fn()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(reps):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        fn()
+        e.record()
+        torch.cuda.synchronize()
+        ts.append(s.elapsed_time(e))
+    return float(np.median(ts))
+
+
+def first_call(fn: Callable[[], Any]) -> float:
+    t = time.perf_counter()
+    fn()
+    torch.cuda.synchronize()
+    return time.perf_counter() - t
+
+
+def row(name: str, ms: float, ref: float | None = None, what: str = "") -> None:
+    ratio = f"{ms / ref:6.2f}x" if ref else "       "
+    print(f"  {name:44s} {ms:9.3f} ms {ratio}  {what}", flush=True)
+
+
+def copy_ms(nbytes: int) -> float:
+    """A device-to-device copy moving ``nbytes`` in all (read + write counted)."""
+    x = torch.empty(max(nbytes // 2, 1), dtype=torch.uint8, device="cuda")
+    y = torch.empty_like(x)
+    return timed(lambda: y.copy_(x))
+
+
+def _fma_chain(typ: Any) -> Any:
+    from numba import cuda
+
+    @cuda.jit
+    def chain(x, reps):
+        i = cuda.grid(1)
+        a = typ(x[i])
+        b = typ(1.0000001)
+        c = typ(0.9999999)
+        d = typ(0.5)
+        e = typ(0.25)
+        for _ in range(reps):  # four independent FMA chains per thread
+            a = a * b + c
+            d = d * b + c
+            e = e * c + b
+            c = c * a + d
+        x[i] = a + d + e + c
+
+    return chain
+
+
+def fma_peak() -> dict[str, float]:
+    """FMA flop/s of register-resident chains, float32 and float64 (numba.cuda)."""
+    from numba import cuda, float32, float64
+
+    out = {}
+    n, reps = 132 * 2048 * 4, 4096
+    for name, typ, dt in (("float32", float32, np.float32), ("float64", float64, np.float64)):
+        chain = _fma_chain(typ)
+        x = cuda.to_device(np.ones(n, dt))
+        t = timed(lambda c=chain, x=x: c[n // 256, 256](x, reps), reps=5, warm=1)
+        out[name] = 2 * 4 * reps * n / (t * 1e-3)
+    return out
+
+
+def scans(n: int) -> None:
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.randn(n, device="cuda", generator=g)
+    a = torch.rand(n, device="cuda", generator=g) * 0.1 + 0.9
+    print(f"scans, n = {n} float32")
+    print(f"  first call (compile) add: {first_call(lambda: pp.associative_scan(pp.add, x)):.1f} s")
+    cum = timed(lambda: torch.cumsum(x, 0))
+    row("copy floor (read n + write n)", copy_ms(8 * n))
+    row("torch.cumsum", cum)
+    row("propopt add", timed(lambda: pp.associative_scan(pp.add, x)), cum, "vs torch.cumsum")
+    add = timed(lambda: pp.associative_scan(pp.add, x))
+    lr = timed(lambda: pp.associative_scan(pp.linear_recurrence, (a, x)))
+    row("propopt linear_recurrence (a, b)", lr, add, "vs propopt add")
+    row("copy floor for it (read 2n + write 2n)", copy_ms(16 * n))
+    row("propopt maximum", timed(lambda: pp.associative_scan(pp.maximum, x)), cum)
+    row("torch.cummax", timed(lambda: torch.cummax(x, 0)), cum)
+
+
+def topk(n: int, k: int) -> None:
+    g = torch.Generator(device="cuda").manual_seed(1)
+    x = torch.randn(n, device="cuda", generator=g)
+    print(f"top-k, k = {k} of n = {n} float32 (one row)")
+    print(f"  first call (compile): {first_call(lambda: pp.topk(x, k)):.1f} s")
+    t = timed(lambda: torch.topk(x, k))
+    row("torch.amax (one read)", timed(lambda: torch.amax(x)))
+    row("torch.topk", t)
+    row("propopt topk", timed(lambda: pp.topk(x, k)), t, "vs torch.topk")
+    row("propopt topk sorted=False", timed(lambda: pp.topk(x, k, sorted=False)), t)
+    xs = x.reshape(4096, -1)
+    t = timed(lambda: torch.topk(xs, 16))
+    print(f"  4096 rows of {xs.shape[1]}, k = 16")
+    row("torch.topk", t)
+    row("propopt topk", timed(lambda: pp.topk(xs, 16)), t, "vs torch.topk")
+
+
+def mamba(L: int, d: int, n: int = 16) -> None:
+    from capstone.workloads import chapter_inputs
+    from case_studies.mamba import selective_scan
+
+    x, A, B, C, delta = (v.cuda() for v in chapter_inputs(L, d, n))
+
+    def loop() -> Any:  # the chapter's mamba_scan_naive, on CUDA tensors
+        h = torch.zeros(1, d, n, device="cuda")
+        ys = []
+        for t in range(L):
+            h = torch.exp(delta[:, t, :, None] * A) * h + B[:, t, None, :] * x[:, t, :, None]
+            ys.append((C[:, t, None, :] * h).sum(dim=-1))
+        return torch.stack(ys, dim=1)
+
+    u, dl = x.transpose(1, 2).contiguous(), delta.transpose(1, 2).contiguous()
+    Bc, Cc = B.transpose(1, 2).contiguous(), C.transpose(1, 2).contiguous()
+
+    def ours() -> Any:
+        return selective_scan(u, dl, A, Bc, Cc)
+
+    print(f"Mamba forward, B 1, L {L}, d_model {d}, d_state {n}, float32 (mamba_ssm layout)")
+    print(f"  first call (compile): {first_call(ours):.1f} s")
+    ref = loop().transpose(1, 2)
+    got = ours()
+    err = float((got - ref).abs().max() / ref.abs().max())
+    t_loop = timed(loop, reps=3, warm=1)
+    t = timed(ours)
+    row("chapter loop (mamba_scan_naive) on CUDA", t_loop)
+    row("propopt selective_scan", t, t_loop, f"vs the loop; max error {err:.1e} of max|y|")
+    nbytes = 4 * (3 * L * d + 2 * L * n + d * n)
+    row("copy floor (read u, delta, B, C; write y)", copy_ms(nbytes))
+    uu, dd, AA, BB, CC = (v.detach().clone().requires_grad_() for v in (u, dl, A, Bc, Cc))
+
+    def fwd_bwd() -> None:
+        selective_scan(uu, dd, AA, BB, CC).sum().backward()
+
+    row("propopt forward + backward (autograd)", timed(fwd_bwd, reps=5, warm=1), t)
+
+
+def gravity(n: int) -> None:
+    peaks = fma_peak()
+    print(
+        f"direct_gravity, N = {n} (halved pairs); FMA chain: float32 "
+        f"{peaks['float32'] / 1e12:.1f} TFLOP/s, float64 {peaks['float64'] / 1e12:.1f} TFLOP/s"
+    )
+    for dt in (np.float32, np.float64):
+        _gravity_one(n, dt, peaks)
+
+
+def _gravity_one(n: int, dt: Any, peaks: dict[str, float]) -> None:
+    rng = np.random.default_rng(2)
+    pos, m = rng.normal(size=(n, 3)).astype(dt), rng.uniform(0.5, 2, n).astype(dt)
+    gp, gm = torch.from_numpy(pos).cuda(), torch.from_numpy(m).cuda()
+    name = np.dtype(dt).name
+
+    def ours() -> Any:
+        return pp.direct_gravity(gp, gm, eps=0.01)
+
+    def torch_tiles() -> None:  # the obvious torch peer: all pairs, 1024 targets at a time
+        acc = torch.zeros_like(gp)
+        for s in range(0, n, 1024):
+            d = gp[None, :, :] - gp[s : s + 1024, None, :]
+            r2 = (d * d).sum(-1) + 1e-4
+            w = gm[None, :] * r2.rsqrt() ** 3
+            acc[s : s + 1024] = (w[..., None] * d).sum(1)
+
+    print(f"  first call {name} (compile): {first_call(ours):.1f} s")
+    t = timed(ours, reps=5, warm=1)
+    rate = 20 * n * (n - 1) / (t * 1e-3)  # 20 flops per (target, source) interaction
+    row(f"propopt direct_gravity {name}", t, None,
+        f"{rate / 1e12:.2f} TFLOP/s at 20 flops/interaction: {rate / peaks['float32']:.0%} "
+        f"of float32 FMA, {rate / peaks['float64']:.0%} of float64")  # fmt: skip
+    row(f"torch all-pairs tiles {name}", timed(torch_tiles, reps=3, warm=1), t)
+
+
+def barnes_hut(n: int) -> None:
+    from case_studies.nbody import Octree, plummer_sphere
+
+    pos, _, m = plummer_sphere(n, seed=3)
+    t0 = time.perf_counter()
+    tree = Octree.build(pos, m, eps=1e-3)
+    build = time.perf_counter() - t0
+    print(f"Barnes-Hut, Plummer N = {n}, theta 0.72, quadrupole; build {build * 1e3:.0f} ms (CPU)")
+    print(f"  first call (compile): "
+          f"{first_call(lambda: tree.field(theta=0.72, device='cuda')):.1f} s")  # fmt: skip
+    tree.field(theta=0.72)
+
+    def wall(fn: Callable[[], Any], reps: int = 3) -> float:
+        ts = []
+        for _ in range(reps):
+            t = time.perf_counter()
+            fn()
+            ts.append(time.perf_counter() - t)
+        return 1e3 * float(np.median(ts))
+
+    cpu = wall(lambda: tree.field(theta=0.72))
+    gpu = wall(lambda: tree.field(theta=0.72, device="cuda"))
+    row(f"CPU walk, {pp.get_num_threads()} threads (groups of targets)", cpu)
+    row("CUDA walk (one thread per target, with transfers)", gpu, cpu, "vs the CPU walk")
+    idx = np.random.default_rng(4).choice(n, 2000, replace=False)
+    a, _ = tree.field(theta=0.72, device="cuda")
+    ex, _ = pp.direct_gravity(pos, m, eps=1e-3, targets=pos[idx], device="cuda")
+    e = np.linalg.norm(a[idx] - ex, axis=1) / np.linalg.norm(ex, axis=1)
+    print(f"  CUDA walk error vs exact (2000 bodies): median {np.median(e):.1e}, "
+          f"p99 {np.quantile(e, 0.99):.1e}")  # fmt: skip
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="small sizes, to check the script")
+    ap.add_argument("--only", default="", help="comma-separated sections")
+    args = ap.parse_args()
+    q = args.quick
+    print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, "
+          f"propopt {pp.__version__}")  # fmt: skip
+    sections = {
+        "scans": lambda: scans(1 << (16 if q else 26)),
+        "topk": lambda: topk(1 << (16 if q else 27), 1000),
+        "mamba": lambda: mamba(*((64, 128) if q else (2048, 2048))),
+        "gravity": lambda: gravity(2000 if q else 100_000),
+        "barnes_hut": lambda: barnes_hut(20_000 if q else 1_000_000),
+    }
+    only = [s for s in args.only.split(",") if s] or list(sections)
+    for name in only:
+        try:
+            sections[name]()
+        except Exception:  # one section's failure is reported; the others still run
+            print(f"{name}: FAILED")
+            traceback.print_exc()
+
+
+if __name__ == "__main__":
+    main()
