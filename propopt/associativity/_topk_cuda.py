@@ -7,18 +7,22 @@ Work is ``O(n)`` for every input order (no data-dependent admission):
    key 0 -- below every valid key -- when NaNs are ignored); smaller-is-better
    is the bitwise complement.  32-bit dtypes use the top half and a low
    "valid" bit, so only 4 digit passes are needed.
-2. ``hist``: for each 8-bit digit from the top, a shared-memory histogram of
-   the keys that match the digits chosen so far; the host picks the digit
-   holding the k-th largest key (4 or 8 passes, each a read of the keys).
-3. ``count`` / ``gather``: each thread owns a contiguous segment and counts
-   its keys above the k-th key and equal to it; exclusive scans of those
-   counts (host) give every segment its output offsets, so the winners are
-   written in index order and, among keys equal to the k-th, exactly the
-   smallest indices are taken -- ties are deterministic, as on the CPU.
-4. The ``<= k`` winners are sorted (key descending, index ascending) on the
-   host, unless ``sorted=False`` (then they stay in the gather's order), and the
-   values gathered on the device.
+2. ``hist`` / ``pick``: for each 8-bit digit from the top, histograms (one
+   per warp, in shared memory) of the keys that match the digits chosen so
+   far; one thread per row then picks the digit holding the k-th largest key
+   (4 or 8 passes, each a read of the keys), on the device.
+3. ``count`` / ``offsets`` / ``gather``: each block owns a tile of
+   ``THREADS * ITEMS`` keys and counts those above the k-th key and equal to
+   it; exclusive scans of the tiles' counts (one block per row) give every
+   tile its output offsets, and a block scan of the rare winners inside a
+   tile keeps them in index order.  So, among keys equal to the k-th,
+   exactly the smallest indices are taken: ties are deterministic, as on
+   the CPU.
+4. The ``<= k`` winners are sorted (key descending, index ascending) with
+   torch's sort on the device, unless ``sorted=False`` (then they stay in
+   the gather's order), and the values gathered.
 
+The host reads one number per row (its count of non-NaN values) per call.
 The module is imported only for CUDA inputs; the test suite runs it in
 numba's simulator (``NUMBA_ENABLE_CUDASIM=1``) on tiny arrays.
 """
@@ -98,115 +102,213 @@ def _keys64(bits, keys, is_float, desc, nan_ignore):  # type: ignore[no-untyped-
         i += cuda.gridDim.x * cuda.blockDim.x
 
 
+#: Warps per block whose histograms a block keeps apart (``THREADS / 32``).
+_WARPS = 8
+
+
 @cuda.jit
 def _hist(keys, prefix, mask, shift, hist):  # type: ignore[no-untyped-def]
+    # one 256-bin histogram per warp: the first digits of random keys fall in
+    # a few bins, and one shared histogram would serialize their atomics
     r = cuda.blockIdx.y
     n = keys.shape[1]
-    local = cuda.shared.array(256, dtype=np.int64)
+    local = cuda.shared.array((_WARPS, 256), dtype=np.int32)
     t = cuda.threadIdx.x
-    for d in range(t, 256, cuda.blockDim.x):
-        local[d] = 0
+    w = (t // 32) % _WARPS
+    for d in range(t, _WARPS * 256, cuda.blockDim.x):
+        local[d // 256, d % 256] = 0
     cuda.syncthreads()
     p = prefix[r]
     i = cuda.blockIdx.x * cuda.blockDim.x + t
     while i < n:
         key = keys[r, i]
         if (key & mask) == p:
-            cuda.atomic.add(local, int((key >> shift) & uint64(255)), 1)
+            cuda.atomic.add(local, (w, int((key >> shift) & uint64(255))), 1)
         i += cuda.gridDim.x * cuda.blockDim.x
     cuda.syncthreads()
     for d in range(t, 256, cuda.blockDim.x):
-        if local[d] != 0:
-            cuda.atomic.add(hist, (r, d), local[d])
+        c = 0
+        for j in range(_WARPS):
+            c += local[j, d]
+        if c != 0:
+            cuda.atomic.add(hist, (r, d), c)
 
 
 @cuda.jit
-def _count(keys, kth, items, gt, eq):  # type: ignore[no-untyped-def]
+def _pick(hist, prefix, remaining, shift):  # type: ignore[no-untyped-def]
+    # one thread per row: the digit that holds the row's remaining-th best key;
+    # the histogram is cleared for the next pass
+    r = cuda.grid(1)
+    if r >= hist.shape[0]:
+        return
+    rem = remaining[r]
+    c = 0
+    d = 255
+    while rem > 0 and d >= 0:
+        h = hist[r, d]
+        if c + h >= rem:
+            remaining[r] = rem - c
+            prefix[r] |= uint64(d) << shift
+            break
+        c += h
+        d -= 1
+    for d in range(256):
+        hist[r, d] = 0
+
+
+@cuda.jit
+def _count(keys, kth, low, items, gt, eq):  # type: ignore[no-untyped-def]
+    # block (s, r) counts the keys of tile s (blockDim * items elements) that
+    # are above row r's k-th key and equal to it
     r = cuda.blockIdx.y
+    s = cuda.blockIdx.x
     n = keys.shape[1]
-    s = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
-    if s < gt.shape[1]:
-        a = 0
-        b = 0
-        th = kth[r]
-        for i in range(s * items, min(s * items + items, n)):
+    t = cuda.threadIdx.x
+    th = kth[r] | low
+    tile = cuda.blockDim.x * items
+    sums = cuda.shared.array(2, dtype=np.int64)
+    if t < 2:
+        sums[t] = 0
+    cuda.syncthreads()
+    a = 0
+    b = 0
+    for i in range(s * tile + t, min(s * tile + tile, n), cuda.blockDim.x):
+        key = keys[r, i]
+        if key > th:
+            a += 1
+        elif key == th:
+            b += 1
+    if a:
+        cuda.atomic.add(sums, 0, a)
+    if b:
+        cuda.atomic.add(sums, 1, b)
+    cuda.syncthreads()
+    if t == 0:
+        gt[r, s] = sums[0]
+        eq[r, s] = sums[1]
+
+
+@cuda.jit
+def _offsets(gt, eq, kk, need):  # type: ignore[no-untyped-def]
+    # one block per row: exclusive prefix sums of the tiles' counts, in place,
+    # and the row's numbers of keys above the k-th and of ties to take
+    r = cuda.blockIdx.x
+    t = cuda.threadIdx.x
+    nt = cuda.blockDim.x
+    segs = gt.shape[1]
+    part = cuda.shared.array((2, 1024), dtype=np.int64)
+    per = (segs + nt - 1) // nt
+    lo = min(t * per, segs)
+    hi = min(lo + per, segs)
+    a = 0
+    b = 0
+    for j in range(lo, hi):
+        a += gt[r, j]
+        b += eq[r, j]
+    part[0, t] = a
+    part[1, t] = b
+    cuda.syncthreads()
+    if t == 0:  # nt partial sums, scanned by one thread
+        ca = 0
+        cb = 0
+        for j in range(nt):
+            xa = part[0, j]
+            xb = part[1, j]
+            part[0, j] = ca
+            part[1, j] = cb
+            ca += xa
+            cb += xb
+        need[r, 0] = ca
+        need[r, 1] = kk - ca
+    cuda.syncthreads()
+    a = part[0, t]
+    b = part[1, t]
+    for j in range(lo, hi):
+        xa = gt[r, j]
+        xb = eq[r, j]
+        gt[r, j] = a
+        eq[r, j] = b
+        a += xa
+        b += xb
+
+
+@cuda.jit
+def _gather(keys, kth, low, items, gt_off, eq_off, need, out):  # type: ignore[no-untyped-def]
+    # block (s, r) writes the positions of tile s's winners in index order:
+    # the keys above the k-th, then the first ties until the row has k
+    r = cuda.blockIdx.y
+    s = cuda.blockIdx.x
+    n = keys.shape[1]
+    t = cuda.threadIdx.x
+    nt = cuda.blockDim.x
+    th = kth[r] | low
+    ngt = need[r, 0]
+    neq = need[r, 1]
+    a = gt_off[r, s]
+    b = eq_off[r, s]
+    flags = cuda.shared.array(1024, dtype=np.int64)
+    tile = nt * items
+    for base in range(s * tile, min(s * tile + tile, n), nt):
+        i = base + t
+        f = 0
+        if i < n:
             key = keys[r, i]
             if key > th:
-                a += 1
+                f = 1
             elif key == th:
-                b += 1
-        gt[r, s] = a
-        eq[r, s] = b
+                f = 1 << 32
+        # rare: scan the flags (both counts packed in one int64)
+        if cuda.syncthreads_or(1 if f != 0 else 0):
+            flags[t] = f
+            cuda.syncthreads()
+            step = 1
+            while step < nt:
+                v = flags[t - step] if t >= step else 0
+                cuda.syncthreads()
+                flags[t] += v
+                cuda.syncthreads()
+                step *= 2
+            incl = flags[t]
+            total = flags[nt - 1]
+            cuda.syncthreads()
+            if f == 1:
+                out[r, a + (incl & 0xFFFFFFFF) - 1] = i
+            elif f != 0:
+                q = b + (incl >> 32) - 1
+                if q < neq:
+                    out[r, ngt + q] = i
+            a += total & 0xFFFFFFFF
+            b += total >> 32
 
 
-@cuda.jit
-def _gather(keys, kth, items, gt_off, eq_off, need, out):  # type: ignore[no-untyped-def]
-    r = cuda.blockIdx.y
-    n = keys.shape[1]
-    s = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
-    if s < gt_off.shape[1]:
-        a = gt_off[r, s]
-        b = eq_off[r, s]
-        th = kth[r]
-        ngt = need[r, 0]
-        neq = need[r, 1]
-        for i in range(s * items, min(s * items + items, n)):
-            key = keys[r, i]
-            if key > th:
-                out[r, a] = i
-                a += 1
-            elif key == th and b < neq:
-                out[r, ngt + b] = i
-                b += 1
+#: Blocks a histogram pass launches in all (rows share them).
+_TARGET_BLOCKS = 2048
 
 
-def _grid(n: int) -> int:
-    return max(1, min((n + _config["threads"] - 1) // _config["threads"], 1024))
+def _grid(n: int, rows: int = 1) -> int:
+    """Blocks per row for a grid-stride pass over rows of ``n``."""
+    per_row = max(1, -(-_TARGET_BLOCKS // max(rows, 1)))
+    return max(1, min(-(-n // _config["threads"]), per_row))
 
 
-def select(
-    bits: Any, wide: bool, is_float: bool, k: int, desc: bool, nanbig: bool, ordered: bool = True
-) -> np.ndarray:
-    """Best ``k`` positions per row of ``bits`` (a (rows, n) int32/int64 device array).
+def _select_device(
+    bits: Any, wide: bool, is_float: bool, k: int, desc: bool, nanbig: bool
+) -> tuple[Any, Any]:
+    """Best ``k`` positions per row, on the device: ``(positions, keys)``.
 
-    Returns host int64 positions ``(rows, kk)`` sorted best first (with
-    ``ordered=False`` in the gather's order: no copy of keys, no host sort), and
-    the number of valid values per row (NaNs ignored) is checked by the caller.
+    The positions ``(rows, kk)`` are those above the k-th key in index order,
+    then the ties with the smallest indices; ``keys`` are the order keys.
+    One copy to the host (each row's number of non-NaN values) per call.
     """
     rows, n = bits.shape
     tpb = _config["threads"]
     keys = cuda.device_array((rows, n), np.uint64)
     kern = _keys64 if wide else _keys32
-    kern[(_grid(n), rows), tpb](bits, keys, is_float, desc, not nanbig)
-    # the k-th largest key of each row, one 8-bit digit at a time
-    prefix = np.zeros(rows, np.uint64)
-    remaining = np.full(rows, k, np.int64)
-    valid = None
-    top = 64
-    low = 32 if not wide else 0
-    for shift in range(top - 8, low - 8, -8):
-        mask = np.uint64((0xFFFFFFFFFFFFFFFF << (shift + 8)) & 0xFFFFFFFFFFFFFFFF)
-        hist = cuda.to_device(np.zeros((rows, 256), np.int64))
-        _hist[(_grid(n), rows), tpb](keys, cuda.to_device(prefix), mask, np.uint64(shift), hist)
-        h = hist.copy_to_host()
-        if valid is None:
-            # key 0 marks an ignored NaN: it is below every valid key
-            zeros = _count_zero(keys, rows) if is_float and not nanbig else np.zeros(rows, np.int64)
-            valid = n - zeros
-            remaining = np.minimum(remaining, valid)
-        for r in range(rows):
-            if remaining[r] <= 0:
-                continue
-            c = 0
-            for d in range(255, -1, -1):
-                if c + h[r, d] >= remaining[r]:
-                    remaining[r] -= c
-                    prefix[r] |= np.uint64(d) << np.uint64(shift)
-                    break
-                c += h[r, d]
-    if not wide:
-        prefix |= np.uint64(1)  # the low valid bit
-    assert valid is not None
+    grid = (_grid(n, rows), rows)
+    kern[grid, tpb](bits, keys, is_float, desc, not nanbig)
+    # key 0 marks an ignored NaN: it is below every valid key
+    zeros = _count_zero(keys, rows) if is_float and not nanbig else np.zeros(rows, np.int64)
+    valid = n - zeros
     kk = int(valid.min()) if rows else 0
     if rows and int(valid.max()) != kk and kk < k:
         raise ValueError(
@@ -216,40 +318,71 @@ def select(
         )
     kk = min(k, kk)
     if kk == 0:
-        return np.zeros((rows, 0), np.int64)
+        return cuda.device_array((rows, 0), np.int64), keys
+    # the k-th largest key of each row, one 8-bit digit at a time
+    prefix = cuda.to_device(np.zeros(rows, np.uint64))
+    remaining = cuda.to_device(np.full(rows, kk, np.int64))
+    hist = cuda.to_device(np.zeros((rows, 256), np.int64))
+    low = 32 if not wide else 0
+    pgrid = (rows + tpb - 1) // tpb
+    for shift in range(56, low - 8, -8):
+        mask = np.uint64((0xFFFFFFFFFFFFFFFF << (shift + 8)) & 0xFFFFFFFFFFFFFFFF)
+        _hist[grid, tpb](keys, prefix, mask, np.uint64(shift), hist)
+        _pick[pgrid, tpb](hist, prefix, remaining, np.uint64(shift))
+    lowbit = np.uint64(0 if wide else 1)  # 32-bit keys carry a low "valid" bit
     # gather: keys above the k-th, then the smallest indices among equal ones
     items = _config["items"]
-    segs = (n + items - 1) // items
-    kth = cuda.to_device(prefix)
+    segs = (n + tpb * items - 1) // (tpb * items)
     gt = cuda.device_array((rows, segs), np.int64)
     eq = cuda.device_array((rows, segs), np.int64)
-    sgrid = max(1, (segs + tpb - 1) // tpb)
-    _count[(sgrid, rows), tpb](keys, kth, items, gt, eq)
-    g, e = gt.copy_to_host(), eq.copy_to_host()
-    gt_off = np.cumsum(g, axis=1) - g
-    eq_off = np.cumsum(e, axis=1) - e
-    ngt = g.sum(axis=1)
-    need = np.stack([ngt, kk - ngt], axis=1).astype(np.int64)
+    need = cuda.device_array((rows, 2), np.int64)
+    _count[(segs, rows), tpb](keys, prefix, lowbit, items, gt, eq)
+    _offsets[rows, min(1024, tpb * 4)](gt, eq, kk, need)
     out = cuda.device_array((rows, kk), np.int64)
-    _gather[(sgrid, rows), tpb](
-        keys, kth, items, cuda.to_device(gt_off), cuda.to_device(eq_off), cuda.to_device(need), out
-    )
+    _gather[(segs, rows), tpb](keys, prefix, lowbit, items, gt, eq, need, out)
+    return out, keys
+
+
+def select(
+    bits: Any, wide: bool, is_float: bool, k: int, desc: bool, nanbig: bool, ordered: bool = True
+) -> np.ndarray:
+    """Best ``k`` positions per row of ``bits`` (a (rows, n) int32/int64 device array).
+
+    Returns host int64 positions ``(rows, kk)`` sorted best first (with
+    ``ordered=False`` in the gather's order: no copy of keys, no host sort).
+    Raises for ``nan='ignore'`` rows with different numbers of NaNs when that
+    would make the result ragged.
+    """
+    out, keys = _select_device(bits, wide, is_float, k, desc, nanbig)
     pos = out.copy_to_host()
-    if not ordered:
+    if not ordered or pos.shape[1] == 0:
         return pos  # as gathered: those above the k-th key, then ties, each by index
     # sort the winners: key descending, index ascending
-    hk = keys.copy_to_host() if rows * n <= 4 * kk * rows else None
+    hk = keys.copy_to_host()
     result = np.empty_like(pos)
-    for r in range(rows):
-        kr = hk[r, pos[r]] if hk is not None else _keys_at(keys, r, pos[r])
-        order = np.lexsort((pos[r], ~kr))
-        result[r] = pos[r][order]
+    for r in range(pos.shape[0]):
+        kr = hk[r, pos[r]]
+        result[r] = pos[r][np.lexsort((pos[r], ~kr))]
     return result
+
+
+def order(pos: Any, keys: Any) -> Any:
+    """Sort each row of positions best first (key descending, index ascending), in torch.
+
+    ``pos`` (rows, kk) int64 and ``keys`` (rows, n) int64 holding the unsigned
+    order keys' bits: flipping the sign bit makes signed order the unsigned one.
+    """
+    import torch
+
+    ps, _ = torch.sort(pos, dim=1)
+    kv = torch.bitwise_xor(keys.gather(1, ps), torch.iinfo(torch.int64).min)
+    _, o = torch.sort(kv, dim=1, descending=True, stable=True)
+    return ps.gather(1, o)
 
 
 def _count_zero(keys: Any, rows: int) -> np.ndarray:
     out = cuda.to_device(np.zeros(rows, np.int64))
-    _zeros[(_grid(keys.shape[1]), rows), _config["threads"]](keys, out)
+    _zeros[(_grid(keys.shape[1], rows), rows), _config["threads"]](keys, out)
     return out.copy_to_host()  # type: ignore[no-any-return]
 
 
@@ -264,20 +397,6 @@ def _zeros(keys, out):  # type: ignore[no-untyped-def]
         i += cuda.gridDim.x * cuda.blockDim.x
     if c:
         cuda.atomic.add(out, r, c)
-
-
-@cuda.jit
-def _take(keys, r, pos, out):  # type: ignore[no-untyped-def]
-    i = cuda.grid(1)
-    if i < pos.shape[0]:
-        out[i] = keys[r, pos[i]]
-
-
-def _keys_at(keys: Any, r: int, pos: np.ndarray) -> np.ndarray:
-    out = cuda.device_array(pos.shape[0], np.uint64)
-    tpb = _config["threads"]
-    _take[max(1, (pos.shape[0] + tpb - 1) // tpb), tpb](keys, r, cuda.to_device(pos), out)
-    return out.copy_to_host()  # type: ignore[no-any-return]
 
 
 def topk(
@@ -305,6 +424,13 @@ def topk(
     x2 = x2.contiguous()
     wide = x2.element_size() == 8
     bits = x2.view(torch.int64 if wide else torch.int32)
-    pos = select(cuda.as_cuda_array(bits), wide, is_float, kk, largest, nanbig, ordered)
-    idx = torch.from_numpy(pos).to(t.device).reshape(lead + (pos.shape[1],)).movedim(-1, ax)
+    with torch.cuda.device(t.device):
+        out, keys = _select_device(cuda.as_cuda_array(bits), wide, is_float, kk, largest, nanbig)
+        if out.shape[1] == 0:
+            pos = torch.empty((rows, 0), dtype=torch.int64, device=t.device)
+        else:
+            pos = torch.as_tensor(out, device=t.device)
+        if ordered and pos.shape[1] > 1:
+            pos = order(pos, torch.as_tensor(keys, device=t.device).view(torch.int64))
+    idx = pos.reshape(lead + (pos.shape[1],)).movedim(-1, ax)
     return torch.gather(t, ax, idx), idx

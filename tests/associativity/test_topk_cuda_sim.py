@@ -70,3 +70,19 @@ def test_unordered_select_is_the_same_set(largest):
     want = ref.topk(x, 7, largest)
     np.testing.assert_array_equal(np.sort(got, axis=1), np.sort(want, axis=1))
     assert not np.array_equal(got, want)  # the host sort was skipped
+
+
+@pytest.mark.parametrize("largest", [True, False])
+def test_rows_of_many_tiles_and_blocks(largest):
+    # 700 keys a row: 11 tiles of 16 x 4 and 44 histogram blocks; ties of the
+    # k-th value span tiles, so only some of them are taken
+    x = np.random.default_rng(7).integers(-20, 20, (3, 700)).astype(np.float32)
+    np.testing.assert_array_equal(_run(x, 90, largest), ref.topk(x, 90, largest))
+
+
+def test_order_sorts_best_first_then_by_index():
+    torch = pytest.importorskip("torch")
+    keys = np.array([[5, 9, 5, 1, 2**63 + 3, 9]], np.uint64)  # unsigned order: col 4 is best
+    pos = torch.tensor([[5, 0, 4, 1, 2]])
+    got = _topk_cuda.order(pos, torch.from_numpy(keys.view(np.int64)))
+    assert got.tolist() == [[4, 1, 5, 0, 2]]
