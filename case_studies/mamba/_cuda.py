@@ -1,13 +1,22 @@
 """The fused selective scan as a numba.cuda kernel (imported lazily).
 
-One thread per (batch, channel) walks the sequence with its state in
-registers / local memory (``d_state <= MAX_STATE``), doing the discretize,
-state update, C-projection, D skip and z gate of :mod:`._cpu` per token.
-Adjacent threads are adjacent channels, so the per-token loads of B and C
-(shared by a group's channels) are broadcasts.  In CI it runs on numba's
-CUDA simulator; on a GPU it takes torch CUDA tensors directly (through
-``__cuda_array_interface__``, no copies).  Training on CUDA tensors uses the
-differentiable parallel path.
+One thread per (batch, channel, state): a block holds ``128 // d_state``
+channels (one channel for ``d_state >= 128``), each with its ``d_state``
+states in the registers of consecutive threads, and walks the sequence in
+chunks of ``TOKENS`` tokens:
+
+1. the block computes each (channel, token)'s ``dt`` (bias, softplus) and
+   ``dt u`` once, into shared memory, reading along the tokens (coalesced);
+2. every thread updates its state for the chunk's tokens and leaves
+   ``h C`` in shared memory (B and C are read across the states: coalesced);
+3. the block sums each (channel, token)'s ``d_state`` terms, adds the D
+   skip, applies the z gate and writes the outputs along the tokens.
+
+So the sequential depth is the sequence length, as in a thread-per-channel
+walk, but with ``d_state`` times the threads, and no state in local memory.
+In CI it runs on numba's CUDA simulator; on a GPU it takes torch CUDA
+tensors directly (through ``__cuda_array_interface__``, no copies).
+Training on CUDA tensors uses the differentiable parallel path.
 """
 
 from __future__ import annotations
@@ -22,55 +31,97 @@ from numba import cuda
 #: Largest d_state the kernel's per-thread state array holds (mamba_ssm's limit).
 MAX_STATE = 256
 
-#: Threads per block.
+#: Threads per block (at least d_state).
 THREADS = 128
+
+#: Tokens per chunk: the shared buffers take 32 KB (48 KB is a block's static limit).
+TOKENS = {"float32": 16, "float64": 8}
 
 
 @cache
 def _kernel(dtype_name: str) -> Any:
     dtype = np.dtype(dtype_name)
     zero, one, twenty = dtype.type(0), dtype.type(1), dtype.type(20)
+    tok = TOKENS[dtype_name]
+    pairs = tok * THREADS  # (channel, token) pairs of a chunk: at most THREADS channels
+    terms_size = tok * MAX_STATE  # (token, thread) terms: at most MAX_STATE threads
 
     @cuda.jit
     def fwd(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, scale_b, h0, out, last, starts):  # type: ignore[no-untyped-def]
-        i = cuda.grid(1)
         nb, D, L = u.shape
-        if i >= nb * D:
-            return
-        b = i // D
-        d = i - b * D
         N = A.shape[1]
-        h = cuda.local.array(MAX_STATE, dtype)
-        for n in range(N):
-            h[n] = h0[b, d, n]
+        tid = cuda.threadIdx.x
+        per = cuda.blockDim.x // N  # channels in this block
+        first = cuda.blockIdx.x * per
+        cl = tid // N
+        n = tid - cl * N
+        c = first + cl  # this thread's (batch, channel), flattened
+        mine = cl < per and c < nb * D
+        b = c // D
+        d = c - b * D
+        dts = cuda.shared.array(pairs, dtype)
+        dus = cuda.shared.array(pairs, dtype)
+        terms = cuda.shared.array(terms_size, dtype)
+        h = zero
+        a_dn = zero
+        if mine:
+            h = h0[b, d, n]
+            a_dn = A[d, n]
         bb = b if Bg.shape[0] > 1 else 0
         gb = d // (D // Bg.shape[1])
         bc = b if Cg.shape[0] > 1 else 0
         gc = d // (D // Cg.shape[1])
         packed = starts.shape[0] > 0
-        for t in range(L):
-            if packed and starts[b, t]:  # a packed sequence starts: from zero
-                for n in range(N):
-                    h[n] = zero
-            dt = delta[b, d, t] + bias[d]
-            if softplus and dt <= twenty:
-                dt = math.log1p(math.exp(dt))
-            ut = u[b, d, t]
-            du = dt * ut if scale_b else ut
-            tb = t if Bg.shape[2] > 1 else 0
-            tc = t if Cg.shape[2] > 1 else 0
-            y = zero
-            for n in range(N):
-                hn = math.exp(dt * A[d, n]) * h[n] + du * Bg[bb, gb, tb, n]
-                h[n] = hn
-                y += hn * Cg[bc, gc, tc, n]
-            o = y + Dv[d] * ut
-            if has_z:
-                zt = z[b, d, t]
-                o = o * zt / (one + math.exp(-zt))
-            out[b, d, t] = o
-        for n in range(N):
-            last[b, d, n] = h[n]
+        for t0 in range(0, L, tok):
+            span = min(tok, L - t0)
+            # 1. dt and dt * u of the block's (channel, token) pairs, tokens fastest
+            for j in range(tid, per * tok, cuda.blockDim.x):
+                jc = j // tok
+                jt = j - jc * tok
+                g = first + jc
+                if jt < span and g < nb * D:
+                    jb = g // D
+                    jd = g - jb * D
+                    dt = delta[jb, jd, t0 + jt] + bias[jd]
+                    if softplus and dt <= twenty:
+                        dt = math.log1p(math.exp(dt))
+                    ut = u[jb, jd, t0 + jt]
+                    dts[j] = dt
+                    dus[j] = dt * ut if scale_b else ut
+            cuda.syncthreads()
+            # 2. each state through the chunk's tokens
+            if mine:
+                for jt in range(span):
+                    t = t0 + jt
+                    if packed and starts[b, t]:  # a packed sequence starts: from zero
+                        h = zero
+                    tb = t if Bg.shape[2] > 1 else 0
+                    tc = t if Cg.shape[2] > 1 else 0
+                    k = cl * tok + jt
+                    h = math.exp(dts[k] * a_dn) * h + dus[k] * Bg[bb, gb, tb, n]
+                    terms[jt * cuda.blockDim.x + tid] = h * Cg[bc, gc, tc, n]
+            cuda.syncthreads()
+            # 3. the outputs: the sum over the states, D skip and z gate
+            for j in range(tid, per * tok, cuda.blockDim.x):
+                jc = j // tok
+                jt = j - jc * tok
+                g = first + jc
+                if jt < span and g < nb * D:
+                    jb = g // D
+                    jd = g - jb * D
+                    y = zero
+                    row = jt * cuda.blockDim.x + jc * N
+                    for m in range(N):
+                        y += terms[row + m]
+                    ut = u[jb, jd, t0 + jt]
+                    o = y + Dv[jd] * ut
+                    if has_z:
+                        zt = z[jb, jd, t0 + jt]
+                        o = o * zt / (one + math.exp(-zt))
+                    out[jb, jd, t0 + jt] = o
+            cuda.syncthreads()
+        if mine:
+            last[b, d, n] = h
 
     return fwd
 
@@ -87,10 +138,12 @@ def launch(u: Any, delta: Any, A: Any, Bg: Any, Cg: Any, Dv: Any, z: Any, bias: 
     pairs = u.shape[0] * u.shape[1]
     if pairs == 0:
         return
-    blocks = -(-pairs // THREADS)
+    N = A.shape[1]
+    per = max(1, THREADS // N)  # channels per block, each with N threads
+    blocks = -(-pairs // per)
     if starts is None:
         starts = cuda.to_device(np.zeros((0, 0), np.uint8))
-    _kernel(dtype)[blocks, THREADS](u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z,
+    _kernel(dtype)[blocks, per * N](u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z,
                                     scale_b, h0, out, last, starts)  # fmt: skip
 
 

@@ -9,13 +9,19 @@ from ._data import inputs
 
 
 @pytest.mark.parametrize(
-    "b_kind, c_kind, dtype",
-    [("step", "group", np.float32), ("shared", "step", np.float64)],
+    "b_kind, c_kind, dtype, dim, L, N",
+    [
+        ("step", "group", np.float32, 4, 6, 3),
+        ("shared", "step", np.float64, 4, 6, 3),
+        # 3 blocks of 8 channels x 16 states, tokens in 3 (float32) or 5 chunks
+        ("step", "group", np.float32, 12, 37, 16),
+        ("group", "shared", np.float64, 12, 37, 16),
+    ],
 )
-def test_cuda_kernel_matches_reference(b_kind, c_kind, dtype):
+def test_cuda_kernel_matches_reference(b_kind, c_kind, dtype, dim, L, N):
     from case_studies.mamba import _cuda
 
-    d = inputs(batch=2, dim=4, L=6, N=3, b_kind=b_kind, c_kind=c_kind, dtype=dtype)
+    d = inputs(batch=2, dim=dim, L=L, N=N, b_kind=b_kind, c_kind=c_kind, dtype=dtype)
     p = _host.prepare(**d, softplus=True, scale_b=True, dtype=np.dtype(dtype))
     out = np.empty(d["u"].shape, dtype)
     last = np.empty(d["initial_state"].shape, dtype)
