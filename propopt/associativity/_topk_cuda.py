@@ -55,10 +55,11 @@ ALL64 = uint64(0xFFFFFFFFFFFFFFFF)
 
 
 @cuda.jit
-def _keys32(bits, keys, is_float, desc, nan_ignore):  # type: ignore[no-untyped-def]
+def _keys32(bits, keys, is_float, desc, nan_ignore, ignored):  # type: ignore[no-untyped-def]
     r = cuda.blockIdx.y
     n = bits.shape[1]
     i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    c = 0
     while i < n:
         u = uint64(bits[r, i]) & M32
         valid = True
@@ -75,14 +76,19 @@ def _keys32(bits, keys, is_float, desc, nan_ignore):  # type: ignore[no-untyped-
         if not desc:
             u = u ^ M32
         keys[r, i] = ((u << uint64(32)) | uint64(1)) if valid else uint64(0)
+        if not valid:
+            c += 1
         i += cuda.gridDim.x * cuda.blockDim.x
+    if c:
+        cuda.atomic.add(ignored, r, c)
 
 
 @cuda.jit
-def _keys64(bits, keys, is_float, desc, nan_ignore):  # type: ignore[no-untyped-def]
+def _keys64(bits, keys, is_float, desc, nan_ignore, ignored):  # type: ignore[no-untyped-def]
     r = cuda.blockIdx.y
     n = bits.shape[1]
     i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    c = 0
     while i < n:
         u = uint64(bits[r, i])
         valid = True
@@ -99,7 +105,11 @@ def _keys64(bits, keys, is_float, desc, nan_ignore):  # type: ignore[no-untyped-
         if not desc:
             u = u ^ ALL64
         keys[r, i] = u if valid else uint64(0)
+        if not valid:
+            c += 1
         i += cuda.gridDim.x * cuda.blockDim.x
+    if c:
+        cuda.atomic.add(ignored, r, c)
 
 
 #: Warps per block whose histograms a block keeps apart (``THREADS / 32``).
@@ -291,55 +301,100 @@ def _grid(n: int, rows: int = 1) -> int:
     return max(1, min(-(-n // _config["threads"]), per_row))
 
 
+class Buffers:
+    """Device buffers and stream for one call: numba's allocator and stream 0."""
+
+    stream: Any = 0
+
+    def empty(self, shape: tuple[int, ...], dtype: Any) -> Any:
+        return cuda.device_array(shape, dtype)
+
+    def full(self, shape: tuple[int, ...], value: Any, dtype: Any) -> Any:
+        return cuda.to_device(np.full(shape, value, dtype))
+
+
+class TorchBuffers(Buffers):
+    """Buffers from torch's caching allocator, kernels on torch's current stream.
+
+    A fresh ``cudaMalloc`` of the keys (8 bytes per value) per call, and the
+    synchronous host-to-device copies of numba's allocator, cost more than
+    the kernels themselves.
+    """
+
+    def __init__(self, device: Any) -> None:
+        import torch
+
+        self.torch, self.device = torch, device
+        self.stream = cuda.external_stream(torch.cuda.current_stream(device).cuda_stream)
+
+    def _dtype(self, dtype: Any) -> Any:
+        return getattr(self.torch, np.dtype(dtype).name)
+
+    def empty(self, shape: tuple[int, ...], dtype: Any) -> Any:
+        t = self.torch.empty(shape, dtype=self._dtype(dtype), device=self.device)
+        return cuda.as_cuda_array(t)
+
+    def full(self, shape: tuple[int, ...], value: Any, dtype: Any) -> Any:
+        t = self.torch.full(shape, value, dtype=self._dtype(dtype), device=self.device)
+        return cuda.as_cuda_array(t)
+
+
 def _select_device(
-    bits: Any, wide: bool, is_float: bool, k: int, desc: bool, nanbig: bool
+    bits: Any, wide: bool, is_float: bool, k: int, desc: bool, nanbig: bool, buf: Buffers
 ) -> tuple[Any, Any]:
     """Best ``k`` positions per row, on the device: ``(positions, keys)``.
 
     The positions ``(rows, kk)`` are those above the k-th key in index order,
     then the ties with the smallest indices; ``keys`` are the order keys.
-    One copy to the host (each row's number of non-NaN values) per call.
+    The host reads one number per row (its ignored NaNs) only when NaNs are
+    ignored in a float input; otherwise nothing waits for the device.
     """
     rows, n = bits.shape
     tpb = _config["threads"]
-    keys = cuda.device_array((rows, n), np.uint64)
+    st = buf.stream
+    keys = buf.empty((rows, n), np.uint64)
+    ignored = buf.full((rows,), 0, np.int64)
     kern = _keys64 if wide else _keys32
     grid = (_grid(n, rows), rows)
-    kern[grid, tpb](bits, keys, is_float, desc, not nanbig)
-    # key 0 marks an ignored NaN: it is below every valid key
-    zeros = _count_zero(keys, rows) if is_float and not nanbig else np.zeros(rows, np.int64)
-    valid = n - zeros
-    kk = int(valid.min()) if rows else 0
-    if rows and int(valid.max()) != kk and kk < k:
-        raise ValueError(
-            f"rows of x hold different numbers of non-NaN values ({kk} to {int(valid.max())}) "
-            f"and k={k}; with nan='ignore' the result would be ragged: pass nan='largest' "
-            "(torch's convention) or a smaller k"
-        )
-    kk = min(k, kk)
+    kern[grid, tpb, st](bits, keys, is_float, desc, not nanbig, ignored)
+    if is_float and not nanbig:
+        # an ignored NaN has key 0, below every valid key
+        valid = n - ignored.copy_to_host(stream=st)
+        if not isinstance(st, int):
+            st.synchronize()
+        kk = int(valid.min()) if rows else 0
+        if rows and int(valid.max()) != kk and kk < k:
+            raise ValueError(
+                f"rows of x hold different numbers of non-NaN values ({kk} to "
+                f"{int(valid.max())}) and k={k}; with nan='ignore' the result would be "
+                "ragged: pass nan='largest' (torch's convention) or a smaller k"
+            )
+        kk = min(k, kk)
+    else:
+        kk = min(k, n)
     if kk == 0:
-        return cuda.device_array((rows, 0), np.int64), keys
+        return buf.empty((rows, 0), np.int64), keys
     # the k-th largest key of each row, one 8-bit digit at a time
-    prefix = cuda.to_device(np.zeros(rows, np.uint64))
-    remaining = cuda.to_device(np.full(rows, kk, np.int64))
-    hist = cuda.to_device(np.zeros((rows, 256), np.int64))
+    prefix = buf.full((rows,), 0, np.uint64)
+    remaining = buf.full((rows,), kk, np.int64)
+    hist = buf.full((rows, 256), 0, np.int64)
     low = 32 if not wide else 0
     pgrid = (rows + tpb - 1) // tpb
     for shift in range(56, low - 8, -8):
         mask = np.uint64((0xFFFFFFFFFFFFFFFF << (shift + 8)) & 0xFFFFFFFFFFFFFFFF)
-        _hist[grid, tpb](keys, prefix, mask, np.uint64(shift), hist)
-        _pick[pgrid, tpb](hist, prefix, remaining, np.uint64(shift))
+        _hist[grid, tpb, st](keys, prefix, mask, np.uint64(shift), hist)
+        _pick[pgrid, tpb, st](hist, prefix, remaining, np.uint64(shift))
     lowbit = np.uint64(0 if wide else 1)  # 32-bit keys carry a low "valid" bit
     # gather: keys above the k-th, then the smallest indices among equal ones
     items = _config["items"]
     segs = (n + tpb * items - 1) // (tpb * items)
-    gt = cuda.device_array((rows, segs), np.int64)
-    eq = cuda.device_array((rows, segs), np.int64)
-    need = cuda.device_array((rows, 2), np.int64)
-    _count[(segs, rows), tpb](keys, prefix, lowbit, items, gt, eq)
-    _offsets[rows, min(1024, tpb * 4)](gt, eq, kk, need)
-    out = cuda.device_array((rows, kk), np.int64)
-    _gather[(segs, rows), tpb](keys, prefix, lowbit, items, gt, eq, need, out)
+    gt = buf.empty((rows, segs), np.int64)
+    eq = buf.empty((rows, segs), np.int64)
+    need = buf.empty((rows, 2), np.int64)
+    _count[(segs, rows), tpb, st](keys, prefix, lowbit, items, gt, eq)
+    _offsets[rows, min(1024, tpb * 4), st](gt, eq, kk, need)
+    out = buf.empty((rows, kk), np.int64)
+    _gather[(segs, rows), tpb, st](keys, prefix, lowbit, items, gt, eq, need, out)
     return out, keys
 
 
@@ -353,7 +408,7 @@ def select(
     Raises for ``nan='ignore'`` rows with different numbers of NaNs when that
     would make the result ragged.
     """
-    out, keys = _select_device(bits, wide, is_float, k, desc, nanbig)
+    out, keys = _select_device(bits, wide, is_float, k, desc, nanbig, Buffers())
     pos = out.copy_to_host()
     if not ordered or pos.shape[1] == 0:
         return pos  # as gathered: those above the k-th key, then ties, each by index
@@ -378,25 +433,6 @@ def order(pos: Any, keys: Any) -> Any:
     kv = torch.bitwise_xor(keys.gather(1, ps), torch.iinfo(torch.int64).min)
     _, o = torch.sort(kv, dim=1, descending=True, stable=True)
     return ps.gather(1, o)
-
-
-def _count_zero(keys: Any, rows: int) -> np.ndarray:
-    out = cuda.to_device(np.zeros(rows, np.int64))
-    _zeros[(_grid(keys.shape[1], rows), rows), _config["threads"]](keys, out)
-    return out.copy_to_host()  # type: ignore[no-any-return]
-
-
-@cuda.jit
-def _zeros(keys, out):  # type: ignore[no-untyped-def]
-    r = cuda.blockIdx.y
-    i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
-    c = 0
-    while i < keys.shape[1]:
-        if keys[r, i] == uint64(0):
-            c += 1
-        i += cuda.gridDim.x * cuda.blockDim.x
-    if c:
-        cuda.atomic.add(out, r, c)
 
 
 def topk(
@@ -425,7 +461,10 @@ def topk(
     wide = x2.element_size() == 8
     bits = x2.view(torch.int64 if wide else torch.int32)
     with torch.cuda.device(t.device):
-        out, keys = _select_device(cuda.as_cuda_array(bits), wide, is_float, kk, largest, nanbig)
+        buf = TorchBuffers(t.device)
+        out, keys = _select_device(
+            cuda.as_cuda_array(bits), wide, is_float, kk, largest, nanbig, buf
+        )
         if out.shape[1] == 0:
             pos = torch.empty((rows, 0), dtype=torch.int64, device=t.device)
         else:
