@@ -78,6 +78,17 @@ def test_scan_float32_and_pytree():
     assert np.abs(s.cpu().numpy() - ref).max() < 1e-5 * np.abs(b).sum() ** 0.5 * 64
 
 
+def test_small_grids_do_not_warn():
+    import warnings
+
+    x = torch.randn(1 << 16, device=DEV)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        pp.associative_scan(pp.add, x)  # 16 tiles: carry scans of 1 block
+        pp.topk(x, 10)  # one row: digit picks of 1 block
+    assert not [w for w in caught if "under-utilization" in str(w.message)]
+
+
 # -- top-K ---------------------------------------------------------------------
 
 

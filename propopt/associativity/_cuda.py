@@ -63,6 +63,29 @@ def tiles(threads: int | None = None, items: int | None = None) -> Iterator[None
         _config.update(old)
 
 
+@contextlib.contextmanager
+def small_grids() -> Iterator[None]:
+    """Launch kernels whose small grids are by design without numba's low-occupancy warning.
+
+    The carry scans of a few tile totals and the per-row digit picks of
+    top-k use a handful of blocks on purpose; numba would warn the user
+    ("Grid size 1 will likely result in GPU under-utilization") for each,
+    and formatting that warning costs time at every launch.  The setting is
+    numba's own (``CUDA_LOW_OCCUPANCY_WARNINGS``), restored on exit.
+    """
+    from numba.cuda import dispatcher
+
+    config = getattr(dispatcher, "config", None)  # absent in the simulator
+    old = getattr(config, "CUDA_LOW_OCCUPANCY_WARNINGS", None)
+    if old:
+        config.CUDA_LOW_OCCUPANCY_WARNINGS = 0
+    try:
+        yield
+    finally:
+        if old:
+            config.CUDA_LOW_OCCUPANCY_WARNINGS = old
+
+
 def _shape(arity: int, itemsize: int) -> tuple[int, int]:
     tpb = _config["threads"] or THREADS
     items = _config["items"] or max(1, min(MAX_ITEMS, TILE_BYTES // (arity * itemsize * tpb)))
@@ -287,7 +310,8 @@ def scan(
     mod, tile = kernels(monoid, dtype)
     ident = tuple(dtype.type(v) for v in monoid.identity(dtype))
     if n > 0 and p * q > 0:
-        _scan3d(mod, tile, xs, outs, bool(reverse), bool(exclusive), ident, stream, empty)
+        with small_grids():
+            _scan3d(mod, tile, xs, outs, bool(reverse), bool(exclusive), ident, stream, empty)
     return [r.reshape(shape) if not is_torch else r.view(shape) for r in res]
 
 

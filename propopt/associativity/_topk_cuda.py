@@ -34,6 +34,8 @@ from typing import Any
 import numpy as np
 from numba import cuda, uint64
 
+from ._cuda import small_grids
+
 #: Threads per block of every kernel.
 THREADS = 256
 
@@ -349,6 +351,14 @@ def _select_device(
     The host reads one number per row (its ignored NaNs) only when NaNs are
     ignored in a float input; otherwise nothing waits for the device.
     """
+    with small_grids():
+        return _select_launches(bits, wide, is_float, k, desc, nanbig, buf)
+
+
+def _select_launches(
+    bits: Any, wide: bool, is_float: bool, k: int, desc: bool, nanbig: bool, buf: Buffers
+) -> tuple[Any, Any]:
+    """:func:`_select_device` without the warning guard."""
     rows, n = bits.shape
     tpb = _config["threads"]
     st = buf.stream
