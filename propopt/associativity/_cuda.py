@@ -141,20 +141,25 @@ def _source(k: int, dtype: np.dtype, tpb: int, items: int, header: str) -> str:
         w(f"{indent}" + "; ".join(f"{p}[tid] = {a}" for p, a in zip(PA, A)))
         w(f"{indent}cuda.syncthreads()")
 
-    def rows(indent: str) -> None:
+    def rows(indent: str, per_tile: str) -> None:
+        # block b is tile b % NT of row b // NT: one flat grid, no loop over
+        # rows (a row loop made ptxas keep 255 registers in tile_scan for sm_90,
+        # 102 with one row per block and 78 flat, so 1 block per SM became 3)
         w(f"{indent}tid = cuda.threadIdx.x")
-        w(f"{indent}base = cuda.blockIdx.x * TILE")
+        w(f"{indent}NT = {per_tile}.shape[1]")
+        w(f"{indent}blk = cuda.blockIdx.x % NT")
+        w(f"{indent}base = blk * TILE")
         w(f"{indent}P = x0.shape[0]")
         w(f"{indent}Q = x0.shape[2]")
-        w(f"{indent}r = cuda.blockIdx.y")
-        w(f"{indent}while r < P * Q:")
+        w(f"{indent}r = cuda.blockIdx.x // NT")
+        w(f"{indent}if r < P * Q:")
         w(f"{indent}    p = r // Q")
         w(f"{indent}    q = r % Q")
 
     w("@cuda.jit")
     w(f"def tile_reduce({_j(X)}, {_j(T)}, N, rev, {_j(E)}):")
     stage("    ")
-    rows("    ")
+    rows("    ", T[0])
     load("        ")
     V = _v("v", k)
     w("        s = 1")
@@ -168,15 +173,13 @@ def _source(k: int, dtype: np.dtype, tpb: int, items: int, header: str) -> str:
     w("            cuda.syncthreads()")
     w("            s *= 2")
     w("        if tid == 0:")
-    w("            " + "; ".join(f"{t}[p, cuda.blockIdx.x, q] = {p}[0]" for t, p in zip(T, PA)))
-    w("        cuda.syncthreads()")
-    w("        r += cuda.gridDim.y")
+    w("            " + "; ".join(f"{t}[p, blk, q] = {p}[0]" for t, p in zip(T, PA)))
     w("")
 
     w("@cuda.jit")
     w(f"def tile_scan({_j(X)}, {_j(O)}, {_j(Cc)}, N, rev, excl, {_j(E)}):")
     stage("    ")
-    rows("    ")
+    rows("    ", Cc[0])
     load("        ")
     w("        s = 1")
     w("        while s < TPB:")
@@ -188,7 +191,7 @@ def _source(k: int, dtype: np.dtype, tpb: int, items: int, header: str) -> str:
     w("            cuda.syncthreads()")
     w("            s *= 2")
     W = _v("w", k)
-    w("        " + "; ".join(f"{x} = {c}[p, cuda.blockIdx.x, q]" for x, c in zip(W, Cc)))
+    w("        " + "; ".join(f"{x} = {c}[p, blk, q]" for x, c in zip(W, Cc)))
     w("        if tid > 0:")
     w(f"            {lhs(W)} = comb({_j(W + [p + '[tid - 1]' for p in PA])})")
     w("        for i in range(ITEMS):")
@@ -208,8 +211,6 @@ def _source(k: int, dtype: np.dtype, tpb: int, items: int, header: str) -> str:
     w("            if g < N:")
     w("                n = N - 1 - g if rev else g")
     w("                " + "; ".join(f"{o}[p, n, q] = {s}[l + (l >> 5)]" for o, s in zip(O, SH)))
-    w("        cuda.syncthreads()")
-    w("        r += cuda.gridDim.y")
     w("")
 
     w("@cuda.jit")
@@ -254,16 +255,16 @@ def _scan3d(
 ) -> None:
     p, n, q = xs[0].shape
     ntiles = -(-n // tile)
-    rows = min(p * q, 65535)
+    rows = p * q
     carries = [empty((p, ntiles, q)) for _ in xs]
     if ntiles == 1:
         size = p * q
         mod.fill[-(-size // 256), 256, stream](*carries, *ident)
     else:
         tots = [empty((p, ntiles, q)) for _ in xs]
-        mod.tile_reduce[(ntiles, rows), mod.TPB, stream](*xs, *tots, n, rev, *ident)
+        mod.tile_reduce[ntiles * rows, mod.TPB, stream](*xs, *tots, n, rev, *ident)
         _scan3d(mod, tile, tots, carries, False, True, ident, stream, empty)
-    mod.tile_scan[(ntiles, rows), mod.TPB, stream](*xs, *outs, *carries, n, rev, excl, *ident)
+    mod.tile_scan[ntiles * rows, mod.TPB, stream](*xs, *outs, *carries, n, rev, excl, *ident)
 
 
 def scan(
