@@ -58,9 +58,10 @@ ALL64 = uint64(0xFFFFFFFFFFFFFFFF)
 
 @cuda.jit
 def _keys32(bits, keys, is_float, desc, nan_ignore, ignored):  # type: ignore[no-untyped-def]
-    r = cuda.blockIdx.y
+    per = cuda.gridDim.x // bits.shape[0]  # blocks per row: the grid is flat (rows > 65535)
+    r = cuda.blockIdx.x // per
     n = bits.shape[1]
-    i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    i = (cuda.blockIdx.x - r * per) * cuda.blockDim.x + cuda.threadIdx.x
     c = 0
     while i < n:
         u = uint64(bits[r, i]) & M32
@@ -80,16 +81,17 @@ def _keys32(bits, keys, is_float, desc, nan_ignore, ignored):  # type: ignore[no
         keys[r, i] = ((u << uint64(32)) | uint64(1)) if valid else uint64(0)
         if not valid:
             c += 1
-        i += cuda.gridDim.x * cuda.blockDim.x
+        i += per * cuda.blockDim.x
     if c:
         cuda.atomic.add(ignored, r, c)
 
 
 @cuda.jit
 def _keys64(bits, keys, is_float, desc, nan_ignore, ignored):  # type: ignore[no-untyped-def]
-    r = cuda.blockIdx.y
+    per = cuda.gridDim.x // bits.shape[0]  # blocks per row: the grid is flat (rows > 65535)
+    r = cuda.blockIdx.x // per
     n = bits.shape[1]
-    i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    i = (cuda.blockIdx.x - r * per) * cuda.blockDim.x + cuda.threadIdx.x
     c = 0
     while i < n:
         u = uint64(bits[r, i])
@@ -109,7 +111,7 @@ def _keys64(bits, keys, is_float, desc, nan_ignore, ignored):  # type: ignore[no
         keys[r, i] = u if valid else uint64(0)
         if not valid:
             c += 1
-        i += cuda.gridDim.x * cuda.blockDim.x
+        i += per * cuda.blockDim.x
     if c:
         cuda.atomic.add(ignored, r, c)
 
@@ -122,7 +124,8 @@ _WARPS = 8
 def _hist(keys, prefix, mask, shift, hist):  # type: ignore[no-untyped-def]
     # one 256-bin histogram per warp: the first digits of random keys fall in
     # a few bins, and one shared histogram would serialize their atomics
-    r = cuda.blockIdx.y
+    per = cuda.gridDim.x // keys.shape[0]
+    r = cuda.blockIdx.x // per
     n = keys.shape[1]
     local = cuda.shared.array((_WARPS, 256), dtype=np.int32)
     t = cuda.threadIdx.x
@@ -131,12 +134,12 @@ def _hist(keys, prefix, mask, shift, hist):  # type: ignore[no-untyped-def]
         local[d // 256, d % 256] = 0
     cuda.syncthreads()
     p = prefix[r]
-    i = cuda.blockIdx.x * cuda.blockDim.x + t
+    i = (cuda.blockIdx.x - r * per) * cuda.blockDim.x + t
     while i < n:
         key = keys[r, i]
         if (key & mask) == p:
             cuda.atomic.add(local, (w, int((key >> shift) & uint64(255))), 1)
-        i += cuda.gridDim.x * cuda.blockDim.x
+        i += per * cuda.blockDim.x
     cuda.syncthreads()
     for d in range(t, 256, cuda.blockDim.x):
         c = 0
@@ -172,8 +175,8 @@ def _pick(hist, prefix, remaining, shift):  # type: ignore[no-untyped-def]
 def _count(keys, kth, low, items, gt, eq):  # type: ignore[no-untyped-def]
     # block (s, r) counts the keys of tile s (blockDim * items elements) that
     # are above row r's k-th key and equal to it
-    r = cuda.blockIdx.y
-    s = cuda.blockIdx.x
+    r = cuda.blockIdx.x // gt.shape[1]  # a flat grid of (row, tile) blocks
+    s = cuda.blockIdx.x - r * gt.shape[1]
     n = keys.shape[1]
     t = cuda.threadIdx.x
     th = kth[r] | low
@@ -248,8 +251,8 @@ def _offsets(gt, eq, kk, need):  # type: ignore[no-untyped-def]
 def _gather(keys, kth, low, items, gt_off, eq_off, need, out):  # type: ignore[no-untyped-def]
     # block (s, r) writes the positions of tile s's winners in index order:
     # the keys above the k-th, then the first ties until the row has k
-    r = cuda.blockIdx.y
-    s = cuda.blockIdx.x
+    r = cuda.blockIdx.x // gt_off.shape[1]  # a flat grid of (row, tile) blocks
+    s = cuda.blockIdx.x - r * gt_off.shape[1]
     n = keys.shape[1]
     t = cuda.threadIdx.x
     nt = cuda.blockDim.x
@@ -365,7 +368,7 @@ def _select_launches(
     keys = buf.empty((rows, n), np.uint64)
     ignored = buf.full((rows,), 0, np.int64)
     kern = _keys64 if wide else _keys32
-    grid = (_grid(n, rows), rows)
+    grid = _grid(n, rows) * rows  # flat: a y dimension would stop at 65535 rows
     kern[grid, tpb, st](bits, keys, is_float, desc, not nanbig, ignored)
     if is_float and not nanbig:
         # an ignored NaN has key 0, below every valid key
@@ -401,10 +404,10 @@ def _select_launches(
     gt = buf.empty((rows, segs), np.int64)
     eq = buf.empty((rows, segs), np.int64)
     need = buf.empty((rows, 2), np.int64)
-    _count[(segs, rows), tpb, st](keys, prefix, lowbit, items, gt, eq)
+    _count[segs * rows, tpb, st](keys, prefix, lowbit, items, gt, eq)
     _offsets[rows, min(1024, tpb * 4), st](gt, eq, kk, need)
     out = buf.empty((rows, kk), np.int64)
-    _gather[(segs, rows), tpb, st](keys, prefix, lowbit, items, gt, eq, need, out)
+    _gather[segs * rows, tpb, st](keys, prefix, lowbit, items, gt, eq, need, out)
     return out, keys
 
 
