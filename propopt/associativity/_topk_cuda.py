@@ -25,8 +25,10 @@ Work is ``O(n)`` for every input order (no data-dependent admission):
 Buffers come from torch's caching allocator and every kernel runs on torch's
 current stream.  The host waits for the device only when NaNs are ignored
 in a float input: it reads each row's count of NaNs (the keys pass counts
-them) to check that the rows keep equally many values.  The module is imported only for CUDA inputs; the test suite runs it in
-numba's simulator (``NUMBA_ENABLE_CUDASIM=1``) on tiny arrays.
+them) to check that the rows keep equally many values (in the simulator,
+numba's own buffers and stream).  The module is imported only for CUDA
+inputs; the test suite runs it in numba's simulator
+(``NUMBA_ENABLE_CUDASIM=1``) on tiny arrays.
 """
 
 from __future__ import annotations
