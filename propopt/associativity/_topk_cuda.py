@@ -22,12 +22,13 @@ Work is ``O(n)`` for every input order (no data-dependent admission):
    torch's sort on the device, unless ``sorted=False`` (then they stay in
    the gather's order), and the values gathered.
 
-Buffers come from torch's caching allocator and every kernel runs on torch's
-current stream.  The host waits for the device only when NaNs are ignored
-in a float input: it reads each row's count of NaNs (the keys pass counts
-them) to check that the rows keep equally many values (in the simulator,
-numba's own buffers and stream).  The module is imported only for CUDA
-inputs; the test suite runs it in numba's simulator
+For torch tensors, buffers come from torch's caching allocator and every
+kernel runs on torch's current stream (``select``, for numba device arrays,
+uses numba's allocator and stream 0).  The host waits for the device only
+when NaNs are ignored in a float input: it reads each row's count of NaNs
+(the keys pass counts them) to check that the rows keep equally many
+values.  The module is imported only for CUDA inputs; the test suite runs
+it in numba's simulator
 (``NUMBA_ENABLE_CUDASIM=1``) on tiny arrays.
 """
 
