@@ -71,11 +71,13 @@ def test_scan_float32_and_pytree():
     ga, gb = on_gpu(a, b)
     got = pp.associative_scan(pp.linear_recurrence, {"a": ga, "b": gb}, axis=0)
     assert set(got) == {"a", "b"} and got["b"].dtype == torch.float32
-    scale = np.abs(b).max() / (1 - 0.95)  # |h| is bounded by max|b| / (1 - mean a)
+    scale = np.abs(b).max() / (1 - 0.95)  # |h| stays near max|b| / (1 - mean a)
     assert np.abs(got["b"].cpu().numpy() - ref).max() < 1e-5 * scale
     s = pp.associative_scan(pp.add, torch.from_numpy(b).to(DEV))
     ref = np.cumsum(b.astype(float))
-    assert np.abs(s.cpu().numpy() - ref).max() < 1e-5 * np.abs(b).sum() ** 0.5 * 64
+    # the running sums reach about sqrt(n) = 4096; a blocked float32 scan errs by a
+    # few ulps of them, far below one missing or doubled tile (about 64)
+    assert np.abs(s.cpu().numpy() - ref).max() < 64e-5 * np.sqrt(np.abs(b).sum())
 
 
 def test_small_grids_do_not_warn():
