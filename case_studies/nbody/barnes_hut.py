@@ -278,8 +278,9 @@ class Octree:
             Numba threads, or the GPU.  The GPU walks one target per thread,
             so a node is opened for that target alone, where the CPU opens it
             for the whole group: at the same ``theta`` the GPU's error is
-            larger (Plummer, N = 10^6, theta 0.72: median 1.3e-3 against
-            8.4e-4); its results equal the CPU's with ``group_size=1``.
+            larger (Plummer, N = 10^6, theta 0.72: median 1.3e-3, and
+            8.4e-4 for the CPU walk in another run); its results equal the
+            CPU's with ``group_size=1``.
         precision : {'float64', 'float32'}
             Arithmetic of the CPU walk's inner loops.  'float32' runs twice as
             many SIMD lanes on coordinates taken relative to each target
