@@ -38,6 +38,21 @@ THREADS = 128
 TOKENS = {"float32": 16, "float64": 8}
 
 
+@cuda.jit(device=True)
+def _pair(j, tok, first, span, pairs, D):  # type: ignore[no-untyped-def]  # pragma: no cover
+    """Batch, channel, token and block-local channel of a block's j-th (channel, token) pair.
+
+    The batch is -1 past the sequence's end or the last channel.
+    """
+    jc = j // tok
+    jt = j - jc * tok
+    g = first + jc
+    if jt >= span or g >= pairs:
+        return -1, 0, jt, jc
+    jb = g // D
+    return jb, g - jb * D, jt, jc
+
+
 @cache
 def _kernel(dtype_name: str) -> Any:
     dtype = np.dtype(dtype_name)
@@ -76,12 +91,8 @@ def _kernel(dtype_name: str) -> Any:
             span = min(tok, L - t0)
             # 1. dt and dt * u of the block's (channel, token) pairs, tokens fastest
             for j in range(tid, per * tok, cuda.blockDim.x):
-                jc = j // tok
-                jt = j - jc * tok
-                g = first + jc
-                if jt < span and g < nb * D:
-                    jb = g // D
-                    jd = g - jb * D
+                jb, jd, jt, jc = _pair(j, tok, first, span, nb * D, D)
+                if jb >= 0:
                     dt = delta[jb, jd, t0 + jt] + bias[jd]
                     if softplus and dt <= twenty:
                         dt = math.log1p(math.exp(dt))
@@ -103,12 +114,8 @@ def _kernel(dtype_name: str) -> Any:
             cuda.syncthreads()
             # 3. the outputs: the sum over the states, D skip and z gate
             for j in range(tid, per * tok, cuda.blockDim.x):
-                jc = j // tok
-                jt = j - jc * tok
-                g = first + jc
-                if jt < span and g < nb * D:
-                    jb = g // D
-                    jd = g - jb * D
+                jb, jd, jt, jc = _pair(j, tok, first, span, nb * D, D)
+                if jb >= 0:
                     y = zero
                     row = jt * cuda.blockDim.x + jc * N
                     for m in range(N):

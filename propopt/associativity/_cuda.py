@@ -75,7 +75,7 @@ def small_grids() -> Iterator[None]:
     """
     from numba.cuda import dispatcher
 
-    config = getattr(dispatcher, "config", None)  # absent in the simulator
+    config: Any = getattr(dispatcher, "config", None)  # absent in the simulator
     old = getattr(config, "CUDA_LOW_OCCUPANCY_WARNINGS", None)
     if old:
         config.CUDA_LOW_OCCUPANCY_WARNINGS = 0
