@@ -11,6 +11,7 @@ is executed in memory instead and compiled without caching.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import importlib.util
@@ -19,6 +20,7 @@ import os
 import sys
 import tempfile
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -186,3 +188,33 @@ def install_compile_notice() -> None:
     if _notice is None and os.environ.get("PROPOPT_COMPILE_NOTICE", "1") != "0":
         _notice = _CompileNotice()
         numba.core.event.register("numba:compile", _notice)
+
+
+_NOISE = ("Failed in ", "During:", "File ", "<source", "Return of:", "^", "There are ")
+
+
+def _gist(err: BaseException) -> str:
+    """The one line of a numba typing error that says what is wrong."""
+    lines = [ln.strip() for ln in str(err).splitlines()]
+    lines = [ln for ln in lines if ln and not ln.startswith(_NOISE)]
+    if not lines:
+        return type(err).__name__
+    gist = lines[0]
+    if gist.endswith(":") and len(lines) > 1:
+        gist = f"{gist} {lines[1].lstrip('>').strip()}"
+    return gist
+
+
+@contextlib.contextmanager
+def user_code(what: str, fix: str) -> Iterator[None]:
+    """Turn numba's many-line typing error in a caller's function into one line.
+
+    ``what`` names the caller's function (``"kernel=potential"``), ``fix``
+    says what it must do; the line also quotes numba's own reason.
+    """
+    from numba.core.errors import TypingError
+
+    try:
+        yield
+    except TypingError as err:
+        raise TypeError(f"{what} could not be compiled by numba ({_gist(err)}); {fix}") from None

@@ -30,6 +30,7 @@ __all__ = [
     "count",
     "describe",
     "per_point",
+    "plain",
     "points",
 ]
 
@@ -55,6 +56,37 @@ def as_numpy(x: Any) -> Any:
     return x.detach().numpy()
 
 
+def plain(name: str, x: Any) -> np.ndarray:
+    """A plain ndarray of ``x``, native byte order; half floats of ml_dtypes as float32.
+
+    A masked array is refused: its mask has no meaning for points or weights.
+    """
+    if isinstance(x, np.ma.MaskedArray):
+        raise TypeError(
+            f"{name} is a masked array, whose mask would be ignored here; pass "
+            f"{name}.filled(value), or drop the masked rows first"
+        )
+    a = np.asarray(as_numpy(x))
+    if a.dtype.kind == "V" and _is_ml_float(a.dtype):
+        a = a.astype(np.float32)  # bfloat16 and friends: exact in float32
+    if not a.dtype.isnative:
+        a = a.astype(a.dtype.newbyteorder("="))
+    return a
+
+
+def _is_ml_float(dtype: np.dtype) -> bool:
+    """An ml_dtypes floating-point type (bfloat16, float8_*): kind 'V' in NumPy."""
+    try:
+        import ml_dtypes
+    except ImportError:
+        return False
+    try:
+        ml_dtypes.finfo(dtype)
+    except (ValueError, TypeError):
+        return False
+    return True
+
+
 def points(name: str, X: Any, dim: int | None = None, *, allow_empty: bool = True) -> np.ndarray:
     """Validate an ``(n, d)`` point array: float32/float64, finite; errors name the index.
 
@@ -62,11 +94,11 @@ def points(name: str, X: Any, dim: int | None = None, *, allow_empty: bool = Tru
     float32 (exactly); a torch CPU tensor is viewed.
     The result is C-contiguous.
     """
-    a = np.asarray(as_numpy(X))
+    a = plain(name, X)
     if a.dtype.kind not in "fiub":
         raise TypeError(f"{name} has dtype {a.dtype}: pass real coordinates (float32 or float64)")
     if a.dtype not in (np.float32, np.float64):
-        a = a.astype(np.float32 if a.dtype == np.float16 else np.float64)
+        a = a.astype(np.float32 if a.dtype.kind == "f" else np.float64)
     if a.ndim != 2 or (dim is not None and a.shape[1] != dim):
         want = f"(n, {dim})" if dim is not None else "(n, d)"
         fix = " (one point per row)" if a.ndim == 1 else ""
@@ -93,7 +125,7 @@ def per_point(
     """
     if v is None:
         return np.full(n, float(default))
-    a = np.asarray(as_numpy(v))
+    a = plain(name, v)
     if a.dtype.kind not in "fiub":
         raise TypeError(f"{name} has dtype {a.dtype}: pass real numbers")
     if a.ndim == 0:

@@ -109,6 +109,24 @@ class Monoid:
                 f"{self.arity} components; a combine of arity k takes 2k scalars "
                 "(a_1..a_k, b_1..b_k)"
             )
+        self._check_returns()
+
+    def _check_returns(self) -> None:
+        """Refuse a combine that returns the wrong number of values (probed in Python)."""
+        dtype = np.dtype(np.float64 if "f" in self.kinds else np.int64)
+        e = self.identity(dtype)
+        try:
+            with np.errstate(all="ignore"):
+                out = self.scalar(*e, *e)
+        except Exception:  # numba-only code: the compiled kernels will tell
+            return
+        got = len(out) if isinstance(out, (tuple, list)) else 1
+        if got != self.arity or (self.arity > 1 and not isinstance(out, (tuple, list))):
+            raise TypeError(
+                f"combine {self.name!r} returned {got} value(s) but the identity has "
+                f"{self.arity} component(s); return a tuple (c_1, ..., c_k) with one value "
+                "per component"
+            )
 
     def __repr__(self) -> str:
         return f"Monoid({self.name!r}, arity={self.arity})"

@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from .. import _dispatch, _pytree, _validate
+from .. import _dispatch, _jit, _pytree, _validate
 from ..typing import ScanMethod
-from . import _backends, _half
+from . import _backends, _half, _masked
 from .monoid import Monoid
 
 METHODS: tuple[str, ...] = ("auto", "reference", "generic", "cpu", "cuda", "dask")
@@ -73,9 +73,14 @@ def associative_scan(
         Shift by one: ``out_0`` is the identity and ``e_i`` is not included
         in ``out_i``.
     identity : scalar or pytree, optional
-        The identity element, required with ``exclusive=True`` for a plain
-        ``fn`` (a monoid brings its own): a pytree like ``elems`` of scalars
-        or arrays that broadcast to one element.
+        The identity element ``e`` (``fn(e, x) == x``): ``out_0`` of an
+        exclusive scan, and the value of every segment start with ``reset=``.
+        Required with ``exclusive=True`` for a plain ``fn``: a pytree like
+        ``elems`` of scalars or arrays that broadcast to one element.  A
+        :class:`~propopt.Monoid` brings its own, so every backend gives the
+        same answer: ``identity=`` with a monoid must equal it (a different
+        value raises ``ValueError``; to start the scan from a value, put it
+        in front of ``elems``).
     method : {'auto', 'reference', 'generic', 'cpu', 'cuda', 'dask'}
         ``'auto'`` picks ``'dask'`` for dask arrays; for a monoid, ``'cuda'``
         on the GPU and ``'cpu'`` (numba threads) on the host unless a torch
@@ -105,7 +110,10 @@ def associative_scan(
 
     Returns
     -------
-    Same structure, array types, dtypes and device as ``elems``.
+    Same structure, array types, dtypes and device as ``elems``.  A masked
+    array (``np.ma``) gives a masked array: as in ``np.cumsum``, a masked
+    element counts as the identity and its output is masked.  Other ndarray
+    subclasses (``np.matrix``...) are scanned, and returned, as plain ndarrays.
 
     Notes
     -----
@@ -169,6 +177,11 @@ def associative_scan(
         raise ValueError("elems holds no arrays; pass an array or a pytree of arrays")
     paths = _pytree.leaf_paths(treedef)
     kind = _dispatch.common_kind(leaves, paths)
+    mask = None  # the masked elements of masked-array leaves (see _masked)
+    if kind == _dispatch.NUMPY:
+        leaves, mask = _masked.unmask(leaves, paths)
+        elems = _pytree.unflatten(treedef, leaves)
+        _masked.refuse_masked(reset, "reset")
     if kind == _dispatch.DASK:
         for leaf, path in zip(leaves, paths):
             if any(np.isnan(d) for d in leaf.shape):
@@ -192,6 +205,22 @@ def associative_scan(
             )
         combine = _wrap_callable(fn, treedef)
     ident = None if identity is None else _identity_leaves(identity, treedef, leaves, ax)
+    if ident is not None and isinstance(fn, Monoid):
+        _check_monoid_identity(fn, ident, leaves, ax)
+        ident = None  # the monoid's own, which every backend uses
+    if mask is not None:
+        if isinstance(fn, Monoid):
+            fill_with = list(fn.identity(leaves[0].dtype))
+        elif ident is not None:
+            fill_with = [np.asarray(e) for e in ident]
+        else:
+            raise ValueError(
+                f"{paths[0]} is a masked array: masked elements count as the identity, so a "
+                "plain fn needs identity= (the e with fn(e, x) == x), or fill the masks "
+                "first (x.filled(value))"
+            )
+        leaves = _masked.fill(leaves, mask, fill_with)
+        elems = _pytree.unflatten(treedef, leaves)
     law_fn = fn  # the law is checked on the caller's combine, before segmenting it
     if reset is not None:
         from . import _segments
@@ -223,11 +252,18 @@ def associative_scan(
     else:
         if ident is None and isinstance(fn, Monoid) and chosen in ("dask", "reference", "generic"):
             plan.identity = _monoid_identity(fn, leaves, ax)
-        out = _backends.BACKENDS[chosen].run(plan)
+        with _jit.user_code(
+            f"combine {_validate.name_of(fn)!r}",
+            "a Monoid's combine takes 2k scalars and returns k of them, using only what numba "
+            "supports (math, arithmetic, if)",
+        ):
+            out = _backends.BACKENDS[chosen].run(plan)
     if reset is not None:
         out = out[1:]  # the flags
     if given is not None:
         out = _half.narrow(out, given, kind)
+    if mask is not None:
+        out = _masked.remask(out, mask)
     return _pytree.unflatten(treedef, out)
 
 
@@ -286,10 +322,32 @@ def _check_monoid(m: Monoid, leaves: Leaves, paths: Sequence[str]) -> None:
         )
     np_dtype = _validate.np_dtype(dtype)
     if np_dtype is None or not m.accepts(np_dtype):
+        cast = ".to(torch.float64)" if str(dtype).startswith("torch.") else ".astype(np.float64)"
+        if "f" not in m.kinds and "i" in m.kinds:
+            cast = ".to(torch.int64)" if cast.startswith(".to") else ".astype(np.int64)"
         raise TypeError(
             f"monoid {m.name!r} cannot combine elems of dtype {dtype}; it accepts "
-            f"{_kinds_text(m.kinds)}: cast elems first (e.g. .astype(np.float64))"
+            f"{_kinds_text(m.kinds)}: cast elems first (e.g. elems{cast})"
         )
+
+
+def _check_monoid_identity(m: Monoid, given: Leaves, leaves: Leaves, ax: int) -> None:
+    """Refuse an ``identity=`` that is not the monoid's own identity."""
+    own = _monoid_identity(m, leaves, ax)
+    for g, o in zip(given, own):
+        g_np = np.asarray(g.detach().cpu() if hasattr(g, "detach") else g, dtype=np.float64)
+        o_np = np.asarray(o.detach().cpu() if hasattr(o, "detach") else o, dtype=np.float64)
+        same = np.array_equal(g_np, o_np, equal_nan=True)
+        if not same:
+            flat = g_np.ravel()
+            value = flat[0].item() if flat.size and np.all(flat == flat[0]) else g_np.tolist()
+            dtype = _validate.np_dtype(leaves[0].dtype)
+            mine = [np.asarray(v, dtype=dtype).item() for v in m.identity(dtype)]
+            raise ValueError(
+                f"identity={value!r} is not the identity of monoid {m.name!r} "
+                f"({', '.join(map(repr, mine))}), which every method uses; drop identity=, "
+                "or to start the scan from a value, put it in front of elems"
+            )
 
 
 def _kinds_text(kinds: str) -> str:

@@ -51,7 +51,7 @@ import numpy as np
 from numba import njit, prange
 
 from .. import _jit, threads
-from ..arrays import as_numpy
+from ..arrays import plain
 
 __all__ = [
     "MORTON_BITS",
@@ -218,11 +218,11 @@ def _extent(p: Any, a: int, b: int, lo: Any, hi: Any, bad: Any) -> None:
 
 # ------------------------------------------------------------ validation
 def _points(points: Any) -> np.ndarray:
-    a = np.asarray(as_numpy(points))
+    a = plain("points", points)
     if a.dtype.kind not in "fiu":
         raise TypeError(f"points has dtype {a.dtype}: pass real coordinates (float32 or float64)")
     if a.dtype not in (np.float32, np.float64):
-        a = a.astype(np.float32 if a.dtype == np.float16 else np.float64)
+        a = a.astype(np.float32 if a.dtype.kind == "f" else np.float64)
     if a.ndim != 2 or a.shape[1] not in MORTON_BITS:
         raise ValueError(
             f"points has shape {a.shape}: Morton keys take (n, 2) or (n, 3) points "

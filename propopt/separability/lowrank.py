@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from ..arrays import plain
+
 __all__ = ["LowRank", "MatvecOperator", "low_rank"]
 
 ERROR_PROBES = 10
@@ -211,15 +213,24 @@ def _operator(M: Any) -> tuple[Callable, Callable, tuple[int, int], _Ops]:
         return mm, rm, (int(shape[0]), int(shape[1])), _Ops(None, dt)
     torch = _torch_of(M)
     if torch is None:
-        M = np.asarray(M)
+        M = plain("M", M)  # bfloat16 (ml_dtypes) as float32; masked arrays refused
         if M.dtype.kind not in "biuf":
             raise TypeError(f"M.dtype={M.dtype}: low_rank takes real numeric matrices")
-        if M.dtype.kind != "f":
+        if M.dtype.kind == "f" and M.dtype.itemsize < 4:
+            M = M.astype(np.float32)  # factored in float32: no half-precision LAPACK
+        elif M.dtype.kind != "f":
             M = M.astype(np.float64)
         ops = _Ops(None, M.dtype)
     else:
+        if M.requires_grad:
+            raise ValueError(
+                "M requires grad, but low_rank does not differentiate through the "
+                "factorization; pass M.detach()"
+            )
         if M.is_complex() or not M.is_floating_point():
             M = M.to(torch.float64)
+        elif M.dtype in (torch.float16, torch.bfloat16):
+            M = M.to(torch.float32)  # factored in float32: no half-precision QR or SVD
         ops = _Ops(torch, M.dtype, M.device)
     if M.ndim != 2:
         raise ValueError(f"M.ndim={M.ndim}: M must be a 2-D matrix (shape {tuple(M.shape)})")
@@ -270,8 +281,11 @@ def low_rank(
     Parameters
     ----------
     M : array (m, n), torch tensor, or operator
-        A numpy array (float32 stays float32, integers become float64), a torch
-        tensor (the factors are torch tensors on its device), or an object with
+        A numpy array (float32 stays float32, integers become float64; float16
+        and bfloat16 are factored in float32, and the factors are float32), a
+        torch tensor (the factors are torch tensors on its device; one that
+        requires grad is refused: the factorization is not differentiated), or
+        an object with
         ``shape``, ``matvec(x)`` and ``rmatvec(y)`` that accept blocks of vectors
         (``x`` of shape ``(n, k)``), such as :class:`MatvecOperator` or a
         ``scipy.sparse.linalg.LinearOperator`` (its ``matmat``/``rmatmat`` are

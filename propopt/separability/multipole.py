@@ -30,7 +30,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .. import threads
-from ..arrays import as_numpy, per_point
+from ..arrays import per_point, plain
 from . import _kernels as K
 
 __all__ = ["Moments", "RawMoments", "merge_moments", "moments"]
@@ -67,7 +67,7 @@ class RawMoments(NamedTuple):
 
 
 def _points(name: str, x: Any) -> np.ndarray:
-    a = np.asarray(as_numpy(x), dtype=np.float64)
+    a = plain(name, x).astype(np.float64, copy=False)
     if a.ndim == 1 and a.shape[0] == 3:
         a = a[None, :]
     if a.ndim != 2 or a.shape[1] != 3:

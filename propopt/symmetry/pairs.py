@@ -346,7 +346,12 @@ def pairwise_sum(
     if m == 0 or n == 0:
         out = np.zeros((m, k))
     else:
-        out = BACKENDS[key].run(plan)
+        with _jit.user_code(
+            f"kernel={getattr(kernel, '__name__', kernel)!r}",
+            "it must return a float, or a tuple of floats of one length, on every branch, "
+            "using only what numba supports (math, arithmetic, if)",
+        ):
+            out = BACKENDS[key].run(plan)
     out = out.astype(X.dtype, copy=False)
     return out[:, 0] if scalar else out
 
