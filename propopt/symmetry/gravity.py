@@ -163,7 +163,7 @@ def direct_gravity(
     pos : array (n, 3)
         Source positions, float32 or float64.
     mass : array (n,) or scalar, optional
-        Masses (1 by default).
+        Finite masses (1 by default).
     eps : float or array (n,)
         Plummer softening length, ``>= 0``, one for all or one per body; a
         pair is softened with ``eps_ij^2 = (eps_i^2 + eps_j^2) / 2``
@@ -199,11 +199,24 @@ def direct_gravity(
     pot : ndarray (n,) or (m,)
         In the dtype of ``pos`` (float64 accumulation).
 
+    Raises
+    ------
+    OverflowError
+        When the field is beyond the range of the result's dtype (two unit
+        masses 1e-200 apart): never an ``inf`` or NaN.
+
     Notes
     -----
     ``n(n-1)/2`` pair evaluations (about 20 flops each) on numba threads;
     with targets ``m n``.  The total momentum ``sum_i m_i a_i`` vanishes up
     to rounding (the tests check it).
+
+    The sum runs in exact units: positions and softening lengths divided by
+    a power of two at least the spread of the points, masses by one near the
+    largest, and the results multiplied back (an ``O(n)`` pass).  So bodies
+    1e-110 or 1e110 apart get their field (``1e220``, ``1e-220``) where
+    ``r^3`` or ``r^2`` would overflow in the user's units, and any other
+    input gets the same bits as without the scaling.
 
     Examples
     --------
@@ -226,47 +239,132 @@ def direct_gravity(
     e = _lengths("eps", eps, X.shape[0])
     if not (isinstance(G, (int, float, np.floating, np.integer)) and math.isfinite(G)):
         raise ValueError(f"G={G!r}: must be a finite number")
-    if mass is not None and np.ndim(mass) == 1 and len(mass) != X.shape[0]:
-        raise ValueError(f"mass has shape {np.shape(mass)}: must be ({X.shape[0]},), one per body")
+    m = _masses(mass, X.shape[0])
     T = None if targets is None else points("targets", _maybe_host(targets), 3)
     if T is None and target_eps is not None:
         raise ValueError("target_eps is given without targets: pass targets=, or leave it out")
     te = None if T is None or target_eps is None else _lengths("target_eps", target_eps, len(T))
     spline = softening == "spline"
     per_point = spline or e is not None or (T is not None and target_eps is not None)
+    e_all = np.full(X.shape[0], float(eps)) if e is None else e
+    t_all = None
+    if T is not None:
+        if te is not None:
+            t_all = te
+        else:
+            t_eps = (
+                float(target_eps) if target_eps is not None else (float(eps) if e is None else 0.0)
+            )
+            t_all = np.full(len(T), t_eps)
+    # exact units: lengths of 2**lexp, masses of 2**mexp (see _units)
+    lexp, mexp = _units(X, T, e_all, t_all, m)
+    X = np.ldexp(X, -lexp).astype(X.dtype, copy=False)
+    T = None if T is None else np.ldexp(T, -lexp).astype(T.dtype, copy=False)
+    e_all = np.ldexp(e_all, -lexp)
     if per_point:
         # each point's eps^2 (Plummer) or h (spline) rides along as a 4th column
         power = 1 if spline else 2
-        e_all = np.full(X.shape[0], float(eps)) if e is None else e
         X = np.column_stack([X, (e_all**power).astype(X.dtype)])
         if T is not None:
-            if te is not None:
-                t_all = te
-            else:
-                t_eps = (
-                    float(target_eps)
-                    if target_eps is not None
-                    else (float(eps) if e is None else 0.0)
-                )
-                t_all = np.full(len(T), t_eps)
+            t_all = np.ldexp(t_all, -lexp)
             T = np.column_stack([T, (t_all**power).astype(T.dtype)])
     res = pairwise_sum(
         spline_per_body if spline else (plummer_per_body if per_point else plummer),
         X,
-        mass,
+        np.ldexp(m, -mexp),
         symmetry=GRAVITY_SYMMETRY,
-        args=() if per_point else (float(eps) ** 2,),
+        args=() if per_point else (float(e_all[0]) ** 2 if len(e_all) else 0.0,),
         targets=T,
         method=method,
         device=device,
         tile=tile,
     )
-    acc = np.ascontiguousarray(res[:, :3])
-    pot = np.ascontiguousarray(res[:, 3])
-    if G != 1.0:
-        acc *= G
-        pot *= G
-    return acc, pot
+    return _unscale(res, X.dtype, G, lexp, mexp, "pos" if T is None else "targets")
+
+
+def _masses(mass: Any, n: int) -> np.ndarray:
+    """``(n,)`` float64 finite masses (ones for ``None``), errors naming ``mass``."""
+    if mass is None:
+        return np.ones(n)
+    a = np.asarray(mass)
+    if a.dtype.kind not in "fiub":
+        raise TypeError(f"mass has dtype {a.dtype}: pass real numbers")
+    if a.ndim == 0:
+        if not math.isfinite(float(a)):
+            raise ValueError(f"mass={a.item()!r}: the mass must be a finite number")
+        return np.full(n, float(a))
+    if a.shape != (n,):
+        raise ValueError(f"mass has shape {a.shape}: must be ({n},), one per body (or a scalar)")
+    a = a.astype(np.float64, copy=False)
+    bad = ~np.isfinite(a)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ValueError(f"mass[{i}] = {a[i]}: masses must be finite (fix or drop body {i})")
+    return np.ascontiguousarray(a)
+
+
+def _exponent(x: float) -> int:
+    """``e`` with ``x < 2**e`` (0 for 0): a power of two at least ``x``."""
+    return int(np.frexp(x)[1]) if x > 0 else 0
+
+
+def _units(
+    X: np.ndarray, T: np.ndarray | None, e: np.ndarray, te: np.ndarray | None, m: np.ndarray
+) -> tuple[int, int]:
+    """Exponents of the units of the sum: lengths ``2**lexp``, masses ``2**mexp``.
+
+    ``2**lexp`` exceeds the side of the cube around every source and target
+    and every softening length, so that in these units no ``r^2`` can
+    overflow (bodies 1e110 apart) and ``r^-3`` underflows or overflows only
+    for pairs closer than about 1e-100 of the spread (not two bodies 1e-110
+    apart).  Dividing by a power of two is exact, so for every ordinary
+    input the result has the same bits as the sum in the user's units.  An
+    ``O(n)`` pass.
+    """
+    lo, hi = np.full(3, np.inf), np.full(3, -np.inf)
+    for P in (X, T):
+        if P is not None and P.shape[0]:
+            lo = np.minimum(lo, P[:, :3].min(axis=0))
+            hi = np.maximum(hi, P[:, :3].max(axis=0))
+    # half the side: hi - lo itself may overflow
+    half = float((0.5 * hi - 0.5 * lo).max()) if np.isfinite(lo).all() else 0.0
+    for v in (e, te):
+        if v is not None and v.size:
+            half = max(half, 0.5 * float(v.max()))
+    big = float(np.abs(m).max()) if m.size else 0.0
+    return _exponent(half) + 1 if half > 0 else 0, _exponent(big) - 1 if big > 0 else 0
+
+
+def _power(e: int) -> str:
+    """``2**e`` for a message: ``'1.0e+10'``, or ``'2**1100'`` beyond float64."""
+    return f"{math.ldexp(1.0, e):.1e}" if -1070 < e < 1020 else f"2**{e}"
+
+
+def _unscale(
+    res: np.ndarray, dtype: np.dtype, G: float, lexp: int, mexp: int, where: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """``res`` (field and potential in the units of :func:`_units`, G = 1) in the user's units.
+
+    ``G = g 2**ge`` with ``1/2 <= |g| < 1``, so that ``res * g`` cannot overflow
+    and the rest is an exact power of two.  A field beyond ``dtype`` is an
+    ``OverflowError``, not inf or NaN.
+    """
+    g, ge = np.frexp(float(G))
+    r = np.asarray(res, np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        acc = np.ldexp(r[:, :3] * g, mexp - 2 * lexp + int(ge)).astype(dtype)
+        pot = np.ldexp(r[:, 3] * g, mexp - lexp + int(ge)).astype(dtype)
+    bad = ~(np.isfinite(acc).all(axis=1) & np.isfinite(pot))
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise OverflowError(
+            f"the field at {where}[{i}] overflows {np.dtype(dtype).name}: bodies about "
+            f"{_power(lexp)} apart with masses up to {_power(mexp + 1)} (G={G}) pull harder "
+            f"than {np.finfo(dtype).max:.1e}, or two bodies are closer than "
+            f"{'1e-12' if dtype == np.float32 else '1e-100'} of that spread; express "
+            f"positions and masses in larger units{' or pass float64' * (dtype == np.float32)}"
+        )
+    return np.ascontiguousarray(acc), np.ascontiguousarray(pot)
 
 
 def _maybe_host(x: Any) -> Any:

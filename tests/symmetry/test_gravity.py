@@ -114,3 +114,92 @@ def test_spline_softening_against_its_definition_and_newton_outside():
         assert a[1, 0] == pytest.approx(-frac / r**2, rel=1e-12)
     with pytest.raises(ValueError, match="softening='gauss' is not one of 'plummer', 'spline'"):
         direct_gravity(np.zeros((2, 3)), softening="gauss")
+
+
+def _pairwise(pos, mass, eps2, targets=None):
+    """Plain float64 double loop: ``sum_j m_j d / (|d|^2 + eps2)^1.5``, ``-sum_j m_j / s``."""
+    pos = np.asarray(pos, np.float64)
+    T = pos if targets is None else np.asarray(targets, np.float64)
+    acc, pot = np.zeros((len(T), 3)), np.zeros(len(T))
+    for i, t in enumerate(T):
+        for j, x in enumerate(pos):
+            if targets is None and i == j:
+                continue
+            d = x - t
+            s2 = d @ d + eps2
+            if s2 > 0:
+                acc[i] += mass[j] * d / s2**1.5
+                pot[i] -= mass[j] / s2**0.5
+    return acc, pot
+
+
+@pytest.mark.parametrize("sep", [1e-110, 1e-150, 1e110, 1e150])
+def test_two_bodies_at_extreme_separations(sep):
+    # r^3 = 1e-330 underflows and r^2 = 1e220 overflows in the user's units; the
+    # field itself (1 / sep^2) is an ordinary float64 number
+    pos = np.array([[0.0, 0.0, 0.0], [sep, 0.0, 0.0]])
+    want = 1.0 / sep / sep
+    for method in ("halved", "full", "reference"):
+        acc, pot = direct_gravity(pos, np.ones(2), method=method)
+        np.testing.assert_allclose(acc[:, 0], [want, -want], rtol=1e-15)
+        assert np.array_equal(acc[:, 1:], np.zeros((2, 2)))
+        np.testing.assert_allclose(pot, [-1 / sep, -1 / sep], rtol=1e-15)
+    acc, pot = direct_gravity(pos[:1], np.ones(1), targets=pos[1:] * 0.5, eps=sep)
+    np.testing.assert_allclose(acc[0, 0], -0.5 / (1.25**1.5 * sep * sep), rtol=1e-14)
+
+
+@pytest.mark.parametrize("scale", [1e-150, 1e-100, 1e100, 1e150])
+@pytest.mark.parametrize("softening", ["plummer", "spline"])
+def test_any_scale_is_the_unit_scale_field(scale, softening):
+    rng = np.random.default_rng(7)
+    pos, m, eps = rng.normal(size=(40, 3)), rng.uniform(0.5, 1.5, 40), rng.uniform(0, 0.2, 40)
+    tgt = rng.normal(size=(7, 3))
+    mass_scale = 1e-200 if scale < 1 else 1e200  # keeps the field inside float64
+    a1, p1 = direct_gravity(pos, m, eps=eps, softening=softening)
+    a, p = direct_gravity(pos * scale, m * mass_scale, eps=eps * scale, softening=softening)
+    f = scale * scale / mass_scale
+    np.testing.assert_allclose(a * f, a1, rtol=1e-12, atol=1e-12 * np.abs(a1).max())
+    np.testing.assert_allclose(p * scale / mass_scale, p1, rtol=1e-12)
+    if softening == "plummer":  # one length: against the plain double loop
+        a0, p0 = _pairwise(pos, m, 0.01)
+        a, p = direct_gravity(pos * scale, m * mass_scale, eps=0.1 * scale)
+        np.testing.assert_allclose(a * f, a0, rtol=1e-12, atol=1e-12 * np.abs(a0).max())
+        a0, p0 = _pairwise(pos, m, 0.01, tgt)
+        a, p = direct_gravity(pos * scale, m * mass_scale, eps=0.1 * scale, targets=tgt * scale)
+        np.testing.assert_allclose(a * f, a0, rtol=1e-12, atol=1e-12 * np.abs(a0).max())
+        np.testing.assert_allclose(p * scale / mass_scale, p0, rtol=1e-12)
+
+
+def test_scaling_keeps_the_bits_of_ordinary_inputs():
+    # dividing by a power of two is exact: unit-scale inputs give the same bits as
+    # the unscaled sum, which the G = 1 plain loop reproduces to rounding
+    rng = np.random.default_rng(8)
+    pos, m = rng.normal(size=(50, 3)), rng.uniform(0.5, 1.5, 50)
+    a, p = direct_gravity(pos * 1024.0, m * 64.0, eps=0.5)
+    a1, p1 = direct_gravity(pos, m, eps=0.5 / 1024.0)
+    assert np.array_equal(a * 1024.0**2 / 64.0, a1) and np.array_equal(p * 1024.0 / 64.0, p1)
+
+
+def test_a_field_beyond_the_dtype_is_an_overflow_error():
+    with pytest.raises(OverflowError, match=r"the field at pos\[0\] overflows float64"):
+        direct_gravity(np.array([[0.0, 0.0, 0.0], [1e-200, 0.0, 0.0]]))
+    with pytest.raises(OverflowError, match=r"overflows float32: .* or pass float64"):
+        direct_gravity(np.array([[0.0, 0.0, 0.0], [1e-20, 0.0, 0.0]], np.float32))
+    with pytest.raises(OverflowError, match=r"the field at targets\[0\] overflows float64"):
+        direct_gravity(np.zeros((1, 3)), targets=np.array([[1e-200, 0.0, 0.0]]))
+    # G = 1e300 with a field of 1e-10 is 1e290: G is applied without overflowing
+    acc, _ = direct_gravity(np.array([[0.0, 0.0, 0.0], [1e5, 0.0, 0.0]]), G=1e300)
+    assert acc[0, 0] == pytest.approx(1e290, rel=1e-15)
+
+
+@pytest.mark.parametrize(
+    ("mass", "msg"),
+    [
+        (np.array([1.0, 1.0, np.nan]), r"mass\[2\] = nan: masses must be finite \(fix or drop"),
+        (np.array([1.0, np.inf, 1.0]), r"mass\[1\] = inf: masses must be finite"),
+        (float("nan"), r"mass=nan: the mass must be a finite number"),
+    ],
+)
+def test_bad_mass_names_the_argument(mass, msg):
+    with pytest.raises(ValueError, match=msg):
+        direct_gravity(np.eye(3), mass)
