@@ -20,7 +20,7 @@ import numpy as np
 from numba.extending import register_jitable
 
 from .. import _dispatch, threads
-from ..arrays import points
+from ..arrays import plain, points
 from .pairs import METHODS, Symmetry, _check_method, pairwise_sum
 
 GRAVITY_SYMMETRY: tuple[Symmetry, ...] = (
@@ -286,7 +286,7 @@ def _masses(mass: Any, n: int) -> np.ndarray:
     """``(n,)`` float64 finite masses (ones for ``None``), errors naming ``mass``."""
     if mass is None:
         return np.ones(n)
-    a = np.asarray(mass)
+    a = plain("mass", mass)
     if a.dtype.kind not in "fiub":
         raise TypeError(f"mass has dtype {a.dtype}: pass real numbers")
     if a.ndim == 0:
