@@ -101,6 +101,36 @@ def load_snapshot(path: str) -> dict[str, Any]:
         return {k: z[k] for k in z.files}
 
 
+def _check_resume(snap: dict[str, Any], steps: int, **params: Any) -> None:
+    """A resumed run must go on with its snapshot's parameters, up to a later step.
+
+    Anything else would not be the run the snapshot belongs to: a one-line
+    ``ValueError`` naming the argument, both values and the fix.  Parameters a
+    snapshot does not hold (written by an older version) are not checked.
+    """
+    for name, val in params.items():
+        if name not in snap:
+            continue
+        saved = snap[name]
+        same = (
+            str(saved) == str(val)
+            if saved.dtype.kind in "US"
+            else np.shape(saved) == np.shape(val) and bool(np.all(saved == np.asarray(val)))
+        )
+        if not same:
+            was = saved.item() if saved.ndim == 0 else saved.tolist()
+            raise ValueError(
+                f"{name}={val!r} differs from the snapshot's {name}={was!r}: resume with "
+                f"{name}={was!r} to continue that run (or start a new run from its pos and vel)"
+            )
+    done = int(snap["step"])
+    if steps < done:
+        raise ValueError(
+            f"steps={steps} is below the snapshot's step {done}: steps counts the whole run, "
+            f"so pass steps >= {done} (the snapshot's step plus the steps still to go)"
+        )
+
+
 def leapfrog(
     pos: Any = None,
     vel: Any = None,
@@ -145,6 +175,9 @@ def leapfrog(
     resume : str, optional
         A snapshot file or folder (its latest snapshot) to continue from: the
         continued run is the same as an uninterrupted one, bit for bit.
+        ``dt``, ``eps``, ``softening``, ``method``, ``theta`` and ``quadrupole``
+        must be the snapshot's and ``steps`` at least its step (else a
+        ``ValueError``).
     progress : bool
         Show a progress bar (tqdm if installed).
 
@@ -183,6 +216,8 @@ def leapfrog(
         s = load_snapshot(resume)
         x, v, m, acc, pot = s["pos"], s["vel"], s["mass"], s["acc"], s["pot"]
         t, step = float(s["t"]), int(s["step"])
+        _check_resume(s, steps, dt=dt, eps=eps, method=method, softening=softening,
+                      theta=theta, quadrupole=quadrupole)  # fmt: skip
         for k in _DIAG:
             diag[k] = list(s["diag_" + k])
     else:
@@ -212,7 +247,7 @@ def leapfrog(
         np.savez(
             os.path.join(snapshot_dir, f"snap_{step:08d}.npz"),  # type: ignore[arg-type]
             pos=x, vel=v, mass=m, acc=acc, pot=pot, t=t, step=step, dt=dt, eps=eps,
-            softening=softening, theta=theta, method=method, **extra,
+            softening=softening, theta=theta, quadrupole=quadrupole, method=method, **extra,
         )  # fmt: skip
 
     if acc is None:

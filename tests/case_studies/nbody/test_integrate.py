@@ -80,3 +80,30 @@ def test_errors(ic, kwargs, msg):
 def test_resume_missing(tmp_path):
     with pytest.raises(FileNotFoundError, match="no snap_"):
         leapfrog(dt=0.1, steps=1, resume=str(tmp_path))
+
+
+@pytest.mark.parametrize(
+    ("change", "msg"),
+    [
+        (dict(dt=0.02), r"dt=0.02 differs from the snapshot's dt=0.01: resume with dt=0.01"),
+        (dict(eps=0.1), r"eps=0.1 differs from the snapshot's eps=0.05: resume with eps=0.05"),
+        (
+            dict(method="direct"),
+            r"method='direct' differs from the snapshot's method='tree': resume with "
+            r"method='tree'",
+        ),
+        (dict(theta=0.5), r"theta=0.5 differs from the snapshot's theta=0.7"),
+        (dict(softening="spline"), r"softening='spline' differs from the snapshot's"),
+        (dict(quadrupole=False), r"quadrupole=False differs from the snapshot's quadrupole=True"),
+        (dict(steps=3), r"steps=3 is below the snapshot's step 4: .* pass steps >= 4"),
+    ],
+)
+def test_resume_refuses_other_parameters(ic, tmp_path, change, msg):
+    x, v, m = ic
+    d = str(tmp_path / "snaps")
+    leapfrog(x[:30], v[:30], m[:30], dt=0.01, steps=4, eps=0.05, snapshot_dir=d,
+             snapshot_every=4)  # fmt: skip
+    kw = dict(dt=0.01, steps=6, eps=0.05) | change
+    with pytest.raises(ValueError, match=msg):
+        leapfrog(resume=d, **kw)
+    assert leapfrog(resume=d, dt=0.01, steps=4, eps=0.05).step == 4  # nothing left to do
