@@ -63,12 +63,22 @@ def top_k_dask_array(
     """Top-k of a 1-D dask array: ``(values, indices)`` as NumPy arrays, best first.
 
     Computed with the current dask scheduler (a ``distributed.Client`` if
-    one is active).  Equal to ``propopt.topk(x.compute(), k)``.
+    one is active).  Equal to ``propopt.topk(x.compute(), k)``.  Masked
+    entries (``dask.array.ma``) are never selected.  ``k = 0`` gives empty
+    arrays.
     """
     import dask
+    import dask.array as da
 
-    if getattr(x, "ndim", None) != 1:
-        raise ValueError(f"x must be a 1-D dask array, got {type(x).__name__} of shape {x.shape}")
+    if not isinstance(x, da.Array):
+        raise TypeError(
+            f"x is a {_type_name(x)}, not a dask array; for an in-memory array call "
+            "propopt.topk(x, k), or wrap it with dask.array.from_array(x, chunks=...)"
+        )
+    if x.ndim != 1:
+        raise ValueError(
+            f"x must be a 1-D dask array, got shape {x.shape}; flatten it first (x.ravel())"
+        )
     if any(np.isnan(c) for c in x.chunks[0]):
         raise ValueError("x has unknown chunk sizes; call x.compute_chunk_sizes() first")
     pp.TopK.empty(k, x.dtype, largest, nan=nan)  # validate here, not on a worker
@@ -80,6 +90,10 @@ def top_k_dask_array(
     ]
     total = _tree(leaves, _merge_many, split_every).compute()
     return total.result()
+
+
+def _type_name(x: Any) -> str:
+    return f"{type(x).__module__.split('.')[0]}.{type(x).__name__}"
 
 
 def _partition(df: Any, part: int, k: int, score: str, largest: bool, nan: str) -> tuple[Any, Any]:
@@ -116,6 +130,12 @@ def top_k_dask_dataframe(
     """
     import dask
 
+    if not (hasattr(df, "to_delayed") and hasattr(df, "npartitions")):
+        raise TypeError(
+            f"df is a {_type_name(df)}, not a dask dataframe; wrap it with "
+            "dask.dataframe.from_pandas(df, npartitions=...), or for in-memory data call "
+            f"propopt.topk(df[{score!r}].to_numpy(), k) and take those rows"
+        )
     if score not in df.columns:
         raise ValueError(
             f"df has no column {score!r} (columns: {', '.join(map(str, df.columns))}); "

@@ -111,7 +111,7 @@ def top_k_chunks(
     chunks : iterable of structured arrays or DataFrames
         Read once, lazily; each has a ``score`` column (one dtype throughout).
     k : int
-        How many rows (>= 1).
+        How many rows (>= 0).
     score : str
         Name of the score column.
     largest, nan

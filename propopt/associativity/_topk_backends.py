@@ -22,6 +22,7 @@ import numpy as np
 
 from .. import _dispatch
 from . import _topk_reference
+from ._topk_checks import torch_gather, torch_numpy
 from ._topk_threads import best_positions
 
 
@@ -159,9 +160,8 @@ def _topk_torch_cpu(
 ) -> tuple[Any, Any]:
     import torch
 
-    xd = x.detach()
-    view = xd.float().numpy() if xd.dtype == torch.bfloat16 else xd.numpy()
+    view = torch_numpy(x)
     idx = torch.from_numpy(
         np.ascontiguousarray(_positions(view, k, ax, largest, nanbig, method, ordered))
     )
-    return torch.gather(x, ax, idx), idx
+    return torch_gather(x, ax, idx), idx

@@ -40,6 +40,7 @@ import numpy as np
 from numba import cuda, uint64
 
 from ._cuda import small_grids
+from ._topk_checks import torch_gather
 
 #: Threads per block of every kernel.
 THREADS = 256
@@ -466,11 +467,14 @@ def topk(
     kk = min(k, n)
     if n == 0 or rows == 0:
         idx = torch.empty(lead + (kk,), dtype=torch.int64, device=t.device)
-        return torch.gather(t, ax, idx.movedim(-1, ax)), idx.movedim(-1, ax)
+        return torch_gather(t, ax, idx.movedim(-1, ax)), idx.movedim(-1, ax)
     x2 = xm.reshape(rows, n)
     is_float = x2.dtype.is_floating_point
-    if x2.dtype in (torch.float16, torch.bfloat16):
+    if is_float and x2.element_size() < 4:  # float16, bfloat16, float8: exact
         x2 = x2.float()
+    elif x2.dtype == getattr(torch, "uint64", None):
+        # order preserving, as for NumPy: flip the top bit (a cast would wrap)
+        x2 = x2.view(torch.int64).bitwise_xor(torch.iinfo(torch.int64).min)
     elif x2.dtype in (torch.bool, torch.uint8, torch.int8, torch.int16):
         x2 = x2.to(torch.int32)
     elif not is_float and x2.dtype not in (torch.int32, torch.int64):
@@ -490,4 +494,4 @@ def topk(
         if ordered and pos.shape[1] > 1:
             pos = order(pos, torch.as_tensor(keys, device=t.device).view(torch.int64))
     idx = pos.reshape(lead + (pos.shape[1],)).movedim(-1, ax)
-    return torch.gather(t, ax, idx), idx
+    return torch_gather(t, ax, idx), idx

@@ -26,8 +26,7 @@ def dumps(
     spans: tuple[tuple[int, int], ...],
 ) -> bytes:
     """The bytes of a summary with these fields (``TopK.to_bytes``)."""
-    dt = dtype.newbyteorder("<")
-    code = dt.str.encode()
+    code, dt = _dtype_code(dtype)
     head = _HEAD.pack(
         _MAGIC,
         _VERSION,
@@ -42,19 +41,57 @@ def dumps(
         + struct.pack("<B", len(code))
         + code
         + struct.pack("<Q", len(scores))
-        + scores.astype(dt).tobytes()
+        + np.ascontiguousarray(scores).view(dt.newbyteorder("=")).astype(dt).tobytes()
         + ids.astype("<i8").tobytes()
         + struct.pack("<Q", len(spans))
-        + np.asarray(spans, "<i8").reshape(-1).tobytes()
+        # an exclusive end may be 2**63 (the last id 2**63 - 1 used): two's complement
+        + np.array([v & _U64 for span in spans for v in span], "<u8").tobytes()
     )
     return body + _CRC.pack(zlib.crc32(body))
+
+
+_U64 = 2**64 - 1
+
+#: ml_dtypes scalar types are written by name: their ``dtype.str`` is ``'<V2'``
+#: (or ``'<f1'``), which NumPy reads back as raw bytes.  Written as the
+#: little-endian unsigned integer of their width, read back through that view.
+_ML_PREFIX = "ml_dtypes."
+
+
+def _dtype_code(dtype: np.dtype) -> tuple[bytes, np.dtype]:
+    """The dtype's code in the header, and the little-endian dtype its bytes are written in."""
+    if dtype.type.__module__.startswith("ml_dtypes"):
+        return (_ML_PREFIX + dtype.name).encode(), np.dtype(f"<u{dtype.itemsize}")
+    dt = dtype.newbyteorder("<")
+    return dt.str.encode(), dt
+
+
+def _dtype_of(code: str) -> tuple[np.dtype, np.dtype]:
+    """The scores' dtype for a header code, and the dtype their bytes were written in."""
+    if code.startswith(_ML_PREFIX):
+        try:
+            import ml_dtypes
+        except ImportError as exc:
+            raise ImportError(
+                f"these TopK bytes hold {code} scores; install ml_dtypes to read them"
+            ) from exc
+        dt = np.dtype(getattr(ml_dtypes, code[len(_ML_PREFIX) :]))
+        return dt, np.dtype(f"<u{dt.itemsize}")
+    dt = np.dtype(code)
+    return dt.newbyteorder("="), dt
 
 
 def loads(data: bytes) -> tuple[Any, ...]:
     """Fields of a summary from :func:`dumps` (as ``TopK``'s constructor takes them).
 
-    Corrupted data raise ``ValueError``.
+    Corrupted data raise ``ValueError``; data that are not bytes-like, ``TypeError``.
     """
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        shown = repr(data) if len(repr(data)) <= 40 else repr(data)[:37] + "..."
+        raise TypeError(
+            f"data={shown} is a {type(data).__name__}; TopK.from_bytes takes the bytes "
+            "of TopK.to_bytes() (to read a file, use TopK.load(path))"
+        )
     data = bytes(data)
     if len(data) < _HEAD.size + 1 + _CRC.size:
         raise ValueError(
@@ -83,11 +120,12 @@ def loads(data: bytes) -> tuple[Any, ...]:
         off = _HEAD.size
         (clen,) = struct.unpack_from("<B", body, off)
         off += 1
-        dt = np.dtype(body[off : off + clen].decode())
+        dt, stored_dt = _dtype_of(body[off : off + clen].decode())
         off += clen
         (count,) = struct.unpack_from("<Q", body, off)
         off += 8
-        scores = np.frombuffer(body, dt, count, off).astype(dt.newbyteorder("="))
+        raw = np.frombuffer(body, stored_dt, count, off)
+        scores = raw.astype(stored_dt.newbyteorder("=")).view(dt)
         off += count * dt.itemsize
         ids = np.frombuffer(body, "<i8", count, off).astype(np.int64)
         off += count * 8
@@ -97,12 +135,15 @@ def loads(data: bytes) -> tuple[Any, ...]:
         else:
             (nspans,) = struct.unpack_from("<Q", body, off)
             off += 8
-            flat = np.frombuffer(body, "<i8", 2 * nspans, off).tolist()
+            flat = np.frombuffer(body, "<u8", 2 * nspans, off).tolist()
             off += 16 * nspans
-            spans = tuple(zip(flat[::2], flat[1::2]))
-    except (struct.error, ValueError, TypeError, UnicodeDecodeError) as exc:
+            # back from two's complement; an end of exactly 2**63 stays (ends exceed starts)
+            lows = [v - 2**64 if v >= 2**63 else v for v in flat[::2]]
+            highs = [v - 2**64 if v > 2**63 else v for v in flat[1::2]]
+            spans = tuple(zip(lows, highs))
+    except (struct.error, ValueError, TypeError, UnicodeDecodeError, AttributeError) as exc:
         raise ValueError(f"corrupted TopK bytes: {exc}") from exc
-    if off != len(body) or count > k or k < 1:
+    if off != len(body) or count > k:
         raise ValueError("corrupted TopK bytes: lengths do not match the header")
     if start >= 2**63:
         start -= 2**64

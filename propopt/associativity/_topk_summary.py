@@ -13,7 +13,19 @@ from typing import Any
 import numpy as np
 
 from . import _topk_cpu, _topk_format
-from ._topk_checks import NanPolicy, as_numpy_1d, check_dtype, check_k, check_nan, kernel_view
+from ._topk_checks import (
+    NanPolicy,
+    as_numpy_1d,
+    check_dtype,
+    check_id,
+    check_ids_fit,
+    check_k,
+    check_nan,
+    dtype_name,
+    is_float,
+    kernel_view,
+    mask_of,
+)
 from ._topk_threads import best_positions
 
 
@@ -88,23 +100,27 @@ class TopK:
         Parameters
         ----------
         k : int
-            How many pairs to keep (>= 1).
+            How many pairs to keep (>= 0; a summary with ``k = 0`` holds nothing).
         dtype : dtype
-            Dtype of the scores (bool, integer or float); preserved in results.
+            Dtype of the scores (bool, integer or float, ml_dtypes ``bfloat16``
+            and ``float8_*`` included); preserved in results.
         largest : bool
             Keep the largest scores (else the smallest).
         nan : {'ignore', 'largest'}
             Drop NaN scores, or rank them above every number (torch).
         start : int
             Id of the first score when :meth:`update` numbers scores by
-            position (give each stream its own range to merge them).
+            position (give each stream its own range to merge them).  Ids
+            are int64: an update that would number a score past
+            ``2**63 - 1`` raises instead of wrapping around.
         """
         k = check_k(k)
         dt = check_dtype(dtype)
         check_nan(nan)
         if not isinstance(largest, (bool, np.bool_)):
             raise TypeError(f"largest must be a bool, got {largest!r}")
-        return cls(k, dt, bool(largest), nan, int(start), 0, np.empty(0, dt), np.empty(0, np.int64))
+        start = check_id(start, "start", "the id of the first score")
+        return cls(k, dt, bool(largest), nan, start, 0, np.empty(0, dt), np.empty(0, np.int64))
 
     # ------------------------------------------------------------- feeding
     def update(self, scores: Any, ids: Any = None, *, offset: int | None = None) -> TopK:
@@ -113,32 +129,38 @@ class TopK:
         ``ids`` default to running positions: ``start + (scores seen before)``
         ``+ arange(len(scores))``, or ``offset + arange(len(scores))`` when
         ``offset`` is given (chunks of one stream handed to several
-        summaries, e.g. one per thread).  Explicit ids are int64-compatible integers,
-        one per score.  Once ``k`` pairs are held, the chunk is filtered
-        against the k-th best from its first element, so streaming many
-        chunks costs about what one pass over their concatenation does.
+        summaries, e.g. one per thread).  Explicit ids are int64-compatible
+        integers, one per score.  Positional ids past ``2**63 - 1`` raise.
+        Once ``k`` pairs are held, the chunk is filtered against the k-th
+        best from its first element, so streaming many chunks costs about
+        what one pass over their concatenation does.
+
+        Scores of another dtype are taken when the cast is safe
+        (``np.can_cast(..., 'safe')``); lists, tuples and Python scalars when
+        every value converts exactly (``[1, 2]`` into int8, ``[0.5]`` into
+        float32), else the call raises: nothing is rounded, truncated or
+        wrapped.  Masked entries of a masked array are never selected; they
+        still take their position (an id).
         """
-        if not hasattr(scores, "dtype"):  # a list: take it in this summary's dtype
-            scores = np.asarray(scores, dtype=self.dtype)
-        s = as_numpy_1d(scores, "scores")
+        mask = mask_of(scores)
+        s = as_numpy_1d(_as_scores(scores, self.dtype), "scores")
         if s.dtype != self.dtype:
             if not np.can_cast(s.dtype, self.dtype, "safe"):
                 raise TypeError(
                     f"scores of dtype {s.dtype} do not fit this TopK of dtype {self.dtype}; "
-                    f"cast them (scores.astype(np.{self.dtype.name})) or use "
-                    f"TopK.empty(k, np.{s.dtype.name})"
+                    f"cast them (scores.astype({dtype_name(self.dtype)})) or use "
+                    f"TopK.empty(k, {dtype_name(s.dtype)})"
                 )
             s = s.astype(self.dtype)
         n = s.shape[0]
         if ids is not None and offset is not None:
             raise ValueError("pass ids or offset, not both")
-        if offset is not None and (
-            isinstance(offset, (bool, np.bool_)) or not isinstance(offset, (int, np.integer))
-        ):
-            raise TypeError(
-                f"offset={offset!r}: must be an int (the id of the chunk's first score)"
-            )
+        if offset is not None:
+            offset = check_id(offset, "offset", "the id of the chunk's first score")
+        idv = None  # explicit ids for the kernel; None: positions from first
         if ids is not None:
+            if mask_of(ids) is not None:
+                raise ValueError("ids is a masked array with masked entries; pass one id per score")
             idv = as_numpy_1d(ids, "ids")
             if idv.shape[0] != n:
                 raise ValueError(
@@ -147,34 +169,45 @@ class TopK:
             if idv.dtype.kind not in "iu" or (idv.dtype == np.uint64 and n and idv.max() >= 2**63):
                 raise TypeError(f"ids must be integers that fit int64, got dtype {idv.dtype}")
             idv = idv.astype(np.int64, copy=False)
+        first = self.start + self.n_seen if offset is None else offset
+        if ids is None:
+            check_ids_fit(first, n, "update")
         if n:
-            nanbig = self.nan == "largest"
-            first = self.start + self.n_seen if offset is None else int(offset)
-            if ids is None:
-                spans = _add_span(self._spans, (first, first + n), "update")
-            # once k are held, only pairs beating the k-th best can enter
-            seed = (self._scores[-1], int(self._ids[-1])) if len(self) == self.k else None
-            kernel_ids = None if ids is None else idv
-            if seed is not None and ids is None:
-                if seed[1] > first:
-                    # ids from an offset below the k-th best's: a tie can win
-                    kernel_ids = first + np.arange(n, dtype=np.int64)
-                else:  # the kernel compares positions in the chunk
-                    seed = (seed[0], seed[1] - first)
-            pos, counts = best_positions(
-                s.reshape(1, n), self.k, self.largest, nanbig, kernel_ids, seed
-            )
-            pos = pos[0, : counts[0]]
-            if pos.shape[0]:  # late in a stream most chunks hold no winner
-                cs = s[pos]
-                ci = idv[pos] if ids is not None else first + pos
-                self._scores, self._ids = _merge_sorted_lists(
-                    self._scores, self._ids, cs, ci, self.k, self.largest, nanbig
-                )
-            if ids is None:
+            spans = _add_span(self._spans, (first, first + n), "update") if ids is None else None
+            if mask is not None:  # the unmasked scores, under their own ids
+                keep = ~mask
+                idv = (first + np.arange(n, dtype=np.int64) if idv is None else idv)[keep]
+                s = s[keep]
+            if s.shape[0] and self.k:
+                self._add(s, idv, first)
+            if spans is not None:
                 self._spans = spans
         self.n_seen += n
         return self
+
+    def _add(self, s: np.ndarray, idv: np.ndarray | None, first: int) -> None:
+        """Merge the winners of ``s`` (ids ``idv``, or ``first + position``) into the list."""
+        n = s.shape[0]
+        nanbig = self.nan == "largest"
+        # once k are held, only pairs beating the k-th best can enter
+        seed = (self._scores[-1], int(self._ids[-1])) if len(self) == self.k else None
+        kernel_ids = idv
+        if seed is not None and idv is None:
+            if seed[1] > first:
+                # ids from an offset below the k-th best's: a tie can win
+                kernel_ids = first + np.arange(n, dtype=np.int64)
+            else:  # the kernel compares positions in the chunk (every one >= 0)
+                seed = (seed[0], max(seed[1] - first, -1))
+        pos, counts = best_positions(
+            s.reshape(1, n), self.k, self.largest, nanbig, kernel_ids, seed
+        )
+        pos = pos[0, : counts[0]]
+        if pos.shape[0]:  # late in a stream most chunks hold no winner
+            cs = s[pos]
+            ci = idv[pos] if idv is not None else first + pos
+            self._scores, self._ids = _merge_sorted_lists(
+                self._scores, self._ids, cs, ci, self.k, self.largest, nanbig
+            )
 
     def __reduce__(self) -> tuple[Any, ...]:
         # pickled (dask, multiprocessing) through the checksummed format
@@ -204,7 +237,7 @@ class TopK:
         return (
             self._params() == other._params()
             and self.n_seen == other.n_seen
-            and np.array_equal(self._scores, other._scores, equal_nan=self.dtype.kind == "f")
+            and np.array_equal(self._scores, other._scores, equal_nan=is_float(self.dtype))
             and np.array_equal(self._ids, other._ids)
         )
 
@@ -244,7 +277,11 @@ class TopK:
 
     @classmethod
     def from_bytes(cls, data: bytes) -> TopK:
-        """Rebuild a summary from :meth:`to_bytes`; corrupted data raise ``ValueError``."""
+        """Rebuild a summary from :meth:`to_bytes`; corrupted data raise ``ValueError``.
+
+        ``data`` is bytes-like (``bytes``, ``bytearray``, ``memoryview``); other
+        types raise ``TypeError``.
+        """
         k, dt, largest, nan, start, n_seen, scores, ids, spans = _topk_format.loads(data)
         return cls(k, check_dtype(dt), largest, nan, start, n_seen, scores, ids, spans)
 
@@ -258,6 +295,36 @@ class TopK:
         """Read a summary written by :meth:`save`."""
         with open(path, "rb") as f:
             return cls.from_bytes(f.read())
+
+
+def _as_scores(scores: Any, dtype: np.dtype) -> Any:
+    """Arrays as they are; lists, tuples and scalars in ``dtype`` if every value fits exactly."""
+    if hasattr(scores, "dtype"):
+        return scores
+    try:
+        raw = np.asarray(scores)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(
+            f"scores must be an array or a sequence of numbers, got {type(scores).__name__}"
+        ) from exc
+    if raw.dtype == dtype or raw.dtype.kind not in "biuf":
+        return raw  # the array path accepts or refuses it
+    if np.can_cast(raw.dtype, dtype, "safe"):
+        return raw.astype(dtype)
+    with np.errstate(all="ignore"):
+        cast = raw.astype(dtype)
+        back = cast.astype(raw.dtype)
+    same = back == raw
+    if raw.dtype.kind == "f":
+        same |= np.isnan(raw) & np.isnan(back)
+    if not same.all():
+        bad = raw[~same].ravel()[0]
+        raise TypeError(
+            f"scores hold {bad.item()!r}, which a TopK of dtype {dtype} cannot hold exactly "
+            f"(it would become {cast[~same].ravel()[0].item()!r}); round or clip the scores "
+            f"yourself, or use TopK.empty(k, np.{raw.dtype.name})"
+        )
+    return cast
 
 
 def _merge_sorted_lists(

@@ -18,6 +18,13 @@ study).
 NaN: ignored by default (``nan='ignore'``: a NaN is never among the best);
 ``nan='largest'`` ranks NaN above every number, torch's convention (so NaNs
 come first with ``largest=True`` and last with ``largest=False``).
+
+Masked arrays: a masked entry is never among the best, whatever ``nan``
+(``topk``, ``TopK.update`` and so the dask reductions built on it).  Rows are
+packed (unmasked entries first, in index order) and padded with a value that
+ranks below every real one, so ties still go to the smaller index.  Refusing
+masked arrays was the alternative; dropping the mask, as ``np.asarray``
+does, returned masked values.
 """
 
 from __future__ import annotations
@@ -29,7 +36,16 @@ import numpy as np
 from .. import _dispatch
 from .._validate import axis_in_range
 from ._topk_backends import BACKENDS, METHODS, TopKPlan, choose
-from ._topk_checks import NanPolicy, check_dtype, check_k, check_nan, score_dtype
+from ._topk_checks import (
+    NanPolicy,
+    check_dtype,
+    check_k,
+    check_nan,
+    is_float,
+    mask_of,
+    score_dtype,
+    score_kind,
+)
 from ._topk_summary import TopK, merge_topk
 
 __all__ = ["TopK", "merge_topk", "topk"]
@@ -58,7 +74,11 @@ def topk(
     Parameters
     ----------
     x : numpy.ndarray or torch.Tensor (CPU or CUDA)
-        Bool, integer or float values.
+        Bool, integer or float values (ml_dtypes ``bfloat16``, ``float8_*``
+        and the like included, ranked exactly as their float32 values).  A
+        NumPy masked array never returns a masked entry (like NaN under
+        ``nan='ignore'``); other ndarray subclasses (``np.matrix``, ...) are
+        ranked as their plain-ndarray view and give plain ndarrays.
     k : int
         How many to return (>= 0); ``k > n`` returns all ``n``.  A 0-d ``x``
         is one value, returned as 0-d arrays for ``k`` 0 or 1, as torch does.
@@ -127,12 +147,21 @@ def topk(
             f"x must be a NumPy array or a torch tensor, got {type(x).__name__}; "
             "wrap lists with np.asarray (dask: see case_studies.streaming_topk)"
         )
+    mask = None
+    if kind == _dispatch.NUMPY and type(x) is not np.ndarray:
+        mask = mask_of(x)
+        x = np.asarray(x)  # the plain ndarray (np.matrix indexes differently)
     nd = len(x.shape)
     if nd == 0:
         if axis not in (0, -1) or isinstance(axis, bool):
             raise ValueError(f"axis={axis!r} is out of range for a 0-d x; use 0 or -1")
         if k > 1:
             raise ValueError(f"k={k}: a 0-d x holds one value, so k must be 0 or 1")
+        if mask is not None:
+            raise ValueError(
+                "x is a 0-d masked array whose one value is masked: there is nothing to "
+                "select; unmask it or skip this call"
+            )
         v, i = topk(x.reshape(1), 1, 0, largest, sorted, nan="largest", method=method)
         return _into(out, v.reshape(()), i.reshape(()))
     if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
@@ -143,7 +172,58 @@ def topk(
     check_dtype(score_dtype(x))
     if k == 0:
         return _into(out, *_empty(x, ax))
+    if mask is not None:
+        return _into(out, *_masked(x, mask, k, ax, bool(largest), bool(sorted), nan, method))
     return _into(out, *BACKENDS[backend].run(plan))
+
+
+def _masked(
+    x: np.ndarray,
+    mask: np.ndarray,
+    k: int,
+    ax: int,
+    largest: bool,
+    ordered: bool,
+    nan: str,
+    method: str,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Top-k of the entries of ``x`` where ``mask`` is False (a masked array's data, mask).
+
+    Each row is packed, unmasked entries first in index order (a stable sort
+    of the mask keeps the tie order), and its tail padded with a value below
+    every real one: NaN (ignored, or worst with ``nan='largest'`` and
+    ``largest=False``), else the extreme of a widened dtype.  At most the
+    fewest valid entries of a row are asked for, so padding is never chosen.
+    """
+    xm = np.moveaxis(x, ax, -1)
+    mm = np.moveaxis(mask, ax, -1)
+    floats = is_float(x.dtype)
+    valid = ~mm
+    if floats and nan == "ignore":
+        valid &= ~np.isnan(xm.astype(np.float64))
+    counts = valid.sum(axis=-1)
+    lo, hi = int(counts.min()), int(counts.max())
+    if k > lo and lo != hi:
+        raise ValueError(
+            f"rows of x hold different numbers of unmasked{' non-NaN' if floats else ''} "
+            f"values ({lo} to {hi}) and k={k}: the result would be ragged; pass a k no "
+            f"larger than {lo}, or select row by row"
+        )
+    order = np.argsort(mm, axis=-1, kind="stable")
+    tail = np.take_along_axis(mm, order, -1)
+    packed = np.take_along_axis(xm, order, -1)
+    if floats:
+        packed = packed.astype(np.float64)  # exact for every float dtype taken
+        packed[tail] = -np.inf if (nan == "largest" and largest) else np.nan
+    elif score_kind(x.dtype) == "u" and x.dtype.itemsize == 8:
+        packed = packed.astype(np.uint64)
+        packed[tail] = 0 if largest else np.iinfo(np.uint64).max
+    else:
+        packed = packed.astype(np.int64)
+        packed[tail] = np.iinfo(np.int64).min if largest else np.iinfo(np.int64).max
+    _, at = topk(packed, min(k, lo), -1, largest, ordered, nan=nan, method=method)  # type: ignore[arg-type]
+    idx = np.take_along_axis(order, at, -1)
+    return np.moveaxis(np.take_along_axis(xm, idx, -1), -1, ax), np.moveaxis(idx, -1, ax)
 
 
 def _empty(x: Any, ax: int) -> tuple[Any, Any]:

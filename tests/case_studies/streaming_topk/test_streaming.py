@@ -67,7 +67,7 @@ def test_chunk_without_score_column():
         top_k_chunks([ev, bad], 3, threads=1)
     with pytest.raises(TypeError, match="chunk 0 is a plain array"):
         top_k_chunks([np.ones(3)], 3)
-    with pytest.raises(ValueError, match="k=0: k must be >= 1"):
-        top_k_chunks([ev], 0)
+    with pytest.raises(ValueError, match="k=-1: k must be >= 0"):
+        top_k_chunks([ev], -1)
     with pytest.raises(ValueError, match="chunks is empty"):
         top_k_chunks([], 3)
