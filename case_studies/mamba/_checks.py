@@ -23,6 +23,21 @@ def dtype_name(x: Any) -> str:
     return str(x.dtype).replace("torch.", "")
 
 
+def native(named: dict[str, Any]) -> dict[str, Any]:
+    """The arrays with NumPy ones of non-native byte order (e.g. ``'>f8'``) swapped to native.
+
+    The kernels and torch take native byte order only; a swapped copy gives
+    the same values, as every verb of the library accepts them.
+    """
+    out = {}
+    for name, x in named.items():
+        dt = getattr(x, "dtype", None)
+        if isinstance(x, np.ndarray) and isinstance(dt, np.dtype) and not dt.isnative:
+            x = x.astype(dt.newbyteorder("="))
+        out[name] = x
+    return out
+
+
 def check_arrays(named: dict[str, Any]) -> str:
     """All given arrays are real floats of one library and device; returns the kind."""
     kinds = {}

@@ -47,9 +47,13 @@ def scan(
     acum, h = propopt.associative_scan(propopt.linear_recurrence, (a, b), axis=2, reset=reset)
     if initial_state is not None:
         h0 = initial_state[:, :, None, :]
-        if reset is not None:  # the initial state reaches only the tokens before any start
-            h0 = h0 * (reset.cumsum(2) == 0)
-        h = h + acum * h0
+        if reset is None:
+            h = h + acum * h0
+        else:  # the initial state reaches only the tokens before any start; selected on
+            # both sides of the product, so that neither the values nor the gradients
+            # see 0 * nan (an inf or nan in one sequence stays in it)
+            reach = reset.cumsum(2) == 0
+            h = h + xp.where(reach, acum * xp.where(reach, h0, 0.0), 0.0)
     y = (h * Cx).sum(-1)
     out = y if D is None else y + D[:, None] * u
     if z is not None:

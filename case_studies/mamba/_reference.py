@@ -78,8 +78,8 @@ def reference(
         bt = Bx[..., t if Bx.shape[-1] > 1 else 0]
         ct = Cx[..., t if Cx.shape[-1] > 1 else 0]
         drive = dt * u[:, :, t, None] if scale_b else u[:, :, t, None]
-        if starts is not None:
-            h = xp.where(starts[:, t, None, None], 0 * h, h)
+        if starts is not None:  # selected, not multiplied: 0 * nan is nan
+            h = xp.where(starts[:, t, None, None], 0.0, h)
         h = xp.exp(dt * A) * h + drive * bt
         ys.append((h * ct).sum(-1))
     y = xp.stack(ys, -1) if L else u * 0

@@ -24,7 +24,9 @@ def ssd_reference(x: Any, dt: Any, A: Any, B: Any, C: Any, D: Any = None, z: Any
                   cu_seqlens: Any = None) -> tuple[Any, Any, Any]:  # fmt: skip
     """Sequential scan; returns ``(y, final_states, varlen_states or None)``.
 
-    ``starts`` (batch, L) marks the tokens where the state resets to zero.
+    ``starts`` (batch, L), bool, marks the tokens where the state resets to
+    zero: selected, not multiplied by zero, so that an inf or nan stays in
+    its own sequence (``0 * nan`` is nan).
     """
     xp = array_module(x)
     nb, L, H, P = x.shape
@@ -48,10 +50,11 @@ def ssd_reference(x: Any, dt: Any, A: Any, B: Any, C: Any, D: Any = None, z: Any
     ys = []
     for t in range(L):
         keep = xp.exp(dt[:, t] * A)[:, :, None, None]  # (b, h, 1, 1)
-        if starts is not None:
-            keep = keep * (1 - starts[:, t, None, None, None])
         drive = (dt[:, t, :, None] * x[:, t])[..., None] * Bh[:, t, :, None, :]
-        s = keep * s + drive
+        if starts is None:
+            s = keep * s + drive
+        else:
+            s = xp.where(starts[:, t, None, None, None], drive, keep * s + drive)
         ys.append((s * Ch[:, t, :, None, :]).sum(-1))
         if t in ends:
             at_end[t] = s[0]

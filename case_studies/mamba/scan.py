@@ -157,12 +157,24 @@ def chapter_scan(x: Any, A: Any, B: Any, C: Any, delta: Any, *, method: Method =
     >>> chapter_scan(x, A, B, C, delta)[0, :, 0].round(4).tolist()
     [1.0, 1.6065, 1.9744]
     """
-    for name, v, want in (("x", x, 3), ("delta", delta, 3), ("B", B, 3), ("C", C, 3)):
-        if getattr(v, "ndim", None) != want:
+    # checked here, in the caller's names and layout: the scan sees them transposed
+    named = _checks.native(dict(x=x, A=A, B=B, C=C, delta=delta))
+    _checks.check_arrays(named)
+    x, A, B, C, delta = named.values()
+    for name, v in (("x", x), ("delta", delta), ("B", B), ("C", C)):
+        if v.ndim != 3:
             raise ValueError(
-                f"{name} has shape {tuple(getattr(v, 'shape', ()))}; expected 3 dimensions "
+                f"{name} has shape {tuple(v.shape)}; expected 3 dimensions "
                 "(batch, L, d_model) for x and delta, (batch, L, d_state) for B and C"
             )
+    batch, L, dm = (int(s) for s in x.shape)
+    _checks._want("delta", delta, (batch, L, dm), "(batch, L, d_model) like x")
+    if A.ndim != 2 or A.shape[0] != dm or A.shape[1] < 1:
+        raise ValueError(f"A has shape {tuple(A.shape)}; expected (d_model, d_state) = "
+                         f"({dm}, N) with N >= 1")  # fmt: skip
+    N = int(A.shape[1])
+    _checks._want("B", B, (batch, L, N), "(batch, L, d_state)")
+    _checks._want("C", C, (batch, L, N), "(batch, L, d_state)")
     xs, ds, Bs, Cs = (_swap_last_two(v) for v in (x, delta, B, C))
     out, _ = _dispatch(xs, ds, A, Bs, Cs, None, None, None, False, None, method, scale_b=False)
     return _swap_last_two(out)
@@ -178,9 +190,10 @@ def _dispatch(u: Any, delta: Any, A: Any, B: Any, C: Any, D: Any, z: Any, delta_
               scale_b: bool, starts: np.ndarray | None = None) -> tuple[Any, Any]:  # fmt: skip
     if method not in METHODS:
         raise ValueError(f"method={method!r} is not one of {', '.join(map(repr, METHODS))}")
-    named = dict(u=u, delta=delta, A=A, B=B, C=C, D=D, z=z, delta_bias=delta_bias,
-                 initial_state=initial_state)  # fmt: skip
+    named = _checks.native(dict(u=u, delta=delta, A=A, B=B, C=C, D=D, z=z,
+                                delta_bias=delta_bias, initial_state=initial_state))  # fmt: skip
     kind = _checks.check_arrays(named)
+    u, delta, A, B, C, D, z, delta_bias, initial_state = named.values()
     _checks.check_scan_shapes(u, delta, A, B, C, D, z, delta_bias, initial_state)
     if starts is not None and not starts.any():
         starts = None  # one sequence per row: nothing to reset
@@ -311,8 +324,15 @@ def step(state: Any, x: Any, dt: Any, A: Any, B: Any, C: Any, D: Any = None, z: 
     >>> cache[:, 0, 0, 0].tolist()
     [0.0, 0.0, 1.0]
     """
-    named = dict(state=state, x=x, dt=dt, A=A, B=B, C=C, D=D, z=z, dt_bias=dt_bias)
+    named = _checks.native(dict(state=state, x=x, dt=dt, A=A, B=B, C=C, D=D, z=z,
+                                dt_bias=dt_bias))  # fmt: skip
     kind = _checks.check_arrays(named)
+    x, dt, A, B, C, D, z, dt_bias = (named[k] for k in ("x", "dt", "A", "B", "C", "D", "z",
+                                                        "dt_bias"))  # fmt: skip
+    if kind == "numpy" and not state.flags.writeable:
+        raise ValueError(f"state (shape {state.shape}, {state.dtype}) is read-only, and step "
+                         "writes the new state into it in place: pass a writable array, "
+                         "e.g. state.copy()")  # fmt: skip
     if state.ndim not in (3, 4):
         raise ValueError(f"state has shape {tuple(state.shape)}; expected (batch, dim, d_state) "
                          "(Mamba-1) or (batch, nheads, headdim, dstate) (Mamba-2)")  # fmt: skip

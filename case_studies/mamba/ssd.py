@@ -150,9 +150,10 @@ def ssd_scan(
     """
     if method not in SSD_METHODS:
         raise ValueError(f"method={method!r} is not one of {', '.join(map(repr, SSD_METHODS))}")
-    named = dict(x=x, dt=dt, A=A, B=B, C=C, D=D, z=z, dt_bias=dt_bias,
-                 initial_states=initial_states)  # fmt: skip
+    named = _checks.native(dict(x=x, dt=dt, A=A, B=B, C=C, D=D, z=z, dt_bias=dt_bias,
+                                initial_states=initial_states))  # fmt: skip
     kind = _checks.check_arrays(named)
+    x, dt, A, B, C, D, z, dt_bias, initial_states = named.values()
     nb, L = _check_shapes(x, dt, A, B, C, D, z, dt_bias, initial_states)[:2]
     Q = min(_check_chunk(chunk_size), max(L, 1))  # a chunk longer than the sequence is the sequence
     lo, hi = _check_limit(dt_limit)
@@ -187,11 +188,10 @@ def ssd_scan(
             args["dt_bias"], flags["softplus"], flags["dt_limit"], args["initial_states"],
             starts, state_cu)  # fmt: skip
     else:
-        sf = starts.astype(cdt) if kind == "numpy" else starts.to(cdt)
         y, final, varlen = _ssd_reference.ssd_reference(
             args["x"], args["dt"], args["A"], args["B"], args["C"], args["D"], args["z"],
             args["dt_bias"], flags["softplus"], flags["dt_limit"], args["initial_states"],
-            sf, state_cu)  # fmt: skip
+            starts, state_cu)  # fmt: skip
     y = y.astype(x.dtype, copy=False) if kind == "numpy" else y.to(x.dtype)
     res = [y]
     if return_final_states:
