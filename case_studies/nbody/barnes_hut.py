@@ -30,7 +30,7 @@ import numba
 import numpy as np
 
 from propopt import direct_gravity, morton_order, threads
-from propopt.arrays import count, per_point, points
+from propopt.arrays import count, per_point, plain, points
 from propopt.locality import bounding_box
 from propopt.symmetry import SOFTENINGS
 
@@ -59,6 +59,26 @@ def _check_theta(theta: Any) -> float:
     if not (math.isfinite(theta) and theta >= 0):
         raise ValueError(f"theta={theta!r}: the opening angle must be finite and >= 0")
     return float(theta)
+
+
+def per_body(name: str, v: Any, n: int, default: float, what: str) -> np.ndarray:
+    """``(n,)`` float64 values ``>= 0``, one per body (``default`` for None, a scalar for all).
+
+    :func:`propopt.arrays.per_point`, with the fix in the message of a bad
+    value: ``mass[2] = nan: masses must be finite and >= 0 (fix or drop body 2)``.
+    """
+    a = plain(name, v) if v is not None else None
+    if a is not None and a.dtype.kind in "fiub" and (a.ndim == 0 or a.shape == (n,)):
+        f = a.astype(np.float64)
+        bad = ~np.isfinite(f) | (f < 0)
+        if a.ndim == 0 and bad:
+            raise ValueError(f"{name}={f.item()!r}: {what} must be finite and >= 0")
+        if a.ndim == 1 and bad.any():
+            i = int(np.argmax(bad))
+            raise ValueError(
+                f"{name}[{i}] = {f[i]}: {what} must be finite and >= 0 (fix or drop body {i})"
+            )
+    return per_point(name, v, n, default, what)
 
 
 def _groups(keys: np.ndarray, group_size: int) -> tuple[np.ndarray, np.ndarray, int]:
@@ -191,8 +211,8 @@ class Octree:
             )
         P = points("pos", pos, 3)
         n = P.shape[0]
-        m = per_point("mass", mass, n, 1.0, "masses")
-        e = per_point("eps", eps, n, 0.0, "softening lengths")
+        m = per_body("mass", mass, n, 1.0, "masses")
+        e = per_body("eps", eps, n, 0.0, "softening lengths")
         leaf_size = count("leaf_size", leaf_size)
         dtype = np.result_type(P.dtype, np.asarray(mass).dtype if mass is not None else P.dtype)
         dtype = np.dtype(np.float32) if dtype == np.float32 else np.dtype(np.float64)
@@ -323,7 +343,7 @@ class Octree:
             default = 0.0
             if self.uniform_eps2 is not None:
                 default = float(np.ldexp(self.uniform_eps2**0.5, self.length_exp))
-            te = per_point("target_eps", target_eps, T.shape[0], default, "softening lengths")
+            te = per_body("target_eps", target_eps, T.shape[0], default, "softening lengths")
             torder, tkeys = morton_order(T, return_keys=True) if T.shape[0] else (
                 np.zeros(0, np.int64), np.zeros(0, np.uint64))  # fmt: skip
             tgt = np.empty((4, T.shape[0]))

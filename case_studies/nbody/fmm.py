@@ -50,12 +50,12 @@ import numba
 import numpy as np
 
 from propopt import morton_order, threads
-from propopt.arrays import count, per_point, points
+from propopt.arrays import count, points
 from propopt.separability.expansions import MAX_ORDER, expansion_tables
 
 from . import _fmm
 from ._build import build_topology
-from .barnes_hut import _root_box, _unit_exponent
+from .barnes_hut import _root_box, _unit_exponent, per_body
 
 __all__ = ["LEAF_SIZE", "TOL", "TOL_TABLE", "fmm", "fmm_parameters"]
 
@@ -217,8 +217,8 @@ def fmm(
     """
     P = points("pos", pos, 3)
     n = P.shape[0]
-    m = per_point("mass", mass, n, 1.0, "masses")
-    e = per_point("eps", eps, n, 0.0, "softening lengths")
+    m = per_body("mass", mass, n, 1.0, "masses")
+    e = per_body("eps", eps, n, 0.0, "softening lengths")
     leaf_size = count("leaf_size", leaf_size)
     if not (isinstance(G, (int, float, np.floating, np.integer)) and math.isfinite(G)):
         raise ValueError(f"G={G!r}: must be a finite number")
@@ -248,7 +248,7 @@ def fmm(
         T = points("targets", targets, 3)
         if T.dtype != np.float32:
             dtype = np.float64
-        te = per_point(
+        te = per_body(
             "target_eps", target_eps, T.shape[0],
             float(e[0]) if n and np.all(e == e[0]) else 0.0, "softening lengths",
         )  # fmt: skip

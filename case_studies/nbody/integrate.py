@@ -24,9 +24,9 @@ from typing import Any
 import numpy as np
 
 from propopt import direct_gravity
-from propopt.arrays import per_point, points
+from propopt.arrays import points
 
-from .barnes_hut import THETA, Octree
+from .barnes_hut import THETA, Octree, per_body
 
 __all__ = ["FORCES", "Run", "diagnostics", "leapfrog", "load_snapshot"]
 
@@ -225,7 +225,7 @@ def leapfrog(
         v = np.array(points("vel", vel, 3), dtype=np.float64)
         if v.shape != x.shape:
             raise ValueError(f"vel has shape {v.shape}: must match pos {x.shape}")
-        m = per_point("mass", mass, x.shape[0], 1.0, "masses")
+        m = per_body("mass", mass, x.shape[0], 1.0, "masses")
         t, step = 0.0, 0
         acc = pot = None
 

@@ -124,6 +124,12 @@ def test_parameters_follow_tol():
         (dict(tol="1e-3"), TypeError, "tol='1e-3'"),
         (dict(tol=1e-12), ValueError, "smallest calibrated"),
         (dict(eps=-1.0), ValueError, "eps"),
+        (
+            dict(mass=[1.0, 1.0, np.nan, 1.0]),
+            ValueError,
+            r"mass\[2\] = nan: masses must be finite and >= 0 \(fix or drop body 2\)",
+        ),
+        (dict(eps=[0.1, np.inf, 0, 0]), ValueError, r"eps\[1\] = inf: .*\(fix or drop body 1\)"),
         (dict(order=-1), ValueError, "order=-1"),
         (dict(theta=1.5), ValueError, "theta=1.5"),
         (dict(leaf_size=0), ValueError, "leaf_size=0"),
@@ -132,8 +138,9 @@ def test_parameters_follow_tol():
     ],
 )
 def test_errors(kwargs, exc, msg):
+    kwargs = dict(mass=np.ones(4)) | kwargs
     with pytest.raises(exc, match=msg):
-        fmm(np.zeros((4, 3)), np.ones(4), **kwargs)
+        fmm(np.zeros((4, 3)), **kwargs)
 
 
 def test_bad_positions():

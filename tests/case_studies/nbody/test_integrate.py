@@ -69,12 +69,17 @@ def test_diagnostics_two_bodies():
         (dict(dt=0.1, steps=-1), r"steps=-1: must be an int >= 0"),
         (dict(dt=0.1, steps=1, method="rk4"), r"method='rk4' is not one of 'tree', 'direct'"),
         (dict(dt=0.1, steps=1, snapshot_every=2), r"snapshot_every > 0 needs snapshot_dir"),
+        (
+            dict(dt=0.1, steps=1, mass=np.r_[1.0, 1.0, np.nan, np.ones(297)]),
+            r"mass\[2\] = nan: masses must be finite and >= 0 \(fix or drop body 2\)",
+        ),
     ],
 )
 def test_errors(ic, kwargs, msg):
     x, v, m = ic
+    kwargs = dict(mass=m) | kwargs
     with pytest.raises(ValueError, match=msg):
-        leapfrog(x, v, m, **kwargs)
+        leapfrog(x, v, **kwargs)
 
 
 def test_resume_missing(tmp_path):

@@ -248,11 +248,22 @@ def test_plummer_virial():
             ValueError,
             r"pos\[0\] = \[0.0, 0.0, nan\] is not finite",
         ),
+        (
+            dict(pos=np.ones((3, 3)), mass=[1, 1, np.nan]),
+            ValueError,
+            r"mass\[2\] = nan: masses must be finite and >= 0 \(fix or drop body 2\)",
+        ),
         (dict(pos=np.ones((3, 3)), mass=[1, np.inf, 1]), ValueError, r"mass\[1\] = inf: masses"),
+        (dict(pos=np.ones((3, 3)), mass=np.nan), ValueError, r"mass=nan: masses must be finite"),
+        (
+            dict(pos=np.ones((3, 3)), targets=np.zeros((2, 3)), target_eps=[0.1, np.nan]),
+            ValueError,
+            r"target_eps\[1\] = nan: softening lengths must be finite and >= 0 \(fix or drop",
+        ),
         (dict(pos=np.ones((3, 3)), mass=[1, -1, 1]), ValueError, r"mass\[1\] = -1.0"),
         (dict(pos=np.ones((3, 2))), ValueError, r"pos has shape \(3, 2\): must be \(n, 3\)"),
         (dict(pos=np.ones((3, 3)), mass=[1, 2]), ValueError, r"mass has shape \(2,\)"),
-        (dict(pos=np.ones((3, 3)), eps=-1), ValueError, r"eps\[0\] = -1.0: softening"),
+        (dict(pos=np.ones((3, 3)), eps=-1), ValueError, r"eps=-1.0: softening lengths must be"),
         (dict(pos=np.ones((3, 3)), theta=-0.1), ValueError, r"theta=-0.1: the opening angle"),
         (
             dict(pos=np.ones((3, 3)), method="gpu"),
