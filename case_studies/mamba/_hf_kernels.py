@@ -1,0 +1,287 @@
+"""numba kernels for the layer around the scan, used by :mod:`.hf`.
+
+transformers' Mamba mixers run, around the scan, a causal depthwise conv1d,
+its SiLU and the padding mask as separate torch operations in prefill, and
+about thirty small torch operations per layer for one decoded token.  Here:
+
+* :func:`conv_silu`: the causal depthwise conv1d (kernel ``K``), its bias,
+  the SiLU and the padding mask in one pass over token-major
+  ``(batch, T, channels)`` input, written straight into up to three outputs
+  (Mamba-2 splits the conv's channels into ``x``, ``B`` and ``C``).
+* :func:`group_rms_norm`: Mamba-2's grouped RMS norm (the gate is already
+  applied by :func:`case_studies.mamba.ssd_scan`'s ``z``).
+* :func:`mamba_token` / :func:`mamba2_token`: one decoded token of a layer
+  between ``in_proj`` and ``out_proj``: the conv-state roll and update, the
+  conv and its SiLU, (Mamba-1) the ``x_proj`` and ``dt_proj`` products,
+  softplus, the state update, ``D``, the gate and (Mamba-2) the grouped RMS
+  norm, in one call.
+
+The SiLU and softplus use the vectorizable ``fexp`` / ``fsoftplus`` of
+:mod:`._exp` (``math.exp`` in a numba loop is a scalar libm call, about 25x
+slower). Kernels compute in float32 or float64; the caller casts half
+precisions to float32.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange
+
+from propopt import threads
+
+from ._exp import fexp, fsoftplus
+
+#: numba keys its on-disk cache on this file only: change this line when
+#: editing what the kernels compile in from ``_exp``.
+DEPENDS_ON = "_exp: fexp, fsoftplus"
+
+# As the scan's kernels: no nnan/ninf, so NaN and inf propagate; 'reassoc'
+# vectorizes the dot products and sums (rounding order, not the math).
+FASTMATH = {"contract", "reassoc", "nsz", "arcp"}
+
+#: Tokens per task of :func:`conv_silu`: 2048 tokens of one sequence make
+#: 64 tasks, enough to balance two to sixteen threads.
+CONV_TILE = 32
+
+#: Batch rows from which the decode kernels run rows on parallel threads;
+#: below it one serial call (a parallel region costs more than a row).
+PARALLEL_ROWS = 4
+
+
+@njit(parallel=True, fastmath=FASTMATH, cache=True)
+def _conv_silu(x, wT, bias, mask, has_mask, o1, o2, o3, one, tile):  # type: ignore[no-untyped-def]
+    nb, T, C = x.shape
+    K = wT.shape[0]
+    L = o1.shape[1]
+    s1 = o1.shape[2]
+    s2 = s1 + o2.shape[2]
+    off = T - L  # input position of output token 0
+    ntile = (L + tile - 1) // tile
+    for job in prange(nb * ntile):
+        b = job // ntile
+        t0 = (job % ntile) * tile
+        t1 = min(t0 + tile, L)
+        acc = np.empty(C, x.dtype)
+        for t in range(t0, t1):
+            p = off + t
+            for c in range(C):
+                acc[c] = bias[c]
+            for k in range(K):
+                q = p - (K - 1) + k
+                if q >= 0:
+                    xr = x[b, q]
+                    wr = wT[k]
+                    for c in range(C):
+                        acc[c] += wr[c] * xr[c]
+            m = mask[b, t] if has_mask else one
+            r1 = o1[b, t]
+            for c in range(s1):
+                v = acc[c]
+                r1[c] = v / (one + fexp(-v)) * m
+            r2 = o2[b, t]
+            for c in range(s1, s2):
+                v = acc[c]
+                r2[c - s1] = v / (one + fexp(-v)) * m
+            r3 = o3[b, t]
+            for c in range(s2, C):
+                v = acc[c]
+                r3[c - s2] = v / (one + fexp(-v)) * m
+
+
+@threads.parallel
+def conv_silu(x: np.ndarray, wT: np.ndarray, bias: np.ndarray, mask: np.ndarray | None,
+              L: int, splits: tuple[int, ...]) -> list[np.ndarray]:  # fmt: skip
+    """``silu(causal_conv1d(x) + bias) * mask`` for the last ``L`` of ``T`` tokens.
+
+    ``x``: (batch, T, C) C-contiguous, float32 or float64; ``wT``: (K, C) the
+    depthwise weights transposed; ``bias``: (C,); ``mask``: (batch, L) or
+    None.  Output token ``t`` is input position ``T - L + t`` and sees inputs
+    ``T - L + t - K + 1 .. T - L + t`` (zeros before position 0), as
+    ``F.conv1d(padding=K - 1)[..., :T][..., -L:]``.  Returns contiguous
+    (batch, L, c_i) arrays, one per channel range ``splits`` (at most three,
+    summing to C).
+    """
+    nb, _, C = x.shape
+    if sum(splits) != C or not 1 <= len(splits) <= 3:
+        raise ValueError(f"splits={splits} must be 1 to 3 sizes summing to C={C}")
+    outs = [np.empty((nb, L, s), x.dtype) for s in splits]
+    outs += [np.empty((nb, L, 0), x.dtype)] * (3 - len(outs))
+    m = np.ones((1, 1), x.dtype) if mask is None else mask
+    _conv_silu(x, wT, bias, m, mask is not None, outs[0], outs[1], outs[2], x.dtype.type(1),
+               CONV_TILE)  # fmt: skip
+    return outs[: len(splits)]
+
+
+@njit(parallel=True, fastmath=FASTMATH, cache=True)
+def _group_rms_norm(y, w, eps, gsize, inv_g, out, one):  # type: ignore[no-untyped-def]
+    M, Di = y.shape
+    G = Di // gsize
+    zero = one - one
+    for i in prange(M):
+        yr = y[i]
+        orow = out[i]
+        for g in range(G):
+            a = g * gsize
+            s = zero
+            for j in range(a, a + gsize):
+                s += yr[j] * yr[j]
+            r = one / math.sqrt(s * inv_g + eps)
+            for j in range(a, a + gsize):
+                orow[j] = w[j] * (yr[j] * r)
+
+
+@threads.parallel
+def group_rms_norm(y: np.ndarray, w: np.ndarray, eps: float, gsize: int) -> np.ndarray:
+    """``w * y / sqrt(mean(y^2 over each group of gsize channels) + eps)``; ``y``: (M, Di)."""
+    out = np.empty_like(y)
+    t = y.dtype.type
+    _group_rms_norm(y, w, t(eps), gsize, t(1.0 / gsize), out, t(1))
+    return out
+
+
+@njit(fastmath=FASTMATH, cache=True)
+def _conv_token(b, xin, x0, cs, cw, cb, xbuf, one):  # type: ignore[no-untyped-def]
+    """Roll the conv state of row ``b`` by one token (channels of ``xin[b, x0:]``); SiLU out."""
+    C = cs.shape[1]
+    K = cs.shape[2]
+    for c in range(C):
+        acc = cb[c] * one
+        for k in range(K - 1):
+            v = cs[b, c, k + 1]
+            cs[b, c, k] = v
+            acc += cw[c, k] * v
+        xn = xin[b, x0 + c]
+        cs[b, c, K - 1] = xn
+        acc += cw[c, K - 1] * xn
+        xbuf[c] = acc / (one + fexp(-acc))
+
+
+@njit(fastmath=FASTMATH, cache=True)
+def _mamba_row(b, xz, cs, cw, cb, Wx, Wdt, dtb, A, D, h, y, xbuf, dbl, one):  # type: ignore[no-untyped-def]
+    Di = cs.shape[1]
+    R = Wdt.shape[1]
+    N = A.shape[1]
+    zero = one - one
+    _conv_token(b, xz, 0, cs, cw, cb, xbuf, one)
+    for j in range(R + 2 * N):  # x_proj
+        wr = Wx[j]
+        acc = zero
+        for c in range(Di):
+            acc += wr[c] * xbuf[c]
+        dbl[j] = acc
+    for c in range(Di):
+        wr = Wdt[c]
+        acc = zero
+        for r in range(R):  # dt_proj
+            acc += wr[r] * dbl[r]
+        d = fsoftplus(acc + dtb[c])
+        xc = xbuf[c]
+        s = zero
+        for n in range(N):
+            hv = fexp(d * A[c, n]) * h[b, c, n] + (d * dbl[R + n]) * xc
+            h[b, c, n] = hv
+            s += hv * dbl[R + N + n]
+        s += D[c] * xc
+        zc = xz[b, Di + c]
+        y[b, c] = s * (zc / (one + fexp(-zc)))
+
+
+@njit(parallel=True, fastmath=FASTMATH, cache=True)
+def _mamba_rows(xz, cs, cw, cb, Wx, Wdt, dtb, A, D, h, y, xbuf, dbl, one):  # type: ignore[no-untyped-def]
+    for b in prange(xz.shape[0]):
+        _mamba_row(b, xz, cs, cw, cb, Wx, Wdt, dtb, A, D, h, y, xbuf[b], dbl[b], one)
+
+
+def mamba_token(xz: np.ndarray, cs: np.ndarray, cw: np.ndarray, cb: np.ndarray, Wx: np.ndarray,
+                Wdt: np.ndarray, dtb: np.ndarray, A: np.ndarray, D: np.ndarray,
+                h: np.ndarray) -> np.ndarray:  # fmt: skip
+    """One token of a Mamba-1 mixer from ``in_proj``'s output to ``out_proj``'s input.
+
+    ``xz`` (batch, 2 Di): ``x`` then the gate ``z``; ``cs`` (batch, Di, K) the
+    conv state and ``h`` (batch, Di, N) the SSM state, both updated in place;
+    ``cw`` (Di, K), ``cb`` (Di,) the conv; ``Wx`` (R + 2N, Di) ``x_proj``;
+    ``Wdt`` (Di, R), ``dtb`` (Di,) ``dt_proj``; ``A`` (Di, N); ``D`` (Di,).
+    Returns ``y`` (batch, Di): ``(C . h + D x) silu(z)``.
+    """
+    nb, Di = xz.shape[0], cs.shape[1]
+    y = np.empty((nb, Di), xz.dtype)
+    one = xz.dtype.type(1)
+    xbuf = np.empty((nb, Di), xz.dtype)
+    dbl = np.empty((nb, Wx.shape[0]), xz.dtype)
+    if nb < PARALLEL_ROWS:
+        for b in range(nb):
+            _mamba_row(b, xz, cs, cw, cb, Wx, Wdt, dtb, A, D, h, y, xbuf[b], dbl[b], one)
+    else:
+        with threads.sized():
+            _mamba_rows(xz, cs, cw, cb, Wx, Wdt, dtb, A, D, h, y, xbuf, dbl, one)
+    return y
+
+
+@njit(fastmath=FASTMATH, cache=True)
+def _mamba2_row(b, zxbcdt, cs, cw, cb, A, D, dtb, h, nw, eps, inv_g, G, out, xbuf, one):  # type: ignore[no-untyped-def]
+    _, H, P, N = h.shape
+    Di = H * P
+    conv_dim = cs.shape[1]
+    zero = one - one
+    _conv_token(b, zxbcdt, Di, cs, cw, cb, xbuf, one)
+    per_group = H // G
+    for hh in range(H):
+        g = hh // per_group
+        b0 = Di + g * N
+        c0 = Di + G * N + g * N
+        d = fsoftplus(zxbcdt[b, Di + conv_dim + hh] + dtb[hh])
+        dA = fexp(d * A[hh])
+        for p in range(P):
+            xv = xbuf[hh * P + p]
+            s = zero
+            for n in range(N):
+                hv = h[b, hh, p, n] * dA + (d * xbuf[b0 + n]) * xv
+                h[b, hh, p, n] = hv
+                s += hv * xbuf[c0 + n]
+            s += D[hh] * xv
+            gv = zxbcdt[b, hh * P + p]
+            out[b, hh * P + p] = s * (gv / (one + fexp(-gv)))
+    gsize = Di // G
+    for g in range(G):
+        a = g * gsize
+        s = zero
+        for j in range(a, a + gsize):
+            s += out[b, j] * out[b, j]
+        r = one / math.sqrt(s * inv_g + eps)
+        for j in range(a, a + gsize):
+            out[b, j] = nw[j] * (out[b, j] * r)
+
+
+@njit(parallel=True, fastmath=FASTMATH, cache=True)
+def _mamba2_rows(zxbcdt, cs, cw, cb, A, D, dtb, h, nw, eps, inv_g, G, out, xbuf, one):  # type: ignore[no-untyped-def]
+    for b in prange(zxbcdt.shape[0]):
+        _mamba2_row(b, zxbcdt, cs, cw, cb, A, D, dtb, h, nw, eps, inv_g, G, out, xbuf[b], one)
+
+
+def mamba2_token(zxbcdt: np.ndarray, cs: np.ndarray, cw: np.ndarray, cb: np.ndarray,
+                 A: np.ndarray, D: np.ndarray, dtb: np.ndarray, h: np.ndarray, nw: np.ndarray,
+                 eps: float, G: int) -> np.ndarray:  # fmt: skip
+    """One token of a Mamba-2 mixer from ``in_proj``'s output to ``out_proj``'s input.
+
+    ``zxbcdt`` (batch, Di + conv_dim + H): gate, then the conv channels
+    (``x``, ``B``, ``C``), then ``dt``; ``cs`` (batch, conv_dim, K) and ``h``
+    (batch, H, P, N) updated in place; ``A``, ``D``, ``dtb`` (H,); ``nw`` (Di,)
+    the gated norm's weight, ``G`` its groups (``B`` and ``C`` groups too).
+    Returns ``norm((C . h + D x) silu(gate))`` (batch, Di).
+    """
+    nb = zxbcdt.shape[0]
+    _, H, P, _ = h.shape
+    out = np.empty((nb, H * P), zxbcdt.dtype)
+    one = zxbcdt.dtype.type(1)
+    xbuf = np.empty((nb, cs.shape[1]), zxbcdt.dtype)
+    e = zxbcdt.dtype.type(eps)
+    ig = zxbcdt.dtype.type(G / (H * P))
+    if nb < PARALLEL_ROWS:
+        for b in range(nb):
+            _mamba2_row(b, zxbcdt, cs, cw, cb, A, D, dtb, h, nw, e, ig, G, out, xbuf[b], one)
+    else:
+        with threads.sized():
+            _mamba2_rows(zxbcdt, cs, cw, cb, A, D, dtb, h, nw, e, ig, G, out, xbuf, one)
+    return out

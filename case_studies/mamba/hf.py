@@ -1,0 +1,384 @@
+"""Run Hugging Face transformers' Mamba and Mamba-2 models on propopt's kernels.
+
+:func:`accelerate` gives every ``MambaMixer`` / ``Mamba2Mixer`` of a model on
+the CPU a forward of its own (an instance attribute; the class is not
+touched) that computes what transformers' forward computes, with the same
+treatment of ``attention_mask`` and the cache, on propopt's kernels:
+
+* prefill without gradients: ``in_proj`` as separate GEMMs for the gate,
+  the conv channels and (Mamba-2) ``dt``, so that each is contiguous; the
+  causal conv1d, its SiLU and the padding mask in one numba pass
+  (:mod:`._hf_kernels`); Mamba-1: ``x_proj`` and ``dt_proj`` GEMMs, then
+  :func:`selective_scan` with the softplus of ``dt``, ``D`` and the gate
+  fused; Mamba-2: :func:`ssd_scan` with the softplus, ``dt_limit``, ``D``
+  and the gate, then the grouped RMS norm in one numba pass;
+* one decoded token with a cache (``generate``): ``in_proj``, one numba call
+  (conv-state roll and update, conv, SiLU, Mamba-1's ``x_proj`` and
+  ``dt_proj``, softplus, state update, ``D``, gate, Mamba-2's norm), and
+  ``out_proj``, against about thirty torch calls;
+* with gradients (training): transformers' torch operations around the
+  scan, and :func:`selective_scan` / :func:`ssd_scan` under torch autograd.
+
+:func:`restore` removes those attributes: afterwards the model is exactly
+transformers' again.  The reference path of every fast path here is
+transformers' own forward (the tests compare the two, both against a
+float64 run).
+
+One difference is deliberate: a Mamba-1 forward of several tokens that
+continues a cache (chunked prefill) starts the scan from the cached SSM
+state.  transformers' Mamba-1 starts it from zero there (while it does use
+the cached conv state, and while its Mamba-2 uses both), so it forgets the
+earlier chunks; in every other case the two agree to rounding.
+
+Why an instance attribute and not transformers' kernel hooks: the hub
+mapping (``kernels`` and ``use_kernelized_func``) needs the ``kernels``
+package and a kernel repository, is registered process-wide and replaces
+functions one at a time (the scan, the conv), so the layer's other small
+operations stay; the ``mamba_ssm`` / ``causal_conv1d`` lookups are resolved
+when ``modeling_mamba`` is imported and would take a package of that name
+on the path (shadowing the real one).  Patching each mixer's ``forward``
+reaches the whole layer, leaves other models in the process alone, and is
+undone by deleting one attribute.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+import numpy as np
+
+from . import _hf_kernels as K
+from .scan import selective_scan
+from .ssd import ssd_scan
+
+__all__ = ["accelerate", "is_accelerated", "is_usable_for", "restore"]
+
+_PACKED_KWARGS = ("seq_idx", "cu_seqlens", "cu_seq_lens_q", "cu_seq_lens_k")
+
+
+def _mixer_classes() -> tuple[type, type]:
+    from transformers.models.mamba.modeling_mamba import MambaMixer
+    from transformers.models.mamba2.modeling_mamba2 import Mamba2Mixer
+
+    return MambaMixer, Mamba2Mixer
+
+
+def is_usable_for(module: Any) -> bool:
+    """Whether :func:`accelerate` would give ``module`` propopt's forward.
+
+    True for a transformers ``MambaMixer`` or ``Mamba2Mixer`` (or a subclass
+    that keeps its forward) whose parameters are all on the CPU, in float16,
+    bfloat16, float32 or float64, with the SiLU activation, and whose
+    ``forward`` is not already replaced on the instance (by :func:`accelerate`
+    or by a hook such as accelerate's offloading).  Mixers on CUDA or the meta
+    device are left to transformers.
+    """
+    import torch
+
+    try:
+        m1, m2 = _mixer_classes()
+    except ImportError:
+        return False
+    cls = type(module)
+    if not ((isinstance(module, m1) and cls.forward is m1.forward)
+            or (isinstance(module, m2) and cls.forward is m2.forward)):  # fmt: skip
+        return False
+    if "forward" in vars(module) or getattr(module, "activation", None) != "silu":
+        return False
+    floats = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+    params = list(module.parameters())
+    return bool(params) and all(p.device.type == "cpu" and p.dtype in floats for p in params)
+
+
+def is_accelerated(module: Any) -> bool:
+    """Whether ``module`` is a mixer that :func:`accelerate` patched (and not yet restored)."""
+    f = vars(module).get("forward")
+    return isinstance(f, types.MethodType) and f.__func__ in (_mamba_forward, _mamba2_forward)
+
+
+def accelerate(model: Any) -> Any:
+    """Run every Mamba / Mamba-2 mixer of ``model`` on the CPU on propopt's kernels, in place.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        A transformers ``MambaForCausalLM``, ``MambaModel``,
+        ``Mamba2ForCausalLM``, ``Mamba2Model``, or any module containing
+        their mixers (a mixer itself included).  Mixers for which
+        :func:`is_usable_for` is False (on CUDA, say) are left as they are.
+
+    Returns
+    -------
+    The same ``model``.  Prefill, decoding with the model's cache
+    (``generate``) and training (forward and backward) of each patched mixer
+    then run on :func:`selective_scan` / :func:`ssd_scan` and the fused
+    kernels of :mod:`._hf_kernels`; a call that the fast forward does not
+    cover (tensors moved off the CPU since, packed-sequence keyword
+    arguments, a padding mask whose length is not the input's) goes to
+    transformers' forward.
+
+    Notes
+    -----
+    Work is that of transformers' layer; the scan is linear in the tokens
+    (Mamba-1 in one fused pass, Mamba-2 by chunked GEMMs) instead of
+    transformers' CPU path, a Python loop over tokens (Mamba-1) or
+    ``O(L chunk_size)`` einsums with explicit masks (Mamba-2).  Outputs agree
+    with transformers' to rounding, and are at least as close to a float64
+    run (float32 and bfloat16 models are computed in float32 around the
+    GEMMs).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from transformers import MambaConfig, MambaForCausalLM
+    >>> from case_studies.mamba.hf import accelerate, restore
+    >>> cfg = MambaConfig(vocab_size=64, hidden_size=32, state_size=4, num_hidden_layers=1)
+    >>> model = MambaForCausalLM(cfg).eval()
+    >>> ids = torch.arange(10)[None]
+    >>> with torch.no_grad():
+    ...     ref = model(ids).logits
+    ...     fast = accelerate(model)(ids).logits
+    >>> bool(torch.allclose(ref, fast, atol=1e-4)), restore(model) is model
+    (True, True)
+    """
+    m1, _ = _mixer_classes()
+    for mod in model.modules():
+        if is_usable_for(mod):
+            fwd = _mamba_forward if isinstance(mod, m1) else _mamba2_forward
+            mod.forward = types.MethodType(fwd, mod)
+    return model
+
+
+def restore(model: Any) -> Any:
+    """Undo :func:`accelerate`: patched mixers get transformers' forward back; returns ``model``."""
+    for mod in model.modules():
+        if is_accelerated(mod):
+            del mod.forward
+    return model
+
+
+# ---------------------------------------------------------------- shared
+def _original(self: Any, hidden_states: Any, cache: Any, attention_mask: Any,
+              kwargs: dict[str, Any]) -> Any:  # fmt: skip
+    return type(self).forward(self, hidden_states, cache=cache, attention_mask=attention_mask,
+                              **kwargs)  # fmt: skip
+
+
+def _covered(self: Any, hidden_states: Any, attention_mask: Any, kwargs: dict[str, Any]) -> bool:
+    """Whether the fast forward covers this call (else transformers' forward runs)."""
+    if hidden_states.device.type != "cpu" or self.in_proj.weight.device.type != "cpu":
+        return False
+    if any(kwargs.get(k) is not None for k in _PACKED_KWARGS):
+        return False
+    return attention_mask is None or (
+        attention_mask.ndim == 2 and tuple(attention_mask.shape) == tuple(hidden_states.shape[:2])
+    )
+
+
+def _needs_grad(self: Any, hidden_states: Any) -> bool:
+    import torch
+
+    return torch.is_grad_enabled() and (
+        hidden_states.requires_grad or any(p.requires_grad for p in self.parameters())
+    )
+
+
+def _states(self: Any, cache: Any) -> tuple[Any, Any]:
+    if cache is None:
+        return None, None
+    return (cache.get_conv_state(self.layer_idx, state_idx=0),
+            cache.get_recurrent_state(self.layer_idx, state_idx=0))  # fmt: skip
+
+
+def _is_decode(self: Any, cache: Any, conv_state: Any, ssm_state: Any, L: int,
+               attention_mask: Any) -> bool:  # fmt: skip
+    return (conv_state is not None and ssm_state is not None and L == 1
+            and attention_mask is None and not cache.is_recording_past(self.layer_idx))  # fmt: skip
+
+
+def _mask(hidden_states: Any, attention_mask: Any) -> Any:
+    """transformers' ``apply_mask_to_padding_states``."""
+    if attention_mask is None:
+        return hidden_states
+    return (hidden_states * attention_mask[:, :, None]).to(hidden_states.dtype)
+
+
+def _compute_dtype(t: Any) -> Any:
+    import torch
+
+    return torch.float64 if t.dtype == torch.float64 else torch.float32
+
+
+def _np(t: Any, ct: Any) -> np.ndarray:
+    """A C-contiguous numpy view (or copy) of ``t`` in dtype ``ct``."""
+    return t.detach().to(ct).contiguous().numpy()  # type: ignore[no-any-return]
+
+
+def _inout(t: Any, ct: Any) -> tuple[np.ndarray, Any]:
+    """``t`` as a numpy array the kernel may update, and a function writing it back."""
+    if t.dtype == ct and t.is_contiguous():
+        return t.numpy(), lambda: None
+    work = t.to(ct).contiguous()
+    return work.numpy(), lambda: t.copy_(work)
+
+
+def _linear(x: Any, lin: Any, rows: slice) -> Any:
+    import torch.nn.functional as F
+
+    b = None if lin.bias is None else lin.bias[rows]
+    return F.linear(x, lin.weight[rows], b)
+
+
+def _conv_prefill(self: Any, x: Any, cache: Any, L: int, attention_mask: Any, grad: bool,
+                  splits: tuple[int, ...]) -> list[Any]:  # fmt: skip
+    """Conv, SiLU and mask of the conv channels ``x`` (batch, L, C), as transformers.
+
+    With a cache, the cache's conv state is updated as transformers does, and
+    the conv runs over what ``update_conv_state`` returns (the cached context
+    followed by ``x``).  Returns (batch, L, c_i) tensors, one per split.
+    """
+    import torch
+    import torch.nn.functional as F
+
+    full = x.transpose(1, 2)
+    if cache is not None:
+        full = cache.update_conv_state(full, self.layer_idx, conv_kernel_size=self.conv_kernel_size)
+    w = self.conv1d.weight
+    if grad:
+        T = full.shape[-1]
+        out = F.conv1d(full.to(w.dtype), w, self.conv1d.bias, padding=w.shape[-1] - 1,
+                       groups=w.shape[0])[..., :T][..., -L:]  # fmt: skip
+        out = _mask(F.silu(out).to(x.dtype).transpose(1, 2), attention_mask)
+        return list(out.split(splits, dim=-1))
+    ct = _compute_dtype(x)
+    b = self.conv1d.bias
+    bias = _np(torch.zeros(w.shape[0]) if b is None else b, ct)
+    mask = None if attention_mask is None else _np(attention_mask, ct)
+    outs = K.conv_silu(_np(full.transpose(1, 2), ct), _np(w[:, 0].t(), ct), bias, mask, L, splits)
+    return [torch.from_numpy(o) for o in outs]
+
+
+# ---------------------------------------------------------------- Mamba-1
+def _mamba_forward(self: Any, hidden_states: Any, cache: Any = None, attention_mask: Any = None,
+                   **kwargs: Any) -> Any:  # fmt: skip
+    """propopt's forward of a transformers ``MambaMixer`` (see :func:`accelerate`)."""
+    import torch
+
+    cache = kwargs.pop("cache_params", cache)
+    if not _covered(self, hidden_states, attention_mask, kwargs):
+        return _original(self, hidden_states, cache, attention_mask, kwargs)
+    L = hidden_states.shape[1]
+    dtype = hidden_states.dtype
+    Di, R, N = self.intermediate_size, self.time_step_rank, self.ssm_state_size
+    conv_state, ssm_state = _states(self, cache)
+    grad = _needs_grad(self, hidden_states)
+    A = -torch.exp(self.A_log.float())
+    if not grad and _is_decode(self, cache, conv_state, ssm_state, L, attention_mask):
+        return _mamba_token(self, hidden_states, conv_state, ssm_state, A)
+    h = _mask(hidden_states, attention_mask)
+    if grad:  # transformers' operations (autograd), the scan excepted
+        x, z = self.in_proj(h).chunk(2, dim=-1)
+    else:  # each half contiguous: the kernels read them in place
+        x, z = _linear(h, self.in_proj, slice(0, Di)), _linear(h, self.in_proj, slice(Di, None))
+    (xc,) = _conv_prefill(self, x, cache, L, attention_mask, grad, (Di,))
+    if not grad:
+        z = z.to(xc.dtype)
+    ts, B, C = torch.split(self.x_proj(xc.to(self.x_proj.weight.dtype)), [R, N, N], dim=-1)
+    if grad:
+        delta = self.dt_proj.weight @ ts.transpose(1, 2)  # (batch, Di, L)
+    else:
+        delta = (ts @ self.dt_proj.weight.t()).to(xc.dtype).transpose(1, 2)  # (batch, L, Di) memory
+    bias = None if self.dt_proj.bias is None else self.dt_proj.bias.float()
+    y, last = selective_scan(
+        xc.transpose(1, 2), delta, A, B.transpose(1, 2), C.transpose(1, 2), D=self.D.float(),
+        z=z.transpose(1, 2), delta_bias=bias, delta_softplus=True, return_last_state=True,
+        initial_state=ssm_state)  # fmt: skip
+    if cache is not None:
+        cache.update_recurrent_state(last, self.layer_idx)
+    return self.out_proj(y.transpose(1, 2).to(dtype))
+
+
+def _mamba_token(self: Any, hidden_states: Any, conv_state: Any, ssm_state: Any, A: Any) -> Any:
+    import torch
+
+    dtype = hidden_states.dtype
+    xz = self.in_proj(hidden_states[:, 0])
+    ct = _compute_dtype(xz)
+    cs, put_cs = _inout(conv_state, ct)
+    hs, put_hs = _inout(ssm_state, ct)
+    c = self.conv1d
+    cb = torch.zeros(c.weight.shape[0], dtype=ct) if c.bias is None else c.bias
+    db = torch.zeros_like(cb) if self.dt_proj.bias is None else self.dt_proj.bias
+    y = K.mamba_token(_np(xz, ct), cs, _np(c.weight[:, 0], ct), _np(cb, ct),
+                      _np(self.x_proj.weight, ct), _np(self.dt_proj.weight, ct), _np(db, ct),
+                      _np(A, ct), _np(self.D, ct), hs)  # fmt: skip
+    put_cs()
+    put_hs()
+    return self.out_proj(torch.from_numpy(y).to(dtype)[:, None])
+
+
+# ---------------------------------------------------------------- Mamba-2
+def _mamba2_forward(self: Any, hidden_states: Any, cache: Any = None, attention_mask: Any = None,
+                    **kwargs: Any) -> Any:  # fmt: skip
+    """propopt's forward of a transformers ``Mamba2Mixer`` (see :func:`accelerate`)."""
+    import torch
+
+    cache = kwargs.pop("cache_params", cache)
+    if not _covered(self, hidden_states, attention_mask, kwargs):
+        return _original(self, hidden_states, cache, attention_mask, kwargs)
+    nb, L, _ = hidden_states.shape
+    dtype = hidden_states.dtype
+    H, P, G, N = self.num_heads, self.head_dim, self.n_groups, self.ssm_state_size
+    Di, conv_dim = self.intermediate_size, self.conv_dim
+    conv_state, ssm_state = _states(self, cache)
+    grad = _needs_grad(self, hidden_states)
+    A = -torch.exp(self.A_log.float())
+    if not grad and _is_decode(self, cache, conv_state, ssm_state, L, attention_mask):
+        return _mamba2_token(self, hidden_states, conv_state, ssm_state, A)
+    h = _mask(hidden_states, attention_mask)
+    if grad:
+        gate, xBC, dt = self.in_proj(h).split([Di, conv_dim, H], dim=-1)
+    else:
+        gate = _linear(h, self.in_proj, slice(0, Di))
+        xBC = _linear(h, self.in_proj, slice(Di, Di + conv_dim))
+        dt = _linear(h, self.in_proj, slice(Di + conv_dim, None))
+    x, B, C = _conv_prefill(self, xBC, cache, L, attention_mask, grad, (Di, G * N, G * N))
+    # transformers' scan computes in float32 (or float64): so does this one, gate included
+    ct = _compute_dtype(x)
+    y, final = ssd_scan(
+        x.to(ct).reshape(nb, L, H, P), dt, A, B.reshape(nb, L, G, N), C.reshape(nb, L, G, N),
+        chunk_size=self.chunk_size, D=self.D, z=gate.to(ct).reshape(nb, L, H, P),
+        dt_bias=self.dt_bias, initial_states=ssm_state, dt_softplus=True,
+        dt_limit=tuple(self.time_step_limit), return_final_states=True)  # fmt: skip
+    if cache is not None:
+        cache.update_recurrent_state(final, layer_idx=self.layer_idx)
+    y = y.reshape(nb, L, Di)
+    if grad:
+        y = self.norm(y)  # the gate is applied: norm(y silu(gate)) is transformers' norm(y, gate)
+    else:
+        n = self.norm
+        w = _np(n.weight, ct)
+        y = torch.from_numpy(K.group_rms_norm(y.numpy().reshape(nb * L, Di), w,
+                                              n.variance_epsilon, n.group_size))  # fmt: skip
+        y = y.reshape(nb, L, Di)
+    return self.out_proj(y.to(dtype))
+
+
+def _mamba2_token(self: Any, hidden_states: Any, conv_state: Any, ssm_state: Any, A: Any) -> Any:
+    import torch
+
+    dtype = hidden_states.dtype
+    zxbcdt = self.in_proj(hidden_states[:, 0])
+    ct = _compute_dtype(zxbcdt)
+    cs, put_cs = _inout(conv_state, ct)
+    hs, put_hs = _inout(ssm_state, ct)
+    c = self.conv1d
+    cb = torch.zeros(c.weight.shape[0], dtype=ct) if c.bias is None else c.bias
+    n = self.norm
+    y = K.mamba2_token(_np(zxbcdt, ct), cs, _np(c.weight[:, 0], ct), _np(cb, ct), _np(A, ct),
+                       _np(self.D, ct), _np(self.dt_bias, ct), hs, _np(n.weight, ct),
+                       n.variance_epsilon, self.n_groups)  # fmt: skip
+    put_cs()
+    put_hs()
+    return self.out_proj(torch.from_numpy(y).to(dtype)[:, None])
