@@ -7,6 +7,7 @@ to the smaller id (a total order).  See ``topk.py`` for the verb.
 
 from __future__ import annotations
 
+import warnings
 from os import PathLike
 from typing import Any
 
@@ -298,32 +299,31 @@ class TopK:
 
 
 def _as_scores(scores: Any, dtype: np.dtype) -> Any:
-    """Arrays as they are; lists, tuples and scalars in ``dtype`` if every value fits exactly."""
+    """Arrays as they are; lists, tuples and scalars in ``dtype`` if every value fits exactly.
+
+    Each value is compared with its converted self in Python (``1 == 1.0``,
+    ``1.7 != 1``, exact for ints of any size), so floats are not truncated
+    into integers, nor integers wrapped or rounded.
+    """
     if hasattr(scores, "dtype"):
         return scores
     try:
-        raw = np.asarray(scores)
-    except (TypeError, ValueError) as exc:
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # NaN -> int casts warn, then are refused below
+            cast = np.asarray(scores, dtype=dtype)
+    except (OverflowError, ValueError, TypeError) as exc:
         raise TypeError(
-            f"scores must be an array or a sequence of numbers, got {type(scores).__name__}"
+            f"scores cannot be held by a TopK of dtype {dtype} ({exc}); pass numbers that "
+            f"fit {dtype}, or an array of another dtype with TopK.empty(k, that dtype)"
         ) from exc
-    if raw.dtype == dtype or raw.dtype.kind not in "biuf":
-        return raw  # the array path accepts or refuses it
-    if np.can_cast(raw.dtype, dtype, "safe"):
-        return raw.astype(dtype)
-    with np.errstate(all="ignore"):
-        cast = raw.astype(dtype)
-        back = cast.astype(raw.dtype)
-    same = back == raw
-    if raw.dtype.kind == "f":
-        same |= np.isnan(raw) & np.isnan(back)
-    if not same.all():
-        bad = raw[~same].ravel()[0]
-        raise TypeError(
-            f"scores hold {bad.item()!r}, which a TopK of dtype {dtype} cannot hold exactly "
-            f"(it would become {cast[~same].ravel()[0].item()!r}); round or clip the scores "
-            f"yourself, or use TopK.empty(k, np.{raw.dtype.name})"
-        )
+    given = np.asarray(scores, dtype=object).ravel().tolist()
+    for want, got in zip(given, cast.ravel().tolist()):
+        if not (want == got or (want != want and got != got)):  # NaN stays NaN
+            raise TypeError(
+                f"scores hold {want!r}, which a TopK of dtype {dtype} cannot hold exactly "
+                f"(it would become {got!r}); round or clip the scores yourself, or build "
+                "the TopK with a dtype that holds them (TopK.empty(k, np.float64))"
+            )
     return cast
 
 
