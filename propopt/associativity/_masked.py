@@ -1,11 +1,12 @@
-"""Masked arrays and other ndarray subclasses in ``associative_scan``.
+"""Masked arrays, other ndarray subclasses and byte orders in ``associative_scan``.
 
 As in ``np.cumsum`` of an ``np.ma`` array, a masked element counts as the
 identity (it contributes nothing to the later outputs) and its own output is
 masked.  For a pytree of leaves of one shape (a monoid's ``(a, b)`` pair, for
 example) an element is masked when any of its leaves is.  Every other ndarray
 subclass (``np.matrix``, ``np.memmap``...) is scanned as the plain ndarray it
-holds, so the combine sees elementwise arrays on every backend.
+holds, so the combine sees elementwise arrays on every backend, and a
+non-native byte order (``'>f8'`` on x86) as the same values in native order.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ Leaves = list[Any]
 
 
 def unmask(leaves: Leaves, paths: Sequence[str]) -> tuple[Leaves, np.ndarray | None]:
-    """Plain ndarrays for ``leaves``, and the elements' mask if any leaf is masked."""
+    """Plain native-order ndarrays for ``leaves``, and the elements' mask if any leaf is masked."""
     masks = [np.ma.getmaskarray(x) for x in leaves if isinstance(x, np.ma.MaskedArray)]
-    plain = [np.asarray(x.data if isinstance(x, np.ma.MaskedArray) else x) for x in leaves]
+    plain = [_native(np.asarray(x.data if isinstance(x, np.ma.MaskedArray) else x)) for x in leaves]
     if not masks:
         return plain, None
     shape = plain[0].shape
@@ -36,6 +37,10 @@ def unmask(leaves: Leaves, paths: Sequence[str]) -> tuple[Leaves, np.ndarray | N
     for m in masks:
         mask |= m
     return plain, mask
+
+
+def _native(x: np.ndarray) -> np.ndarray:
+    return x if x.dtype.isnative else x.astype(x.dtype.newbyteorder("="))
 
 
 def fill(leaves: Leaves, mask: np.ndarray, identity: Sequence[Any]) -> Leaves:
