@@ -12,11 +12,26 @@ from typing import Any
 import numpy as np
 
 
+def _number(score: Any) -> int | float:
+    """``score`` as an exact Python number: ints stay ints, anything else is a float.
+
+    Scalars of ml_dtypes floats (``bfloat16``...) are not ``np.floating``:
+    testing for floats instead would turn them into truncated ints.
+    """
+    if isinstance(score, (bool, int, np.bool_, np.integer)):
+        return int(score)
+    return float(score)
+
+
+def _isnan(score: Any) -> bool:
+    s = _number(score)
+    return isinstance(s, float) and math.isnan(s)
+
+
 def order_key(score: Any, ident: int, largest: bool, nan_largest: bool) -> tuple[Any, ...]:
     """Sort key putting the best ``(score, id)`` first: ties by smaller id."""
-    s = float(score) if isinstance(score, (float, np.floating)) else int(score)
-    isnan = isinstance(s, float) and math.isnan(s)
-    if isnan:
+    s = _number(score)
+    if _isnan(s):
         # NaN ranks above every number (torch's convention)
         return (0 if largest else 2, 0, ident)
     return (1, -s if largest else s, ident)
@@ -34,12 +49,7 @@ def best(
     NaNs are dropped unless ``nan='largest'``.
     """
     nan_largest = nan == "largest"
-    keep = [
-        i
-        for i in range(len(scores))
-        if nan_largest
-        or not (isinstance(scores[i], (float, np.floating)) and math.isnan(scores[i]))
-    ]
+    keep = [i for i in range(len(scores)) if nan_largest or not _isnan(scores[i])]
     keep.sort(key=lambda i: order_key(scores[i], int(ids[i]), largest, nan_largest))
     return keep[:k]
 

@@ -184,7 +184,7 @@ def _masked(
     ax: int,
     largest: bool,
     ordered: bool,
-    nan: str,
+    nan: NanPolicy,
     method: str,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Top-k of the entries of ``x`` where ``mask`` is False (a masked array's data, mask).
@@ -221,7 +221,7 @@ def _masked(
     else:
         packed = packed.astype(np.int64)
         packed[tail] = np.iinfo(np.int64).min if largest else np.iinfo(np.int64).max
-    _, at = topk(packed, min(k, lo), -1, largest, ordered, nan=nan, method=method)  # type: ignore[arg-type]
+    _, at = topk(packed, min(k, lo), -1, largest, ordered, nan=nan, method=method)
     idx = np.take_along_axis(order, at, -1)
     return np.moveaxis(np.take_along_axis(xm, idx, -1), -1, ax), np.moveaxis(idx, -1, ax)
 

@@ -120,6 +120,15 @@ def test_ml_dtypes_rows_along_each_axis(dtype):
         assert np.moveaxis(i, axis, -1).tolist() == want
 
 
+def test_reference_oracle_reads_ml_dtypes_scalars():
+    from propopt.associativity import _topk_reference as ref
+
+    x = np.array([0.5, -0.25, 0.75, np.nan, 0.1], ml_dtypes.bfloat16)
+    for nan in ("ignore", "largest"):
+        got = ref.best(list(x), list(range(5)), 5, nan=nan)  # bfloat16 scalars
+        assert got == slow(as_python(x), 5, nan=nan)
+
+
 @pytest.mark.parametrize("dtype", ML_INTS, ids=lambda d: d.__name__)
 def test_ml_dtypes_integers_rank_by_value(dtype):
     info = ml_dtypes.iinfo(dtype)
