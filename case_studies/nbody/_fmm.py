@@ -16,11 +16,14 @@ from numba import njit
 from propopt.separability.expansions import l2l, l2p, m2l_many_scaled, m2m, p2m
 from propopt.threads import take
 
-from ._walk import near_field
+from ._walk import CLOSE, TINY, near_field, near_field_checked
 
 # numba keys the on-disk cache of this file's kernels on this file alone: after editing
 # _walk.near_field (inlined into _near here), change this line so that they recompile.
-DEPENDS_ON = "_walk.near_field: psi, grad of the near bodies; propopt.threads.take"
+DEPENDS_ON = (
+    "_walk.near_field, near_field_checked (psi, grad, close count), CLOSE, TINY; "
+    "propopt.threads.take"
+)
 
 # kernels called only from other kernels: no wrappers for calls from Python (each
 # took ~0.05 s of the first call to compile)
@@ -279,9 +282,15 @@ def _near(px, py, pz, e, nb, nq, c):  # pragma: no cover - numba
     return near_field(px, py, pz, e, nb, nq, c)
 
 
+@njit(cache=True, fastmath=True, error_model="numpy", **_INTERNAL)
+def _near_checked(px, py, pz, e, nb, nq, c, thr2):  # pragma: no cover - numba
+    """:func:`._walk.near_field_checked`: the float32 sum and its count of close pairs."""
+    return near_field_checked(px, py, pz, e, nb, nq, c, thr2)
+
+
 @njit(cache=True, nogil=True, error_model="numpy")
 def solve(counter, items, trec, srec, T, S, M, theta, cheap, rec, mono, trip, mtrip, mptr, grad,
-          c, L, out):  # fmt: skip  # pragma: no cover
+          c, checked, selfpairs, L, out):  # fmt: skip  # pragma: no cover
     """Everything after the upward pass, one target subtree per item, until no item is left.
 
     Serial and GIL-free: every thread that runs it takes the next item from the
@@ -299,12 +308,18 @@ def solve(counter, items, trec, srec, T, S, M, theta, cheap, rec, mono, trip, mt
     target cell, batched (:func:`m2l_many_scaled`); L2L down the subtree (nothing
     lies above a subtree: the traversal starts at it); at each leaf, L2P and
     P2P over its near leaves' bodies gathered into one buffer, with
-    coordinates relative to the leaf's centre.  M2L and P2P run in ``c.dtype``
+    coordinates relative to the leaf's centre in float32 (the tree's own in
+    float64, so that ``x_j - x_t`` rounds once).  M2L and P2P run in ``c.dtype``
     (float32 or float64, ``c = (0, 0.5, 1)``); ``rec = (deg, i1, c1, i2, c2)``
     is the derivative recurrence of :func:`m2l_many_scaled` in that dtype.  No two items
     write the same cell or target.  ``out[t] = (dpsi/dx, dpsi/dy, dpsi/dz, psi)``.
+
+    In float32 the near field counts each target's pairs closer than
+    ``CLOSE`` times its leaf's radius (:mod:`._walk`); a target with any but
+    itself (``selfpairs``: the targets are the sources, in the same order) has
+    its near field summed again in float64, from a float64 copy of the buffer.
     """
-    tctr, _, tleaf, tnxt, tstart, tend, tparent, tme2, tx, ty, tz, te2 = T
+    tctr, trad, tleaf, tnxt, tstart, tend, tparent, tme2, tx, ty, tz, te2 = T
     sctr, _, _, _, sstart, send, _, sme2, sx, sy, sz, sm, se2 = S
     nt = M.shape[1]
     while True:
@@ -347,39 +362,66 @@ def solve(counter, items, trec, srec, T, S, M, theta, cheap, rec, mono, trip, mt
                     tctr[a, 2] - tctr[u, 2], mono, trip, L[a])  # fmt: skip
         w = np.empty(nt)
         nb = np.empty((5, 1024), c.dtype)
-        tb = np.empty(4, c.dtype)
+        nb64 = np.empty((5, 1024 if checked else 1))  # float64 copy for close pairs
+        c64 = np.array([0.0, 0.5, 1.0])
+        tb = np.empty(5, c.dtype)
         for a in range(a0, a0 + k):
             if not tleaf[a]:
                 continue
             nq = np.int64(0)  # not a literal 0: _near would also compile for Literal[int](0)
+            own = False  # the leaf's own bodies are among its near bodies
             for r in range(nptr[a - a0], nptr[a - a0 + 1]):
                 b = ncols[r]
                 nq += send[b] - sstart[b]
+                own = own or (selfpairs and sstart[b] <= tstart[a] < send[b])
             if nq > nb.shape[1]:
                 nb = np.empty((5, 2 * nq), c.dtype)
+                if checked:
+                    nb64 = np.empty((5, 2 * nq))
             ox = tctr[a, 0]
             oy = tctr[a, 1]
             oz = tctr[a, 2]
+            # near bodies relative to the leaf's centre in float32 (its precision for
+            # close pairs), as they are in float64: d = x_j - x_t rounds once
+            bx = ox if checked else 0.0
+            by = oy if checked else 0.0
+            bz = oz if checked else 0.0
             nq = np.int64(0)
             for r in range(nptr[a - a0], nptr[a - a0 + 1]):
                 b = ncols[r]
                 for j in range(sstart[b], send[b]):
-                    nb[0, nq] = sx[j] - ox
-                    nb[1, nq] = sy[j] - oy
-                    nb[2, nq] = sz[j] - oz
+                    nb[0, nq] = sx[j] - bx
+                    nb[1, nq] = sy[j] - by
+                    nb[2, nq] = sz[j] - bz
                     nb[3, nq] = sm[j]
                     nb[4, nq] = se2[j]
+                    if checked:
+                        nb64[0, nq] = sx[j]
+                        nb64[1, nq] = sy[j]
+                        nb64[2, nq] = sz[j]
+                        nb64[3, nq] = sm[j]
+                        nb64[4, nq] = se2[j]
                     nq += 1
+            # float32: the closeness scale of the leaf's targets, and the count allowed
+            tb[4] = max(CLOSE * CLOSE * trad[a] * trad[a], TINY * TINY)
+            allowed = 1.0 if own else 0.0
             for t in range(tstart[a], tend[a]):
                 px = tx[t]
                 py = ty[t]
                 pz = tz[t]
                 psi, gx, gy, gz = l2p(L[a], px - ox, py - oy, pz - oz, mono, grad, w)
-                tb[0] = px - ox
-                tb[1] = py - oy
-                tb[2] = pz - oz
+                tb[0] = px - bx
+                tb[1] = py - by
+                tb[2] = pz - bz
                 tb[3] = te2[t]
-                p2, g2x, g2y, g2z = _near(tb[0], tb[1], tb[2], tb[3], nb, nq, c)
+                if checked:
+                    p2, g2x, g2y, g2z, close = _near_checked(
+                        tb[0], tb[1], tb[2], tb[3], nb, nq, c, tb[4]
+                    )
+                    if close > allowed:
+                        p2, g2x, g2y, g2z = _near(px, py, pz, te2[t], nb64, nq, c64)
+                else:
+                    p2, g2x, g2y, g2z = _near(tb[0], tb[1], tb[2], tb[3], nb, nq, c)
                 out[t, 0] = gx + g2x
                 out[t, 1] = gy + g2y
                 out[t, 2] = gz + g2z

@@ -12,6 +12,17 @@ every target in ``B``); a leaf that is not accepted is summed directly.  The
 accepted nodes and the near particles are copied into contiguous buffers and
 then every target of the group runs down both buffers: two dense loops that
 LLVM vectorizes, with the tree's pointer chasing paid once per group.
+
+Close pairs in float32.  The float32 loops hold coordinates relative to the
+group's centre, rounded to ~6e-8 of the group's size ``R``: a pair closer
+than ``1e-7 R`` would round to one point (and be dropped as coincident), one
+at ``r`` carries a relative error ``~2.4e-7 R / r``.  The near loop
+therefore counts the pairs closer than :data:`CLOSE` ``R``
+(:func:`near_field_checked`); a target with any pair but itself that close
+(rare: ~1e-4 of the targets of a Plummer sphere) has its near field summed
+again in float64 from the tree's coordinates, so float32 errs by at most
+~2.4e-7 / CLOSE on any pair and only bodies at identical positions with
+``eps = 0`` are skipped.
 """
 
 from __future__ import annotations
@@ -23,6 +34,13 @@ from propopt.symmetry import spline_kernel
 
 FAR_CAP = 2048
 NEAR_CAP = 4096
+CLOSE = 1e-2
+"""Pairs closer than this fraction of the group's (or FMM leaf's) radius are summed in
+float64 when the loops run in float32: rounding then errs by at most ~2.4e-5 relative
+on any pair summed in float32."""
+TINY = 1e-15
+"""Pairs closer than this (tree units, the root box ~1) are always re-summed in float64:
+their ``r^2`` would be subnormal in float32."""
 
 
 @njit(cache=True, fastmath=True, error_model="numpy", inline="always")
@@ -112,6 +130,39 @@ def near_field(tx, ty, tz, te2, nb, nq, c):  # pragma: no cover - numba
 
 
 @njit(cache=True, fastmath=True, error_model="numpy", inline="always")
+def near_field_checked(tx, ty, tz, te2, nb, nq, c, thr2):  # pragma: no cover - numba
+    """:func:`near_field` and the number of bodies with ``|d|^2 < thr2`` (in ``c.dtype``).
+
+    The float32 loops' test for pairs too close for float32 (see the module
+    docstring): the caller sums the target's near field again in float64 when
+    it finds more than the target itself.
+    """
+    psi = c[0]
+    gx = c[0]
+    gy = c[0]
+    gz = c[0]
+    close = c[0]
+    zero = c[0]
+    half = c[1]
+    one = c[2]
+    for k in range(nq):
+        dx = nb[0, k] - tx
+        dy = nb[1, k] - ty
+        dz = nb[2, k] - tz
+        r2 = dx * dx + dy * dy + dz * dz
+        s2 = r2 + half * (te2 + nb[4, k])
+        inv = one / np.sqrt(s2) if s2 > zero else zero
+        close += one if r2 < thr2 else zero
+        w = nb[3, k] * inv
+        g = w * inv * inv
+        psi += w
+        gx += g * dx
+        gy += g * dy
+        gz += g * dz
+    return psi, gx, gy, gz, close
+
+
+@njit(cache=True, fastmath=True, error_model="numpy", inline="always")
 def _near(tx, ty, tz, te2, nb, nq, c, out):  # pragma: no cover - numba
     psi, gx, gy, gz = near_field(tx, ty, tz, te2, nb, nq, c)
     out[0] += gx
@@ -127,6 +178,25 @@ def _near_acc(tx, ty, tz, te2, nb, nq, c, out):  # pragma: no cover - numba
     out[0] += gx
     out[1] += gy
     out[2] += gz
+
+
+@njit(cache=True, fastmath=True, error_model="numpy")
+def _near_checked(t, tb, nb, nq, c, thr2, own, tg64, nb64, c64, out):  # pragma: no cover
+    """:func:`_near` in float32 for target ``t``; in float64 when it has a too-close pair.
+
+    ``own[t]``: the target's own body is among the gathered ``nb`` (it is
+    the one close pair expected).  ``tg64``, ``nb64``: the target and the
+    bodies in the tree's float64 coordinates.
+    """
+    psi, gx, gy, gz, close = near_field_checked(
+        tb[0, t], tb[1, t], tb[2, t], tb[3, t], nb, nq, c, thr2
+    )
+    if close > (c[2] if own[t] else c[0]):
+        psi, gx, gy, gz = near_field(tg64[0, t], tg64[1, t], tg64[2, t], tg64[3, t], nb64, nq, c64)
+    out[0] += gx
+    out[1] += gy
+    out[2] += gz
+    out[3] -= psi
 
 
 @njit(cache=True, fastmath=True, error_model="numpy")
@@ -153,7 +223,15 @@ def _near_spline(tx, ty, tz, th2, nb, nq, out):  # pragma: no cover - numba
 
 
 @njit(cache=True, fastmath=True, error_model="numpy")
-def _flush(tb, ng, fb, nf, nb, nq, quad, pot, c, spline, acc):  # pragma: no cover - numba
+def _flush(
+    tb, ng, fb, nf, nb, nq, quad, pot, c, spline, acc, checked, thr2, own, tg64, nb64, c64
+):  # fmt: skip  # pragma: no cover - numba
+    """Far nodes ``fb[:, :nf]`` and near bodies ``nb[:, :nq]`` at the group's ``ng`` targets.
+
+    With ``checked`` (float32 loops) the near field is :func:`_near_checked`
+    (the float64 copies ``tg64``, ``nb64`` for targets with a too-close pair),
+    and the spline's near field reads the float64 copies.
+    """
     for t in range(ng):
         o = acc[t]
         x = tb[0, t]
@@ -169,8 +247,12 @@ def _flush(tb, ng, fb, nf, nb, nq, quad, pot, c, spline, acc):  # pragma: no cov
             _far(x, y, z, te, fb, nf, False, True, c, o)
         elif nf:
             _far(x, y, z, te, fb, nf, False, False, c, o)
-        if nq and spline:
+        if nq and spline and checked:
+            _near_spline(tg64[0, t], tg64[1, t], tg64[2, t], tg64[3, t], nb64, nq, o)
+        elif nq and spline:
             _near_spline(x, y, z, tb[3, t], nb, nq, o)
+        elif nq and checked:
+            _near_checked(t, tb, nb, nq, c, thr2, own, tg64, nb64, c64, o)
         elif nq and pot:
             _near(x, y, z, tb[3, t], nb, nq, c, o)
         elif nq:
@@ -180,7 +262,7 @@ def _flush(tb, ng, fb, nf, nb, nq, quad, pot, c, spline, acc):  # pragma: no cov
 @njit(cache=True, parallel=True, error_model="numpy")
 def walk(
     tgt, gstart, gend, gmax, src, nodes, test, nstart, nend, nxt, leaf, quad, pot, nblocks,
-    c, relative, spline, out,
+    c, relative, spline, selfpairs, out,
 ):  # fmt: skip
     """Field of the tree at the targets, one walk per group.  # pragma: no cover - numba
 
@@ -200,14 +282,24 @@ def walk(
     ``spline`` the eps^2 columns hold ``h^2`` of pytreegrav's cubic spline,
     ``nodes[:, 13]`` each node's largest ``h``, and a node is used whole only
     when every pair it holds is beyond its support (then Newtonian).
+    With ``relative`` the near field is checked for pairs too close for
+    float32 (:func:`_near_checked`; ``selfpairs``: the targets are the
+    sources, in the same order, so each meets itself once).
     """
     ng = gstart.shape[0]
     nnode = nxt.shape[0]
+    c64 = np.array([0.0, 0.5, 1.0, 3.0, 5.0])
+    cap64 = NEAR_CAP if relative else 1
     for b in prange(nblocks):
         fb = np.empty((13, FAR_CAP), c.dtype)
         nb = np.empty((5, NEAR_CAP), c.dtype)
         tb = np.empty((4, gmax), c.dtype)
         acc = np.empty((gmax, 4))
+        # float64 copies for the float32 loops' close pairs (see _near_checked)
+        nb64 = np.empty((5, cap64))
+        tg64 = np.empty((4, gmax if relative else 1))
+        own = np.zeros(gmax, np.bool_)
+        th = np.empty(1, c.dtype)
         for g in range(b * ng // nblocks, (b + 1) * ng // nblocks):
             gs = gstart[g]
             ge = gend[g]
@@ -228,6 +320,10 @@ def walk(
             gx = 0.5 * (lx + hx) if relative else 0.0
             gy = 0.5 * (ly + hy) if relative else 0.0
             gz = 0.5 * (lz + hz) if relative else 0.0
+            # squared radius of the group's box: the float32 loops' closeness scale
+            rg2 = 0.25 * ((hx - lx) ** 2 + (hy - ly) ** 2 + (hz - lz) ** 2)
+            th[0] = max(CLOSE * CLOSE * rg2, TINY * TINY)
+            thr2 = th[0]  # in c.dtype
             gh = 0.0  # the group's largest spline support
             for t in range(gs, ge):
                 if spline:
@@ -236,6 +332,10 @@ def walk(
                 tb[1, t - gs] = tgt[1, t] - gy
                 tb[2, t - gs] = tgt[2, t] - gz
                 tb[3, t - gs] = tgt[3, t]
+                if relative:
+                    for q in range(4):
+                        tg64[q, t - gs] = tgt[q, t]
+                    own[t - gs] = False
             nf = 0
             nq = 0
             i = 0
@@ -257,19 +357,8 @@ def walk(
                     far = d2 > reach * reach
                 if far:
                     if nf == FAR_CAP:
-                        _flush(
-                            tb,
-                            ge - gs,
-                            fb,
-                            np.int64(nf),
-                            nb,
-                            np.int64(0),
-                            quad,
-                            pot,
-                            c,
-                            spline,
-                            acc,
-                        )
+                        _flush(tb, ge - gs, fb, np.int64(nf), nb, np.int64(0), quad, pot, c,
+                               spline, acc, relative, thr2, own, tg64, nb64, c64)  # fmt: skip
                         nf = 0
                     fb[0, nf] = nodes[i, 0]
                     fb[1, nf] = cx - gx
@@ -287,31 +376,28 @@ def walk(
                     j = nstart[i]
                     while j < nend[i]:
                         if nq == NEAR_CAP:
-                            _flush(
-                                tb,
-                                ge - gs,
-                                fb,
-                                np.int64(0),
-                                nb,
-                                np.int64(nq),
-                                quad,
-                                pot,
-                                c,
-                                spline,
-                                acc,
-                            )
+                            _flush(tb, ge - gs, fb, np.int64(0), nb, np.int64(nq), quad, pot,
+                                   c, spline, acc, relative, thr2, own, tg64, nb64,
+                                   c64)  # fmt: skip
                             nq = 0
+                            own[: ge - gs] = False
                         nb[0, nq] = src[0, j] - gx
                         nb[1, nq] = src[1, j] - gy
                         nb[2, nq] = src[2, j] - gz
                         nb[3, nq] = src[3, j]
                         nb[4, nq] = src[4, j]
+                        if relative:
+                            for q in range(5):
+                                nb64[q, nq] = src[q, j]
+                            if selfpairs and gs <= j < ge:
+                                own[j - gs] = True
                         nq += 1
                         j += 1
                     i = nxt[i]
                 else:
                     i += 1
-            _flush(tb, ge - gs, fb, np.int64(nf), nb, np.int64(nq), quad, pot, c, spline, acc)
+            _flush(tb, ge - gs, fb, np.int64(nf), nb, np.int64(nq), quad, pot, c, spline, acc,
+                   relative, thr2, own, tg64, nb64, c64)  # fmt: skip
             for t in range(gs, ge):
                 for q in range(4):
                     out[t, q] = acc[t - gs, q]

@@ -97,6 +97,23 @@ def _root_box(P: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return lo - pad, lo + side + 2 * pad
 
 
+def _exact_origin(P: np.ndarray) -> np.ndarray:
+    """A point to measure the bodies from with exact differences ``x - origin``.
+
+    Per axis: the bodies' bound nearest 0 when every coordinate is within a
+    factor 2 of it (a box far from 0; by Sterbenz's lemma the difference is
+    then exact), else 0 (the box is within about its side of 0, and ``x - 0``
+    is ``x``).  The padded box corner would round every coordinate to ~1e-16
+    of the box: two bodies 1e-13 apart near a box of side 10 lost 1% of
+    their pull.
+    """
+    if P.shape[0] == 0:
+        return np.zeros(3)
+    lo, hi = P.min(axis=0).astype(np.float64), P.max(axis=0).astype(np.float64)
+    with np.errstate(over="ignore"):
+        return np.where((lo > 0) & (hi <= 2 * lo), lo, np.where((hi < 0) & (lo >= 2 * hi), hi, 0.0))
+
+
 def _unit_exponent(x: float) -> int:
     """``e`` with ``2**e`` near ``x`` (0 for 0): dividing by a power of two is exact."""
     if not x > 0:
@@ -120,7 +137,7 @@ class Octree:
         Morton order: sorted body ``k`` is input body ``order[k]``.
     src : ndarray (5, n)
         Sorted x, y, z, m, eps^2 (float64), in the tree's units: positions
-        from ``origin`` (the root box's low corner), lengths in units of
+        from ``origin`` (an exact shift, see :func:`_exact_origin`), lengths in units of
         ``2**length_exp`` and masses in units of ``2**mass_exp``
         (powers of two near the root box's side and the largest mass, so
         that scaling is exact and bodies at any finite scale, 1e-150 or
@@ -222,7 +239,7 @@ class Octree:
         side = float(np.max(np.asarray(box[1], float) - np.asarray(box[0], float)))
         lexp, mexp = _unit_exponent(side), _unit_exponent(float(m.max()) if n else 1.0)
         src = np.empty((5, n))
-        origin = np.asarray(box[0], float)
+        origin = _exact_origin(P)
         pos_sorted = np.empty((n, 3))
         if max(abs(lexp), abs(mexp)) < 1000:  # 2**-lexp, 2**-mexp are float64 numbers
             gather_sources(P, m, e, order, origin, 2.0**-lexp, 2.0**-mexp, src, pos_sorted)
@@ -306,8 +323,11 @@ class Octree:
             many SIMD lanes on coordinates taken relative to each target
             group's centre, and adds each loop's partial sums in float64: a
             relative rounding error ``~1e-6``, far below the tree's
-            truncation error at any useful ``theta``.  Bodies closer than
-            ``1e-7`` of the group size count as coincident in float32.
+            truncation error at any useful ``theta``.  A target with a body
+            closer than 1e-2 of its group's radius (where float32 would err
+            by more, and by 100% below 1e-7) has its near field summed in
+            float64 (rare), so close pairs keep their pull; only bodies at
+            one position with ``eps = 0`` are skipped.
         potential : bool
             Also compute the potentials (the CPU walk skips their terms
             without: ~10% fewer operations).
@@ -385,7 +405,8 @@ class Octree:
                         self._test(theta), self.start, self.end, self.next, self.leaf,
                         bool(quadrupole), bool(potential),
                         nblocks, np.array([0.0, 0.5, 1.0, 3.0, 5.0], precision),
-                        precision == "float32", self.softening == "spline", res,
+                        precision == "float32", self.softening == "spline", targets is None,
+                        res,
                     )  # fmt: skip
                 finally:
                     numba.set_parallel_chunksize(old)

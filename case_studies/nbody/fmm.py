@@ -55,7 +55,7 @@ from propopt.separability.expansions import MAX_ORDER, expansion_tables
 
 from . import _fmm
 from ._build import build_topology
-from .barnes_hut import _root_box, _unit_exponent, per_body
+from .barnes_hut import _exact_origin, _root_box, _unit_exponent, per_body
 
 __all__ = ["LEAF_SIZE", "TOL", "TOL_TABLE", "fmm", "fmm_parameters"]
 
@@ -67,7 +67,9 @@ NEAR32_TOL = 1e-4
 """From this ``tol`` up (``order`` and ``theta`` from the table), the near field and
 the M2L sums run in float32 (near-field coordinates relative to each target leaf's
 centre, M2L in units of each batch's nearest distance; rounding ~1e-6 relative,
-100x below the tolerance)."""
+100x below the tolerance).  A target with a body closer than ``_walk.CLOSE`` (1e-2)
+of its leaf's radius, where float32 would err by more (by 100% at 1e-7), has its
+near field summed again in float64."""
 CHEAP = 0.5
 """A target leaf sums a source cell directly when ``n_a n_b <= CHEAP * (M2L flops)``."""
 ITEMS = 256
@@ -167,8 +169,11 @@ def fmm(
         (:func:`fmm_parameters`, calibrated so that the 99th percentile of
         the error stays below ``tol``; the median is typically 10-30x
         smaller).  From 1e-1 to 1e-7.  From 1e-4 up the near field and the
-        M2L sums run in float32 (:data:`NEAR32_TOL`): a body closer to a
-        target than ~1e-7 of the target's leaf size counts as coincident.
+        M2L sums run in float32 (:data:`NEAR32_TOL`); a target with a body
+        closer than 1e-2 of its leaf's radius has its near field summed in
+        float64 (rare), so close pairs keep their pull.  Only bodies at one
+        position with ``eps = 0`` are skipped (no direction), as in
+        :func:`propopt.direct_gravity`.
     eps : float or array (n,)
         Plummer softening length, per body if an array (pair softening
         ``eps_ij^2 = (eps_i^2 + eps_j^2) / 2``, as in :func:`propopt.direct_gravity`).
@@ -253,21 +258,22 @@ def fmm(
             float(e[0]) if n and np.all(e == e[0]) else 0.0, "softening lengths",
         )  # fmt: skip
     dtype = np.dtype(np.float32) if dtype == np.float32 else np.dtype(np.float64)
-    # tree units: positions from the root box's corner in units of 2**lexp, masses of 2**mexp
+    # tree units: positions from an exact origin in units of 2**lexp, masses of 2**mexp
     box = _root_box(P)
     side = float(np.max(box[1] - box[0]))
     lexp, mexp = _unit_exponent(side), _unit_exponent(float(m.max()) if n else 1.0)
-    Ps = np.ldexp(P - box[0], -lexp)
+    origin = _exact_origin(P)  # P - origin is exact
+    Ps = np.ldexp(P - origin, -lexp)
     src = _tree(Ps, np.ldexp(m, -mexp), np.ldexp(e, -lexp) ** 2, leaf_size, _root_box(Ps))
     if T is None:
         tgt = src
     else:
-        Ts = np.ldexp(T - box[0], -lexp)
+        Ts = np.ldexp(T - origin, -lexp)
         tgt = _tree(Ts, np.ones(T.shape[0]), np.ldexp(te, -lexp) ** 2, leaf_size, _root_box(Ts))
     mt = tgt["x"].shape[0]
     res = np.zeros((mt, 4))
     if mt and n:
-        res = _run(src, tgt, p, th, near32=near32)
+        res = _run(src, tgt, p, th, near32=near32, selfpairs=T is None)
         if T is None:  # P2P counted each body's own softened potential m_i / eps_i
             e2 = src["e2"]
             with np.errstate(divide="ignore"):
@@ -322,7 +328,9 @@ def _m2l_triples(p: int) -> tuple[np.ndarray, np.ndarray]:
     return trip, ptr
 
 
-def _run(src: dict, tgt: dict, p: int, theta: float, near32: bool = False) -> np.ndarray:
+def _run(
+    src: dict, tgt: dict, p: int, theta: float, near32: bool = False, selfpairs: bool = False
+) -> np.ndarray:
     """The passes of the method on two trees in tree units: ``(m, 4)`` grad psi and psi."""
     tab = expansion_tables(p)
     ks, kt = src["start"].shape[0], tgt["start"].shape[0]
@@ -354,5 +362,5 @@ def _run(src: dict, tgt: dict, p: int, theta: float, near32: bool = False) -> np
            tab.rec2[:, :, 1].astype(c.dtype))  # fmt: skip
     threads.run_threads(_fmm.solve, min(nthreads, items.shape[0]), items, trec,
                      srec, T, S, M, theta, cheap, rec, tab.mono, tab.trip, mtrip, mptr,
-                     tab.grad, c, L, out)  # fmt: skip
+                     tab.grad, c, near32, selfpairs, L, out)  # fmt: skip
     return out
