@@ -10,7 +10,12 @@ tokens)::
 
 A *run* is a maximal stretch of tokens inside one chunk with no sequence
 start after its first token; two tokens of a chunk interact only when they
-are in the same run.
+are in the same run.  A token whose decay ``exp(dt A)`` is exactly zero
+(``dt A`` below :data:`CUT_BELOW`, ``-inf`` included) *cuts* its head's run
+there: ``cs`` restarts at it, as at a sequence start, so that no two
+infinities are ever subtracted (``-inf - -inf`` is nan, where the
+recurrence has ``exp(-inf) = 0``), and a (chunk, head) holding a cut takes
+the explicit mask, which selects zero across it.
 
 **Separability of the mask.**  Inside a run the decay is a product,
 ``exp(cs_i - cs_j) = u_i v_j`` with ``u_i = exp(cs_i - r)`` and
@@ -47,6 +52,18 @@ FASTMATH = {"contract", "reassoc", "nsz", "arcp"}
 #: The factors are evaluated in float64 and rounded once (0.5 ulp each).
 SEPARABLE_RANGE = {np.dtype(np.float32): 80.0, np.dtype(np.float64): 600.0}
 
+#: A token's decay ``exp(dt A)`` counts as exactly zero (a cut) when ``dt A``
+#: (in float64) is below this: ``exp(-746)`` is 0 in float64 (its smallest
+#: subnormal is ``exp(-744.4)``), so the cut changes nothing but the rounding
+#: of ``cs`` after it.  One comparison, the same in numba, NumPy and torch.
+CUT_BELOW = -746.0
+
+
+@njit(cache=True)
+def is_cut(la):  # type: ignore[no-untyped-def]
+    """``exp(la)`` is zero: ``la`` (float64) below :data:`CUT_BELOW`; False for nan."""
+    return la < CUT_BELOW
+
 
 def as_dtype_of(x: float, like: float) -> float:
     """``x`` converted to the float type of ``like`` (in numba code)."""
@@ -68,22 +85,28 @@ def _softplus(v):  # type: ignore[no-untyped-def]
 
 @njit(parallel=True, cache=True)
 def prep(dt, A, bias, softplus, lo, hi, starts, run0, first, Q, limit,
-         dtp, cs, u, vdt, a, s1, er, safe):  # type: ignore[no-untyped-def]  # fmt: skip
+         dtp, cs, u, vdt, a, s1, er, safe, bad):  # type: ignore[no-untyped-def]  # fmt: skip
     """Processed ``dt``, chunk-local ``cs`` and, per chunk, the factors of its mask.
 
     ``dt`` (b, l, h); ``starts`` (b, l) uint8, 1 where a sequence starts;
     ``run0[b, t]`` the first token of ``t``'s run; ``first[b, c]`` the offset of
     the chunk's first sequence start (``Q`` if none).  Writes ``dtp``, ``cs``
     (b, h, l) (``cs`` in float64, restarting at every chunk and sequence
-    start); ``u``, ``vdt`` (b, l, h); and per (b, c, h) the chunk's decay
-    ``a`` (0 if a sequence starts in it), ``s1``, ``er`` and ``safe``.
+    start, and at every cut of the head); ``u``, ``vdt`` (b, l, h); and per
+    (b, c, h) the chunk's decay ``a`` (0 if a sequence starts or the head is
+    cut in it), ``s1``, ``er``, ``safe`` and ``bad``.
 
-    Safe heads (range of ``cs`` over the chunk <= ``limit``), centre
+    A processed ``dt`` that is not finite, or a decay ``dt A`` that is nan or
+    ``+inf``, is taken as 0 here (so that it reaches no other token) and
+    flagged in ``bad``: the caller recomputes its sequence
+    (:mod:`._ssd_nonfinite`).
+
+    Safe heads (no cut, range of ``cs`` over the chunk <= ``limit``), centre
     ``r = (min + max) / 2``: ``u_t = exp(cs_t - r)``, ``vdt_t = exp(r - cs_t) dt_t``,
     ``s1 = exp(cs_end - r)`` (scales the chunk's state), ``er = exp(r)`` (scales
     the carried state).  Unsafe heads: ``u = 1``, ``vdt_t = exp(cs_end - cs_t) dt_t``
-    on the chunk's last run (0 before it), ``s1 = er = 1``.  The factors are
-    evaluated in float64 and rounded once.
+    on the chunk's last run of the head (0 before it), ``s1 = er = 1``.  The
+    factors are evaluated in float64 and rounded once.
     """
     nb, L, H = dt.shape
     nck = a.shape[1]
@@ -97,6 +120,8 @@ def prep(dt, A, bias, softplus, lo, hi, starts, run0, first, Q, limit,
             acc = 0.0
             lo_cs = np.inf
             hi_cs = -np.inf
+            cut = -1  # the head's last cut in the chunk
+            flagged = False
             for t in range(t0, t1):
                 if starts[b, t]:
                     acc = 0.0
@@ -106,14 +131,24 @@ def prep(dt, A, bias, softplus, lo, hi, starts, run0, first, Q, limit,
                 # min/max written out so that NaN stays NaN
                 v = lo if v < lo else v
                 v = hi if v > hi else v
+                la = np.float64(v) * ah
+                if not (math.isfinite(v) and la < np.inf):  # nan or inf dt, nan or +inf dt A
+                    flagged = True
+                    v = as_dtype_of(0.0, v)
+                    la = 0.0
                 dtp[b, h, t] = v
-                acc += np.float64(v) * ah
+                if is_cut(la):
+                    acc = 0.0
+                    cut = t
+                else:
+                    acc += la
                 cs[b, h, t] = acc
                 lo_cs = min(lo_cs, acc)
                 hi_cs = max(hi_cs, acc)
+            bad[b, c, h] = flagged
             end = cs[b, h, t1 - 1]
-            a[b, c, h] = math.exp(end) if first[b, c] >= t1 - t0 else 0.0
-            ok = hi_cs - lo_cs <= limit  # False for NaN
+            a[b, c, h] = math.exp(end) if first[b, c] >= t1 - t0 and cut < 0 else 0.0
+            ok = cut < 0 and hi_cs - lo_cs <= limit
             safe[b, c, h] = ok
             if ok:
                 r = 0.5 * (lo_cs + hi_cs)
@@ -123,7 +158,7 @@ def prep(dt, A, bias, softplus, lo, hi, starts, run0, first, Q, limit,
                 s1[b, c, h] = math.exp(end - r)
                 er[b, c, h] = math.exp(r)
             else:
-                jl = run0[b, t1 - 1]
+                jl = max(run0[b, t1 - 1], cut)  # the head's last run
                 for t in range(t0, t1):
                     u[b, t, h] = 1.0
                     w = math.exp(end - cs[b, h, t]) * dtp[b, h, t] if t >= jl else 0.0
@@ -225,13 +260,18 @@ def pass_states(S, a, s1, er, h0, R, final):  # type: ignore[no-untyped-def]
 
 
 @njit(parallel=True, fastmath=FASTMATH, cache=True)
-def pair_operands(pairs, Lm, c0, Q, cs, dtp, x, R, one, Lp, Rp):  # type: ignore[no-untyped-def]
+def pair_operands(pairs, Lm, c0, Q, cs, dtp, A, run0, x, R, one, Lp, Rp):  # type: ignore[no-untyped-def]
     """Operands of the unsafe (batch, chunk, head) pairs, with the explicit mask.
 
     ``Lp[k] = [ (CB o mask)_ij exp(cs_i - cs_j) dt_j | exp(cs_i) (C o carry)_i ]`` and
     ``Rp[k] = [X_h ; H_{c-1, h}]``; then zeroes the pair's columns of ``R`` so
     that the all-heads GEMM adds nothing to them.  Pairs (distinct) are in
-    chunks ``c0 ..`` of length ``Qc = Lp.shape[1]``.
+    chunks ``c0 ..`` of length ``Qc = Lp.shape[1]``.  The mask is selected,
+    not multiplied: only ``j`` in ``i``'s run of the head (after its sequence
+    start and its last cut) gets an ``exp``, whose argument is then <= 0 for
+    ``A <= 0`` (across a start ``cs_i - cs_j`` may be large and its ``exp``
+    inf, and ``0 * inf`` is nan); the carry reaches the tokens before the
+    head's first cut.
     """
     K, Qc, W = Lp.shape
     N = W - Qc
@@ -244,18 +284,28 @@ def pair_operands(pairs, Lm, c0, Q, cs, dtp, x, R, one, Lp, Rp):  # type: ignore
         g = h // hg
         ci = c - c0
         t0 = c * Q
+        ah = np.float64(A[h])
+        jc = -1  # the head's last cut at or before token i (as prep finds it)
         for i in range(Qc):
+            if is_cut(np.float64(dtp[b, h, t0 + i]) * ah):
+                jc = i
+            j0 = max(run0[b, t0 + i] - t0, jc)
             csi = cs[b, h, t0 + i]
             src = Lm[b, g, ci, i]
             dst = Lp[k, i]
-            for j in range(i + 1):
-                e = fexp(as_dtype_of(csi - cs[b, h, t0 + j], one))
-                dst[j] = src[j] * e * dtp[b, h, t0 + j]
-            for j in range(i + 1, Qc):
-                dst[j] = 0.0
-            ei = fexp(as_dtype_of(csi, one))
-            for n in range(N):
-                dst[Qc + n] = src[Qc + n] * ei
+            for j in range(Qc):
+                if j0 <= j <= i:
+                    e = fexp(as_dtype_of(csi - cs[b, h, t0 + j], one))
+                    dst[j] = src[j] * e * dtp[b, h, t0 + j]
+                else:
+                    dst[j] = 0.0
+            if jc < 0:
+                ei = fexp(as_dtype_of(csi, one))
+                for n in range(N):
+                    dst[Qc + n] = src[Qc + n] * ei
+            else:
+                for n in range(N):
+                    dst[Qc + n] = 0.0
             xr = x[b, t0 + i, h]
             for p in range(P):
                 Rp[k, i, p] = xr[p]
@@ -281,9 +331,13 @@ def put_pairs(pairs, Yp, Q, y):  # type: ignore[no-untyped-def]
 
 
 @njit(parallel=True, fastmath=FASTMATH, cache=True)
-def finish(y, u, x, z, has_z, has_d, Dv, one):  # type: ignore[no-untyped-def]
-    """``y = u y + D x``, times ``silu(z)``, in place."""
+def finish(y, u, x, z, has_z, has_d, Dv, one, nonfinite):  # type: ignore[no-untyped-def]
+    """``y = u y + D x``, times ``silu(z)``, in place; flags tokens with an inf or nan.
+
+    ``nonfinite[b, t, h]``: 1 where ``y[b, t, h]`` holds an inf or nan, else 0.
+    """
     nb, L, H, P = y.shape
+    zero = one - one
     for task in prange(nb * L):
         b = task // L
         t = task - b * L
@@ -303,3 +357,8 @@ def finish(y, u, x, z, has_z, has_d, Dv, one):  # type: ignore[no-untyped-def]
                 for p in range(P):
                     zp = zr[p]
                     out[p] = out[p] * (zp / (one + fexp(-zp)))
+            # 0 * v is nan exactly for an inf or nan v (no nnan/ninf: not folded away)
+            acc = zero
+            for p in range(P):
+                acc += out[p] * zero
+            nonfinite[b, t, h] = acc != acc

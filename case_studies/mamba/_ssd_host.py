@@ -164,10 +164,13 @@ def forward(x: np.ndarray, dt: np.ndarray, A: np.ndarray, B: np.ndarray, C: np.n
             Q: int, Dv: np.ndarray | None, z: np.ndarray | None, bias: np.ndarray,
             softplus: bool, dt_limit: tuple[float, float], h0: np.ndarray,
             starts: np.ndarray,
-            cu_seqlens: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, Any]:  # fmt: skip
+            cu_seqlens: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, Any, bool]:  # fmt: skip
     """The chunked scan on validated, contiguous arrays of the compute dtype.
 
-    Returns ``(y, final_states, varlen_states or None)``.
+    Returns ``(y, final_states, varlen_states or None, clean)``: ``clean`` is
+    False when a ``dt`` or decay was not finite (taken as 0,
+    :func:`._ssd_cpu.prep`) or an output or state came out inf or nan; the
+    caller then recomputes (:mod:`._ssd_nonfinite`).
     """
     nb, L, H, P = x.shape
     G, N = B.shape[2], B.shape[3]
@@ -181,10 +184,11 @@ def forward(x: np.ndarray, dt: np.ndarray, A: np.ndarray, B: np.ndarray, C: np.n
     cs = np.empty((nb, H, L))
     u, vdt = np.empty((nb, L, H), T), np.empty((nb, L, H), T)
     a, s1, er = (np.empty((nb, nck, H), T) for _ in range(3))
-    safe = np.empty((nb, nck, H), np.uint8)
+    safe, flagged = np.empty((nb, nck, H), np.uint8), np.empty((nb, nck, H), np.uint8)
     lo, hi = (T.type(v) for v in dt_limit)
     _ssd_cpu.prep(dt, A, bias, softplus, lo, hi, starts, run0, first, Q,
-                  _ssd_cpu.SEPARABLE_RANGE[T], dtp, cs, u, vdt, a, s1, er, safe)  # fmt: skip
+                  _ssd_cpu.SEPARABLE_RANGE[T], dtp, cs, u, vdt, a, s1, er, safe,
+                  flagged)  # fmt: skip
     Ct = np.ascontiguousarray(C.transpose(0, 2, 1, 3))  # (b, g, l, n)
     Bt = np.ascontiguousarray(B.transpose(0, 2, 1, 3))
     # R[b, c]: the chunk's right operand, Q rows of (v dt o X) then N state rows.
@@ -217,7 +221,7 @@ def forward(x: np.ndarray, dt: np.ndarray, A: np.ndarray, B: np.ndarray, C: np.n
     release(S)
     varlen = None
     if cu_seqlens is not None:  # before phase 3 clears the unsafe pairs' columns of R
-        varlen = varlen_states(x, B, cs, dtp, run0, first, R, u, safe, cu_seqlens, Q)
+        varlen = varlen_states(x, B, A, cs, dtp, run0, first, R, u, safe, cu_seqlens, Q)
     y = np.empty((nb, L, H, P), T)
     for (c0, nc, Qc), Lm in zip(ranges, lefts):  # phase 3: each chunk from its carry
         t0, t1, row0 = c0 * Q, c0 * Q + nc * Qc, Q - Qc
@@ -226,7 +230,7 @@ def forward(x: np.ndarray, dt: np.ndarray, A: np.ndarray, B: np.ndarray, C: np.n
             bad[:, 1] += c0
             Lp = np.empty((len(bad), Qc, Qc + N), T)
             Rp = np.empty((len(bad), Qc + N, P), T)
-            _ssd_cpu.pair_operands(bad, Lm, c0, Q, cs, dtp, x, R, one, Lp, Rp)
+            _ssd_cpu.pair_operands(bad, Lm, c0, Q, cs, dtp, A, run0, x, R, one, Lp, Rp)
             Yp = np.empty((len(bad), Qc, P), T)
             matmul(Lp, Rp, Yp)
         rows, fold = _batching(nb, G, nc * Qc == L)
@@ -238,10 +242,13 @@ def forward(x: np.ndarray, dt: np.ndarray, A: np.ndarray, B: np.ndarray, C: np.n
         if len(bad):
             _ssd_cpu.put_pairs(bad, Yp, Q, y)
     zz = z if z is not None else np.zeros((1, 1, 1, 1), T)  # contiguous: one compiled kernel
+    nonfinite = np.empty((nb, L, H), np.uint8)
     _ssd_cpu.finish(y, u, x, zz, z is not None, Dv is not None,
-                    Dv if Dv is not None else np.zeros((1, 1), T), one)  # fmt: skip
+                    Dv if Dv is not None else np.zeros((1, 1), T), one, nonfinite)  # fmt: skip
     release(R)
-    return y, final, varlen
+    clean = not (flagged.any() or nonfinite.any() or not np.isfinite(final).all()
+                 or (varlen is not None and not np.isfinite(varlen).all()))  # fmt: skip
+    return y, final, varlen, clean
 
 
 def _batching(nb: int, G: int, whole_rows: bool) -> tuple[Any, Any]:
@@ -263,20 +270,24 @@ def _batching(nb: int, G: int, whole_rows: bool) -> tuple[Any, Any]:
     return [slice(None)], fold
 
 
-def varlen_states(x: np.ndarray, B: np.ndarray, cs: np.ndarray, dtp: np.ndarray,
-                  run0: np.ndarray, first: np.ndarray, R: np.ndarray, u: np.ndarray,
-                  safe: np.ndarray, cu: np.ndarray, Q: int) -> np.ndarray:  # fmt: skip
+def varlen_states(x: np.ndarray, B: np.ndarray, A: np.ndarray, cs: np.ndarray,
+                  dtp: np.ndarray, run0: np.ndarray, first: np.ndarray, R: np.ndarray,
+                  u: np.ndarray, safe: np.ndarray, cu: np.ndarray,
+                  Q: int) -> np.ndarray:  # fmt: skip
     """State after the last token of each packed sequence (batch 1): (nseq, h, p, n).
 
     The state at token ``t`` of chunk ``c`` is the carry ``exp(cs_t) H_{c-1}``
-    (if no sequence starts in the chunk before ``t``) plus the tokens of
-    ``t``'s run, ``sum_j exp(cs_t - cs_j) dt_j B_j x_j^T``.  Empty sequences
-    get zeros.  ``R[0, c, Q:]`` holds ``exp(r) H_{c-1}`` for safe heads, so the
-    carry is ``u_t R`` there (``exp(cs_t) R`` for unsafe heads, whose ``r`` is 0).
+    (if neither a sequence start nor a cut of the head comes before ``t`` in
+    the chunk) plus the tokens of ``t``'s run of the head,
+    ``sum_j exp(cs_t - cs_j) dt_j B_j x_j^T``; both masks are selections.
+    Empty sequences get zeros.  ``R[0, c, Q:]`` holds ``exp(r) H_{c-1}`` for
+    safe heads, so the carry is ``u_t R`` there (``exp(cs_t) R`` for unsafe
+    heads, whose ``r`` is 0).
     """
     _, _, H, P = x.shape
     G, N = B.shape[2], B.shape[3]
     hg = H // G
+    a64 = A.astype(np.float64)[:, None]
     out = np.zeros((len(cu) - 1, H, P, N), x.dtype)
     for s in range(len(cu) - 1):
         if cu[s + 1] <= cu[s]:
@@ -284,7 +295,12 @@ def varlen_states(x: np.ndarray, B: np.ndarray, cs: np.ndarray, dtp: np.ndarray,
         t = int(cu[s + 1]) - 1
         c = t // Q
         jm = int(run0[0, t])
-        w = (np.exp(cs[0, :, t, None] - cs[0, :, jm : t + 1]) * dtp[0, :, jm : t + 1]).T
+        # each head's last cut in the chunk up to t (-1 if none), found as prep finds it
+        la = dtp[0, :, c * Q : t + 1].astype(np.float64) * a64
+        cut = np.where(la < _ssd_cpu.CUT_BELOW, np.arange(c * Q, t + 1), -1).max(axis=1)
+        run = np.arange(jm, t + 1) >= np.maximum(jm, cut)[:, None]  # (h, k)
+        gap = np.where(run, cs[0, :, t, None] - cs[0, :, jm : t + 1], -np.inf)
+        w = (np.exp(gap) * dtp[0, :, jm : t + 1]).T
         Xs = x[0, jm : t + 1] * w[:, :, None].astype(x.dtype)  # (k, h, p)
         for g in range(G):
             hs = slice(g * hg, (g + 1) * hg)
@@ -295,5 +311,6 @@ def varlen_states(x: np.ndarray, B: np.ndarray, cs: np.ndarray, dtp: np.ndarray,
             if t - c * Q < first[0, c]:
                 carry = R[0, c, Q:, hs.start * P : hs.stop * P].reshape(N, hg, P)
                 scale = np.where(safe[0, c, hs], u[0, t, hs], np.exp(cs[0, hs, t]))
-                out[s, hs] += scale.astype(x.dtype)[:, None, None] * carry.transpose(1, 2, 0)
+                add = scale.astype(x.dtype)[:, None, None] * carry.transpose(1, 2, 0)
+                out[s, hs] += np.where((cut[hs] < 0)[:, None, None], add, 0)
     return out

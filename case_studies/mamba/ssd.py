@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from . import _checks, _ssd_cpu, _ssd_host, _ssd_reference
+from . import _checks, _ssd_cpu, _ssd_host, _ssd_nonfinite, _ssd_reference
 
 SsdMethod = Literal["auto", "cpu", "torch", "reference"]
 SSD_METHODS: tuple[str, ...] = ("auto", "cpu", "torch", "reference")
@@ -126,8 +126,13 @@ def ssd_scan(
     ``_ssd_cpu.SEPARABLE_RANGE`` (80 e-folds in float32); a (chunk, head)
     beyond it is computed with the explicit mask.  float32 results agree with
     a float64 recurrence to within 1e-6 of ``max |y|`` (4-8e-7 at the 2.7B
-    shape).  A NaN or inf in a chunk
-    reaches every output of its chunk (the GEMMs multiply it by zeros).
+    shape).  An inf or nan in the inputs gives the recurrence's infs and nans:
+    it reaches no earlier token and no other packed sequence, forward or
+    backward (each (row, head, sequence) that holds one is recomputed token
+    by token, at the cost of ``method='reference'`` for that sequence; see
+    ``_ssd_nonfinite``).  A decay ``exp(dt A)`` that is exactly 0 (``dt A``
+    below -746 in float64: ``A = -inf``, or a float32 ``A = -1e38`` whose
+    float32 ``dt A`` would overflow) cuts the head's run, as in the recurrence.
 
     Examples
     --------
@@ -183,10 +188,13 @@ def ssd_scan(
     elif method == "torch":
         from . import _ssd_torch
 
-        y, final, varlen = _ssd_torch.forward(
+        y, final, varlen, bad = _ssd_torch.forward(
             args["x"], args["dt"], args["A"], args["B"], args["C"], Q, args["D"], args["z"],
             args["dt_bias"], flags["softplus"], flags["dt_limit"], args["initial_states"],
             starts, state_cu)  # fmt: skip
+        bad = bad | _ssd_nonfinite.nonfinite_outputs(y, final, varlen, state_cu)
+        y, final, varlen = _ssd_nonfinite.repair(y, final, varlen, bad, args, starts=starts,
+                                                 cu=state_cu, **flags)  # fmt: skip
     else:
         y, final, varlen = _ssd_reference.ssd_reference(
             args["x"], args["dt"], args["A"], args["B"], args["C"], args["D"], args["z"],
@@ -289,10 +297,31 @@ def _empty(args: dict[str, Any], kind: str, cu: Any) -> tuple[Any, Any, Any]:
 
 def _run_cpu(args: dict[str, Any], Q: int, flags: dict[str, Any], starts: Any, cu: Any,
              kind: str) -> tuple[Any, Any, Any]:  # fmt: skip
-    from . import _ssd_host
-
     a = {k: None if v is None else (v.detach().numpy() if kind == "torch" else v)
          for k, v in args.items()}  # fmt: skip
+    st = starts if kind == "numpy" else starts.cpu().numpy()
+    y, final, varlen, clean = _host_forward(a, Q, flags, st, cu)
+    if not clean:  # an inf or nan: keep it in its sequence (see _ssd_nonfinite)
+        dtp = _ssd_nonfinite.processed_dt(a["dt"], a["dt_bias"], **flags)
+        bad = _ssd_nonfinite.bad_tokens(a["x"], dtp, a["A"], a["B"], a["C"],
+                                        a["initial_states"], st)  # fmt: skip
+        fix = ("x", "B", "C", "initial_states")
+        zeroed = {k: _ssd_nonfinite.finite_or_zero(a[k]) for k in fix}
+        if any(zeroed[k] is not a[k] for k in zeroed):  # (prep already zeroes dt and dt A)
+            y, final, varlen, _ = _host_forward(dict(a, **zeroed), Q, flags, st, cu)
+        bad |= _ssd_nonfinite.nonfinite_outputs(y, final, varlen, cu)
+        y, final, varlen = _ssd_nonfinite.repair(y, final, varlen, bad, a, starts=st, cu=cu,
+                                                 **flags)  # fmt: skip
+    if kind == "torch":
+        import torch
+
+        varlen = None if varlen is None else torch.from_numpy(varlen)
+        return torch.from_numpy(y), torch.from_numpy(final), varlen
+    return y, final, varlen
+
+
+def _host_forward(a: dict[str, Any], Q: int, flags: dict[str, Any], st: np.ndarray,
+                  cu: Any) -> tuple[Any, Any, Any, bool]:  # fmt: skip
     x = np.ascontiguousarray(a["x"])
     T = x.dtype
     nb, _, H, P = x.shape
@@ -304,19 +333,12 @@ def _run_cpu(args: dict[str, Any], Q: int, flags: dict[str, Any], starts: Any, c
     h0 = a["initial_states"]
     h0 = np.zeros((nb, H, P, N), T) if h0 is None else np.ascontiguousarray(h0)
     bias = np.zeros(H, T) if a["dt_bias"] is None else np.ascontiguousarray(a["dt_bias"])
-    st = starts if kind == "numpy" else starts.cpu().numpy()
-    y, final, varlen = _ssd_host.forward(
+    return _ssd_host.forward(
         x, np.ascontiguousarray(a["dt"]), np.ascontiguousarray(a["A"]),
         np.ascontiguousarray(a["B"]), np.ascontiguousarray(a["C"]), Q, Dv,
         None if a["z"] is None else np.ascontiguousarray(a["z"]), bias, flags["softplus"],
         flags["dt_limit"], h0, np.ascontiguousarray(st, dtype=np.uint8),
         cu)  # fmt: skip
-    if kind == "torch":
-        import torch
-
-        varlen = None if varlen is None else torch.from_numpy(varlen)
-        return torch.from_numpy(y), torch.from_numpy(final), varlen
-    return y, final, varlen
 
 
 def phase_times(fn: Any, rounds: int = 3) -> dict[str, float]:
