@@ -1,5 +1,7 @@
 """Bad input: messages name the argument and the expected shape."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -69,3 +71,74 @@ def test_step_and_chapter_errors():
     with pytest.raises(ValueError, match=r"x has shape \(2, 4\); expected 3 dimensions"):
         chapter_scan(np.ones((2, 4)), np.ones((4, 3)), np.ones((2, 1, 3)), np.ones((2, 1, 3)),
                      np.ones((2, 1, 4)))  # fmt: skip
+
+
+def test_chapter_scan_reports_shapes_in_its_own_layout():
+    # (batch, L, d_state) as passed, not the transposed (batch, d_state, L) the scan sees
+    x, delta, A = np.ones((1, 3, 2)), np.ones((1, 3, 2)), -np.ones((2, 1))
+    with pytest.raises(ValueError, match=r"^B has shape \(1, 4, 1\); expected \(batch, L, "
+                                         r"d_state\) = \(1, 3, 1\)$"):  # fmt: skip
+        chapter_scan(x, A, np.ones((1, 4, 1)), np.ones((1, 3, 1)), delta)
+    with pytest.raises(ValueError, match=r"^C has shape \(1, 3, 2\); expected \(batch, L, "
+                                         r"d_state\) = \(1, 3, 1\)$"):  # fmt: skip
+        chapter_scan(x, A, np.ones((1, 3, 1)), np.ones((1, 3, 2)), delta)
+    with pytest.raises(ValueError, match=r"^delta has shape \(1, 2, 3\); expected"):
+        chapter_scan(x, A, np.ones((1, 3, 1)), np.ones((1, 3, 1)), np.ones((1, 2, 3)))
+    with pytest.raises(TypeError, match=r"^x has dtype int64"):
+        chapter_scan(x.astype(np.int64), A, np.ones((1, 3, 1)), np.ones((1, 3, 1)), delta)
+
+
+@pytest.mark.parametrize("heads", [False, True])
+def test_step_refuses_a_read_only_state(heads):
+    # step writes the new state into ``state``: a read-only one is one clear line
+    if heads:  # Mamba-2: (batch, nheads, headdim, dstate)
+        state = np.zeros((1, 2, 1, 1))
+        args = (np.ones((1, 2, 1)), np.ones((1, 2)), -np.ones(2), np.ones((1, 1, 1)),
+                np.ones((1, 1, 1)))  # fmt: skip
+    else:
+        state = np.zeros((1, 2, 1))
+        args = (np.ones((1, 2)), np.ones((1, 2)), -np.ones((2, 1)), np.ones((1, 1)),
+                np.ones((1, 1)))  # fmt: skip
+    state.flags.writeable = False
+    want = (rf"^state \(shape {re.escape(str(state.shape))}, float64\) is read-only, and "
+            r"step writes .* e\.g\. state\.copy\(\)$")  # fmt: skip
+    with pytest.raises(ValueError, match=want):
+        step(state, *args)
+    assert not state.any()
+
+
+def _swapped(v):
+    """``v`` in the other byte order (same values): '>f8' on a little-endian machine."""
+    return v.astype(v.dtype.newbyteorder("S"))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_non_native_byte_order_is_accepted(dtype):
+    from case_studies.mamba import ssd_scan
+
+    from .test_ssd import make
+
+    d = {k: v.astype(dtype) for k, v in inputs(batch=2, dim=4, L=9, N=3).items()}
+    sw = {k: _swapped(v) for k, v in d.items()}
+    assert not sw["u"].dtype.isnative
+    for method in ("cpu", "parallel", "reference"):
+        want = selective_scan(**d, method=method)
+        got = selective_scan(**sw, method=method)
+        assert got.dtype.isnative and np.array_equal(got, want), method
+    m = {k: v.astype(dtype) for k, v in make(nb=1, L=20).items()}
+    for method in ("cpu", "reference"):
+        want = ssd_scan(**m, chunk_size=8, method=method)
+        got = ssd_scan(**{k: _swapped(v) for k, v in m.items()}, chunk_size=8, method=method)
+        assert np.array_equal(got, want), method
+    x, delta = d["u"].transpose(0, 2, 1), d["delta"].transpose(0, 2, 1)
+    B, C = (v.transpose(0, 2, 1) for v in (d["B"], d["C"]))
+    want = chapter_scan(x, d["A"], B, C, delta)
+    got = chapter_scan(*(_swapped(v) for v in (x, d["A"], B, C, delta)))
+    assert np.array_equal(got, want)
+    # step writes the new state back into the caller's (swapped) array
+    tok = (d["u"][..., 0], d["delta"][..., 0], d["A"], d["B"][..., 0], d["C"][..., 0])
+    state, state_sw = d["initial_state"].copy(), _swapped(d["initial_state"])
+    want = step(state, *tok)
+    got = step(state_sw, *(_swapped(v) for v in tok))
+    assert np.array_equal(got, want) and np.array_equal(state_sw, state)
+    assert not state_sw.dtype.isnative
