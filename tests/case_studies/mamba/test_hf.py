@@ -1,0 +1,282 @@
+"""transformers' Mamba and Mamba-2 on propopt's kernels (case_studies.mamba.hf).
+
+Models are built in code from the 130m configs with random weights (no
+download): 2 layers and a 1000-token vocabulary by default, the full configs
+under ``-m slow``.  Every comparison is against transformers' own path, and
+where rounding differs, both are measured against a float64 run of the same
+model (``model.double()``, transformers' path).
+"""
+
+import copy
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from transformers import (  # noqa: E402
+    Mamba2Config,
+    Mamba2ForCausalLM,
+    MambaConfig,
+    MambaForCausalLM,
+)
+from transformers.models.mamba import modeling_mamba  # noqa: E402
+from transformers.models.mamba2 import modeling_mamba2  # noqa: E402
+
+from case_studies.mamba import hf  # noqa: E402
+
+MAMBA_130M = dict(vocab_size=50280, hidden_size=768, state_size=16, num_hidden_layers=24,
+                  expand=2, conv_kernel=4)  # fmt: skip
+MAMBA2_130M = dict(vocab_size=50280, hidden_size=768, state_size=128, num_hidden_layers=24,
+                   expand=2, head_dim=64, num_heads=24, n_groups=1, chunk_size=256)  # fmt: skip
+SMALL = dict(num_hidden_layers=2, vocab_size=1000)
+
+#: propopt's float32 logits may be this much farther from the float64 run
+#: than transformers' float32 logits are (both are ~1e-6 of max |logit|:
+#: rounding of different summation orders), plus one float32 ulp of slack.
+SLACK = 1.5
+ULP32 = 2.0**-23
+#: bfloat16 models, RMS error of the logits against float64 (the max is
+#: noisy: one logit in 10^5): propopt runs the conv, the scan and the norm in
+#: float32, transformers runs the conv and parts of the scan in bfloat16.
+#: Measured on three inputs: propopt 0.81-0.94x transformers' RMS error.
+SLACK_BF16 = 1.1
+#: Gradients of one training step, relative to each parameter's gradient
+#: norm: float32 rounding through two layers (measured at most 3.3e-6).
+GRAD_RTOL = 1e-4
+
+#: Prefill lengths: Mamba-2's 260 is a chunk of 256 and a partial chunk;
+#: Mamba-1's reference is transformers' Python loop over tokens, so shorter.
+L_PREFILL = {"mamba": 100, "mamba2": 260}
+L_TRAIN = 48
+
+
+def _build(which, full=False, seed=0):
+    cfg = dict(MAMBA_130M if which == "mamba" else MAMBA2_130M)
+    if not full:
+        cfg.update(SMALL)
+    torch.manual_seed(seed)
+    if which == "mamba":
+        return MambaForCausalLM(MambaConfig(**cfg)).eval()
+    return Mamba2ForCausalLM(Mamba2Config(**cfg)).eval()
+
+
+_MODELS = {}
+
+
+def model_for(which, full=False):
+    """A fresh copy of the (cached) random model."""
+    key = (which, full)
+    if key not in _MODELS:
+        _MODELS[key] = _build(which, full)
+    return copy.deepcopy(_MODELS[key])
+
+
+def _ids(model, batch, L, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, model.config.vocab_size, (batch, L), generator=g)
+
+
+def _rel(a, b):
+    """max |a - b| / max |b|."""
+    return ((a.double() - b.double()).abs().max() / b.double().abs().max()).item()
+
+
+def _rms(a, b):
+    """RMS(a - b) / RMS(b)."""
+    a, b = a.double(), b.double()
+    return ((a - b).pow(2).mean().sqrt() / b.pow(2).mean().sqrt()).item()
+
+
+def _logits(model, ids, **kw):
+    with torch.no_grad():
+        return model(ids, **kw).logits
+
+
+class Spy:
+    """Counts the calls of propopt's kernels under ``hf`` (so a fallback cannot pass unseen)."""
+
+    def __init__(self, monkeypatch):
+        self.calls = {}
+        for name in ("conv_silu", "mamba_token", "mamba2_token", "group_rms_norm"):
+            monkeypatch.setattr(hf.K, name, self._wrap(name, getattr(hf.K, name)))
+        for name in ("selective_scan", "ssd_scan"):
+            monkeypatch.setattr(hf, name, self._wrap(name, getattr(hf, name)))
+
+    def _wrap(self, name, fn):
+        def f(*a, **k):
+            self.calls[name] = self.calls.get(name, 0) + 1
+            return fn(*a, **k)
+
+        return f
+
+
+WHICH = ["mamba", "mamba2"]
+
+
+def _check_logits(which, full, batch=2):
+    model = model_for(which, full)
+    ids = _ids(model, batch, L_PREFILL[which])
+    exact = _logits(copy.deepcopy(model).double(), ids)
+    ref = _logits(model, ids)
+    fast = _logits(hf.accelerate(model), ids)
+    err_hf, err_pp = _rel(ref, exact), _rel(fast, exact)
+    assert err_pp <= SLACK * err_hf + ULP32, (err_pp, err_hf)
+    assert _rel(fast, ref) <= 1e-4
+
+
+@pytest.mark.parametrize("which", WHICH)
+def test_logits_as_close_to_float64_as_transformers(which, monkeypatch):
+    spy = Spy(monkeypatch)
+    _check_logits(which, full=False)
+    scan = "selective_scan" if which == "mamba" else "ssd_scan"
+    assert spy.calls["conv_silu"] == 2 and spy.calls[scan] == 2  # per layer: fused, no fallback
+
+
+@pytest.mark.parametrize("which", WHICH)
+def test_greedy_generate_gives_the_same_ids(which, monkeypatch):
+    model = model_for(which)
+    ids = _ids(model, 1, 16)
+    kw = dict(max_new_tokens=32, min_new_tokens=32, do_sample=False)
+    with torch.no_grad():
+        ref = model.generate(ids, **kw)
+        spy = Spy(monkeypatch)
+        out = hf.accelerate(model).generate(ids, **kw)
+    assert torch.equal(out, ref)
+    token = "mamba_token" if which == "mamba" else "mamba2_token"
+    assert spy.calls[token] == 2 * 31  # every decoded token, every layer: one fused call
+
+
+@pytest.mark.parametrize("which", WHICH)
+def test_training_step_gradients_match(which):
+    model = model_for(which).train()
+    ids = _ids(model, 2, L_TRAIN)
+    fast = hf.accelerate(copy.deepcopy(model))
+    grads = []
+    for m in (model, fast):
+        m.zero_grad()
+        m(ids, labels=ids).loss.backward()
+        grads.append({n: p.grad.clone() for n, p in m.named_parameters() if p.grad is not None})
+    ref, got = grads
+    assert ref.keys() == got.keys() and len(ref) > 10
+    for name, g in ref.items():
+        err = ((got[name] - g).norm() / g.norm()).item()
+        assert err <= GRAD_RTOL, (name, err)
+
+
+@pytest.mark.parametrize("which", WHICH)
+def test_left_padded_batch_matches(which):
+    model = model_for(which)
+    lengths = [21, 9, 14]
+    L = max(lengths)
+    ids = _ids(model, len(lengths), L)
+    mask = torch.zeros(len(lengths), L, dtype=torch.long)
+    for i, n in enumerate(lengths):
+        mask[i, L - n :] = 1
+    ids = ids.masked_fill(mask == 0, 0)  # left padding with token 0
+    kw = dict(max_new_tokens=8, min_new_tokens=8, do_sample=False, attention_mask=mask)
+    with torch.no_grad():
+        ref, ref_gen = _logits(model, ids, attention_mask=mask), model.generate(ids, **kw)
+        hf.accelerate(model)
+        fast, fast_gen = _logits(model, ids, attention_mask=mask), model.generate(ids, **kw)
+    assert _rel(fast, ref) <= 1e-5
+    assert torch.equal(fast_gen, ref_gen)
+
+
+@pytest.mark.parametrize("which", WHICH)
+def test_bfloat16_model(which):
+    model = model_for(which)
+    ids = _ids(model, 2, 64)
+    exact = _logits(copy.deepcopy(model).double(), ids)
+    model = model.to(torch.bfloat16)
+    ref = _logits(model, ids)
+    fast = _logits(hf.accelerate(model), ids)
+    assert fast.dtype == ref.dtype
+    err_hf, err_pp = _rms(ref, exact), _rms(fast, exact)
+    assert err_pp <= SLACK_BF16 * err_hf, (err_pp, err_hf)
+    with torch.no_grad():  # decoding with bfloat16 conv states and float32 SSM states
+        out = model.generate(ids[:1, :8], max_new_tokens=4, min_new_tokens=4, do_sample=False)
+    assert out.shape == (1, 12)
+
+
+@pytest.mark.parametrize("which", WHICH)
+def test_chunked_prefill_continues_the_cache(which):
+    """Tokens fed in two forwards with the cache give the logits of one forward.
+
+    transformers' Mamba-2 does the same; its Mamba-1 restarts the SSM state from
+    zero in the second forward (hf.py's module docstring).
+    """
+    model = hf.accelerate(model_for(which))
+    ids = _ids(model, 2, 40)
+    with torch.no_grad():
+        whole = model(ids).logits
+        first = model(ids[:, :25], use_cache=True)
+        rest = model(ids[:, 25:], cache=first.cache, use_cache=True).logits
+    assert _rel(torch.cat([first.logits, rest], 1), whole) <= 1e-5
+
+
+@pytest.mark.parametrize("which", WHICH)
+def test_restore_is_exact(which):
+    model = model_for(which)
+    module = modeling_mamba if which == "mamba" else modeling_mamba2
+    globals_before = dict(vars(module))
+    mixers = [m for m in model.modules() if hf.is_usable_for(m)]
+    attrs_before = [set(vars(m)) for m in mixers]
+    ids = _ids(model, 2, 30)
+    ref = _logits(model, ids)
+    with torch.no_grad():
+        ref_gen = model.generate(ids, max_new_tokens=4, do_sample=False)
+    assert hf.accelerate(model) is model and all(hf.is_accelerated(m) for m in mixers)
+    with torch.no_grad():
+        model.generate(ids, max_new_tokens=4, do_sample=False)
+    assert hf.restore(model) is model
+    assert [set(vars(m)) for m in mixers] == attrs_before
+    assert not any(hf.is_accelerated(m) for m in mixers)
+    assert all(vars(module)[k] is v for k, v in globals_before.items())
+    assert torch.equal(_logits(model, ids), ref)
+    with torch.no_grad():
+        assert torch.equal(model.generate(ids, max_new_tokens=4, do_sample=False), ref_gen)
+    hf.restore(model)  # a second restore is a no-op
+
+
+def test_mixers_off_the_cpu_are_left_alone():
+    model = model_for("mamba")
+    mixers = [layer.mixer for layer in model.backbone.layers]
+    mixers[1].to("meta")  # reports a non-CPU device, as a CUDA mixer does
+    assert [hf.is_usable_for(m) for m in mixers] == [True, False]
+    hf.accelerate(model)
+    assert [hf.is_accelerated(m) for m in mixers] == [True, False]
+    assert not hf.is_usable_for(mixers[0])  # already patched
+    # moved off the CPU after accelerate: the call goes to transformers' forward
+    model.to("meta")
+    with torch.no_grad():
+        out = model(_ids(model, 1, 5).to("meta")).logits
+    assert out.device.type == "meta"
+    assert not hf.is_usable_for(torch.nn.Linear(2, 2))
+
+
+def test_accelerate_reaches_mixers_inside_any_module():
+    inner = model_for("mamba2")
+    wrapper = torch.nn.ModuleDict({"lm": inner})
+    hf.accelerate(wrapper)
+    assert all(hf.is_accelerated(layer.mixer) for layer in inner.backbone.layers)
+    hf.restore(wrapper)
+    assert not any(hf.is_accelerated(layer.mixer) for layer in inner.backbone.layers)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("which", WHICH)
+def test_full_130m_logits(which):
+    _check_logits(which, full=True, batch=1)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("which", WHICH)
+def test_full_130m_generate(which):
+    model = model_for(which, full=True)
+    ids = _ids(model, 1, 16)
+    kw = dict(max_new_tokens=32, min_new_tokens=32, do_sample=False)
+    with torch.no_grad():
+        ref = model.generate(ids, **kw)
+        out = hf.accelerate(model).generate(ids, **kw)
+    assert torch.equal(out, ref)
