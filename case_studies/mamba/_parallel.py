@@ -16,7 +16,10 @@ start cuts the composition of maps, so every sequence starts from zero.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
+
+import numpy as np
 
 import propopt
 from propopt.arrays import array_module as _xp
@@ -44,7 +47,10 @@ def scan(
         h0 = xp.zeros((batch, dim, N), dtype=u.dtype) if initial_state is None else initial_state
         return u * 0, h0 + 0
     reset = None if starts is None else starts[:, None, :, None]
-    acum, h = propopt.associative_scan(propopt.linear_recurrence, (a, b), axis=2, reset=reset)
+    if reset is None:
+        acum, h = propopt.associative_scan(propopt.linear_recurrence, (a, b), axis=2)
+    else:
+        acum, h = _segmented(a, b, starts)
     if initial_state is not None:
         h0 = initial_state[:, :, None, :]
         if reset is None:
@@ -59,3 +65,39 @@ def scan(
     if z is not None:
         out = out * (z / (1 + xp.exp(-z)))
     return out, h[:, :, -1]
+
+
+def _segmented(a: Any, b: Any, starts: Any) -> tuple[Any, Any]:
+    """The segmented scan of the maps ``(a, b)``, restarting at every ``starts[batch, t]``.
+
+    The segmented monoid selects between a pair's combination and its right
+    element, so its values keep an inf or nan in its sequence; but torch's
+    gradient of that selection multiplies the unselected combination's
+    partials by zero, and ``0 * nan`` is nan: a nan ``a`` in one sequence
+    would make the gradients of the sequences before it nan.  So when
+    ``a`` or ``b`` holds one, the scan runs with them taken as zero, and
+    each sequence that held one is scanned again on its own and written over.
+    """
+    xp = _xp(a)
+    reset = starts[:, None, :, None]
+    fin = xp.isfinite(a) & xp.isfinite(b)
+    if bool(fin.all()):
+        return propopt.associative_scan(propopt.linear_recurrence, (a, b), axis=2, reset=reset)
+    elems = (xp.where(fin, a, 0.0), xp.where(fin, b, 0.0))
+    acum, h = propopt.associative_scan(propopt.linear_recurrence, elems, axis=2, reset=reset)
+    bad = ~fin.all(3).all(1)  # (batch, L)
+    if xp is np:
+        st = starts
+    else:
+        bad, st = bad.cpu().numpy(), starts.cpu().numpy()
+        acum, h = acum.clone(), h.clone()
+    L = a.shape[2]
+    for row in range(a.shape[0]):
+        bounds = [0, *(np.flatnonzero(st[row, 1:]) + 1).tolist(), L]
+        for s0, s1 in itertools.pairwise(bounds):
+            if bad[row, s0:s1].any():
+                part = (a[row : row + 1, :, s0:s1], b[row : row + 1, :, s0:s1])
+                ac, hh = propopt.associative_scan(propopt.linear_recurrence, part, axis=2)
+                acum[row : row + 1, :, s0:s1] = ac
+                h[row : row + 1, :, s0:s1] = hh
+    return acum, h

@@ -22,13 +22,24 @@ TOL = {np.float64: 1e-10, np.float32: 1e-5}
 CU = np.array([0, 36, 48])  # two sequences; the second starts inside chunk 2 (chunk 16)
 
 
+def starts_of(nb, L, cu=None, seq_idx=None):
+    """(nb, L) bool: True where the state is reset (mamba_ssm's meaning of both)."""
+    st = np.zeros((nb, L), bool)
+    if cu is not None:
+        st[0, cu[1:-1]] = True
+    if seq_idx is not None:
+        st[:, 0] = seq_idx[:, 0] != 0
+        st[:, 1:] = seq_idx[:, 1:] != seq_idx[:, :-1]
+    return st
+
+
 def ssd_recurrence(x, dt, A, B, C, D=None, z=None, dt_bias=None, softplus=False,
-                   dt_limit=(0.0, np.inf), h0=None, cu=None):  # fmt: skip
+                   dt_limit=(0.0, np.inf), h0=None, starts=None):  # fmt: skip
     """Mamba-2, one token at a time in float64; returns y and the state after every token."""
     x, dt, A, B, C = (np.asarray(v, np.float64) for v in (x, dt, A, B, C))
     nb, L, H, P = x.shape
     G, N = B.shape[2:]
-    starts = set() if cu is None else {int(c) for c in cu[1:-1]}
+    starts = np.zeros((nb, L), bool) if starts is None else starts
     y = np.zeros((nb, L, H, P))
     states = np.zeros((nb, L, H, P, N))
     with np.errstate(all="ignore"):
@@ -37,7 +48,7 @@ def ssd_recurrence(x, dt, A, B, C, D=None, z=None, dt_bias=None, softplus=False,
                 g = h // (H // G)
                 s = np.zeros((P, N)) if h0 is None else np.array(h0[b, h], np.float64)
                 for t in range(L):
-                    if t in starts:
+                    if starts[b, t]:
                         s = np.zeros((P, N))  # selected, not multiplied by 0
                     d = dt[b, t, h] + (0.0 if dt_bias is None else dt_bias[h])
                     if softplus and d <= 20:
@@ -54,17 +65,17 @@ def ssd_recurrence(x, dt, A, B, C, D=None, z=None, dt_bias=None, softplus=False,
     return y, states
 
 
-def mamba1_recurrence(u, delta, A, B, C, D=None, z=None, h0=None, cu=None):
+def mamba1_recurrence(u, delta, A, B, C, D=None, z=None, h0=None, starts=None):
     """Mamba-1 (B, C per token, (batch, d_state, L)), one token at a time in float64."""
     nb, dim, L = u.shape
-    starts = set() if cu is None else {int(c) for c in cu[1:-1]}
+    starts = np.zeros((nb, L), bool) if starts is None else starts
     y = np.zeros((nb, dim, L))
     with np.errstate(all="ignore"):
         for b in range(nb):
             for d in range(dim):
                 h = np.zeros(A.shape[1]) if h0 is None else h0[b, d].astype(np.float64)
                 for t in range(L):
-                    if t in starts:
+                    if starts[b, t]:
                         h = np.zeros(A.shape[1])
                     dt = delta[b, d, t]
                     h = np.exp(dt * A[d]) * h + dt * u[b, d, t] * B[b, :, t]
@@ -88,9 +99,9 @@ def same(got, want, tol):
     assert float(np.abs(got[fin] - want[fin]).max(initial=0.0)) <= tol * scale
 
 
-def mamba2(L=48, dtype=np.float64, seed=0):
+def mamba2(L=48, dtype=np.float64, seed=0, nb=1):
     rng = np.random.default_rng(seed)
-    nb, H, P, G, N = 1, 4, 3, 2, 5
+    H, P, G, N = 4, 3, 2, 5
     d = dict(
         x=rng.normal(size=(nb, L, H, P)),
         dt=rng.uniform(0.05, 0.5, (nb, L, H)),
@@ -110,9 +121,10 @@ def lib(d, method):
     return d if method == "cpu" else {k: torch.from_numpy(v) for k, v in d.items()}
 
 
-def oracle2(d, cu=None):
+def oracle2(d, cu=None, seq_idx=None):
+    st = starts_of(d["x"].shape[0], d["x"].shape[1], cu, seq_idx)
     return ssd_recurrence(d["x"], d["dt"], d["A"], d["B"], d["C"], D=d["D"], z=d["z"],
-                          h0=d["initial_states"], cu=cu)  # fmt: skip
+                          h0=d["initial_states"], starts=st)  # fmt: skip
 
 
 @pytest.mark.parametrize("method", ["cpu", "torch", "reference"])
@@ -149,6 +161,22 @@ def test_ssd_nonfinite_initial_state_stays_in_sequence_0(method, value):
     y = ssd_scan(**lib(d, method), chunk_size=16, cu_seqlens=CU, method=method)
     same(y, oracle2(d, CU)[0], TOL[np.float64])
     assert np.isfinite(np.asarray(y)[:, 36:]).all()
+
+
+@pytest.mark.parametrize("method", ["cpu", "torch", "reference"])
+def test_ssd_nonfinite_in_one_row_of_a_batch(method):
+    # seq_idx over two rows (row 1 drops its initial state); a nan in row 1's
+    # second sequence, an inf in row 0's first
+    d = mamba2(nb=2, L=40, seed=6)
+    si = np.array([[0] * 20 + [1] * 20, [3] * 27 + [4] * 13])
+    d["x"][1, 33, 2, 1] = np.nan
+    d["B"][0, 5, 1, 0] = np.inf
+    y, final = ssd_scan(**lib(d, method), chunk_size=16, seq_idx=si, return_final_states=True,
+                        method=method)  # fmt: skip
+    ref_y, ref_s = oracle2(d, seq_idx=si)
+    same(y, ref_y, TOL[np.float64])
+    same(final, ref_s[:, -1], TOL[np.float64])
+    assert np.isfinite(np.asarray(y)[0, 20:]).all() and np.isfinite(np.asarray(y)[1, :33]).all()
 
 
 @pytest.mark.parametrize("method", ["cpu", "torch", "reference"])
@@ -256,29 +284,35 @@ def test_selective_scan_nonfinite_stays_in_its_sequence(method, field, at):
         d[field][..., at] = np.nan
     y = selective_scan(**d, cu_seqlens=CU, method=method)
     ref = mamba1_recurrence(d["u"], d["delta"], d["A"], d["B"], d["C"], D=d["D"], z=d["z"],
-                            h0=d["initial_state"], cu=CU)  # fmt: skip
+                            h0=d["initial_state"], starts=starts_of(1, 48, CU))  # fmt: skip
     assert np.isfinite(y[..., 36:]).all()
     same(y, ref, TOL[np.float64])
 
 
-@pytest.mark.parametrize("method", ["cpu", "reference"])
-def test_selective_scan_packed_gradients_stay_in_their_sequence(method):
-    # a nan in sequence 0's delta: the gradients of a loss on sequence 1 are
-    # those of sequence 1 alone
+@pytest.mark.parametrize("method", ["cpu", "parallel", "reference"])
+@pytest.mark.parametrize("at", [10, 40])
+def test_selective_scan_packed_gradients_stay_in_their_sequence(method, at):
+    # a nan in one sequence's delta: the gradients of a loss on the other
+    # sequence are those of that sequence alone (finite)
     d = mamba1(seed=1)
-    d["delta"][..., 10] = np.nan
-    w = np.random.default_rng(2).normal(size=(1, 4, 12))
+    d["delta"][..., at] = np.nan
+    s, e = (36, 48) if at < 36 else (0, 36)
+    w = np.random.default_rng(2).normal(size=(1, 4, e - s))
     per_token = ("u", "delta", "B", "C", "z")
 
-    def grads(part, cu):
+    def grads(part, cu, span):
         t = {k: torch.tensor(v, requires_grad=True) for k, v in part.items() if v is not None}
         y = selective_scan(**t, cu_seqlens=cu, method=method)
-        (y[..., -12:] * torch.from_numpy(w)).sum().backward()
-        return {k: t[k].grad.numpy() for k in per_token}
+        (y[..., span] * torch.from_numpy(w)).sum().backward()
+        return {k: t[k].grad.numpy() for k in t}
 
-    packed = grads(d, CU)
-    alone = grads({k: v[..., 36:] if k in per_token else v for k, v in d.items()
-                   if k != "initial_state"}, None)  # fmt: skip
+    packed = grads(d, CU, slice(s, e))
+    part = {k: v[..., s:e] if k in per_token else v for k, v in d.items()}
+    if s:
+        part["initial_state"] = None
+    alone = grads(part, None, slice(None))
     for k in per_token:
-        assert np.isfinite(packed[k][..., 36:]).all(), k
-        same(packed[k][..., 36:], alone[k], 1e-12)
+        assert np.isfinite(packed[k][..., s:e]).all(), k
+        same(packed[k][..., s:e], alone[k], 1e-12)
+    if not s:
+        same(packed["initial_state"], alone["initial_state"], 1e-12)
