@@ -29,8 +29,12 @@ head's run there, as a sequence start does, and stay exact.
 finite inputs cost one comparison per output; ``method='torch'`` checks its
 inputs first, so that the gradients of the other sequences never meet a nan
 either (gradients through the recomputed sequences are the recurrence's).
-The recomputation is a Python loop over the sequence's tokens: about 50 us
-a token for a few heads, so a nan costs its sequence's length in such steps.
+The recomputation is a Python loop over the sequence's tokens, all the
+sequence's bad heads at once.  Measured (float32, one row of 2048 tokens in
+three sequences, chunk 64, the 2-core machine shared with other work), a
+nan at one token of the 800-token sequence: with 32 heads x 64 x 128
+states, in every head, 1.4 s against 0.13 s for finite inputs (1.1 ms a
+token); in one head, 0.23 s against 0.08 s.
 """
 
 from __future__ import annotations
