@@ -25,6 +25,7 @@ from numba import njit, prange
 
 from propopt import threads
 
+from . import _checks
 from ._lanes import exp_sum_update
 
 #: numba keys its on-disk cache on this file only: change this line when
@@ -75,8 +76,11 @@ def exps_only(delta: Any, A: Any) -> np.ndarray:
         The sums, so that the exps cannot be skipped.  ``d_model`` must be a
         multiple of 64.
     """
-    dl = np.ascontiguousarray(delta.detach().numpy() if hasattr(delta, "detach") else delta)
-    a = np.ascontiguousarray(A.detach().numpy() if hasattr(A, "detach") else A, dtype=dl.dtype)
+    dl, a = _checks.native(
+        {k: v.detach().numpy() if hasattr(v, "detach") else v for k, v in (("d", delta), ("A", A))}
+    ).values()
+    dl = np.ascontiguousarray(dl)
+    a = np.ascontiguousarray(a, dtype=dl.dtype)
     if dl.ndim != 3 or a.ndim != 2 or a.shape[0] != dl.shape[2] or dl.shape[2] % W:
         raise ValueError(
             f"delta has shape {dl.shape} and A {a.shape}: need (batch, L, d_model) and "

@@ -179,7 +179,7 @@ def ssd_scan(
         raise ValueError("method='torch' needs torch tensors; use method='cpu' for numpy arrays")
     cdt = _compute_dtype(kind, x.dtype)
     args = {k: None if v is None else _cast(v, cdt, kind) for k, v in named.items()}
-    flags = dict(softplus=bool(dt_softplus), dt_limit=(lo, hi))
+    flags: dict[str, Any] = dict(softplus=bool(dt_softplus), dt_limit=(lo, hi))
     state_cu = cu if return_varlen_states else None  # the sequences whose states are returned
     if L == 0:
         y, final, varlen = _empty(args, kind, state_cu)

@@ -5,7 +5,7 @@ import re
 import numpy as np
 import pytest
 
-from case_studies.mamba import chapter_scan, selective_scan, step
+from case_studies.mamba import chapter_scan, exps_only, reference, selective_scan, step
 
 from ._data import inputs
 
@@ -142,3 +142,13 @@ def test_non_native_byte_order_is_accepted(dtype):
     got = step(state_sw, *(_swapped(v) for v in tok))
     assert np.array_equal(got, want) and np.array_equal(state_sw, state)
     assert not state_sw.dtype.isnative
+    # Mamba-2's step, the reference and the exps floor
+    tok2 = (m["x"][:, 0], m["dt"][:, 0], m["A"], m["B"][:, 0], m["C"][:, 0])
+    state, state_sw = np.ones((1, 4, 3, 5), dtype), _swapped(np.ones((1, 4, 3, 5), dtype))
+    want = step(state, *tok2)
+    got = step(state_sw, *(_swapped(v) for v in tok2))
+    assert np.array_equal(got, want) and np.array_equal(state_sw, state)
+    want = reference(**d)[0]
+    assert np.array_equal(reference(**sw)[0], want)
+    dl, A = np.full((1, 5, 64), 0.5, dtype), -np.ones((64, 2), dtype)
+    assert np.array_equal(exps_only(_swapped(dl), _swapped(A)), exps_only(dl, A))
