@@ -131,9 +131,13 @@ def _source(k: int, dtype: np.dtype, header: str, cache: bool, rev: bool, excl: 
     def store(indent: str, st: Sequence[str]) -> None:
         w(indent + "; ".join(f"{o} = {v}" for o, v in zip(OU, st)))
 
-    # _block: scan logical positions [lo, hi) from carry c; returns c . total
+    # _block: scan logical positions [lo, hi) from carry c; returns c . total.
+    # fresh: there is no carry yet (c holds the identity as a placeholder), so
+    # the first element is taken as it is.  No element is ever combined with
+    # the identity: e . x == x fails in IEEE arithmetic where x holds an inf or
+    # a NaN (the linear recurrence's (1, 0) . (inf, b) = (inf, inf * 0 + b)).
     w("@numba.njit(nogil=True, cache=CACHE, fastmath=FM)")
-    w(f"def _block({_j(X)}, {_j(O)}, lo, hi, N, rev, excl, {_j(C)}, {_j(E)}):")
+    w(f"def _block({_j(X)}, {_j(O)}, lo, hi, N, rev, excl, {_j(C)}, {_j(E)}, fresh):")
     w("    nt = (hi - lo) // TILE")
     w("    for t in range(nt):")
     w("        b = lo + t * TILE")
@@ -141,7 +145,23 @@ def _source(k: int, dtype: np.dtype, header: str, cache: bool, rev: bool, excl: 
     w(f"        {_unpack(lanes[0])} = {_unpack(C)}")
     for j in range(1, L):
         w(f"        {_unpack(lanes[j])} = {_unpack(E)}")
-    w("        for i in range(SL):")
+    # the first element of each lane: lanes 1.. always start fresh, lane 0 when
+    # no carry has been seen
+    for j in range(L):
+        w(f"        u = {idx(rev, f'{j}*SL')}")
+        if excl:
+            store("        ", lanes[j])
+        if j == 0:
+            w("        if fresh:")
+            w(f"            {_unpack(lanes[0])} = {_unpack(XU)}")
+            w("        else:")
+            w(f"            {_unpack(lanes[0])} = comb({_j(lanes[0] + XU)})")
+        else:
+            w(f"        {_unpack(lanes[j])} = {_unpack(XU)}")
+        if not excl:
+            store("        ", lanes[j])
+    w("        fresh = False")
+    w("        for i in range(1, SL):")
     for j in range(L):
         w(f"            u = {idx(rev, f'{j}*SL + i')}")
         if excl:
@@ -149,17 +169,23 @@ def _source(k: int, dtype: np.dtype, header: str, cache: bool, rev: bool, excl: 
         w(f"            {_unpack(lanes[j])} = comb({_j(lanes[j] + XU)})")
         if not excl:
             store("            ", lanes[j])
-    # carries into lanes 1.., then a vectorizable fix-up of those lanes
+    # carries into lanes 1.., then a vectorizable fix-up of those lanes (an
+    # exclusive lane's first output is its carry itself)
     kk = [[f"k{j}_{i}" for i in range(k)] for j in range(L)]
     w(f"        {_unpack(kk[1])} = {_unpack(lanes[0])}")
     for j in range(2, L):
         w(f"        {_unpack(kk[j])} = comb({_j(kk[j - 1] + lanes[j - 1])})")
     w(f"        {_unpack(C)} = comb({_j(kk[L - 1] + lanes[L - 1])})")
     for j in range(1, L):
-        w("        for i in range(SL):")
+        first = 1 if excl else 0
+        if excl:
+            w(f"        u = {idx(rev, f'{j}*SL')}")
+            store("        ", kk[j])
+        # logical offsets j*SL + first .. j*SL + SL - 1, in physical order
+        w(f"        for i in range(SL - {first}):")
         w(
             f"            u = ub - np.uintp({j}*SL + SL - 1 - i) if rev "
-            f"else ub + np.uintp({j}*SL + i)"
+            f"else ub + np.uintp({j}*SL + {first} + i)"
         )
         w(f"            {_unpack(_v('r', k))} = comb({_j(kk[j] + OU)})")
         store("            ", _v("r", k))
@@ -167,17 +193,28 @@ def _source(k: int, dtype: np.dtype, header: str, cache: bool, rev: bool, excl: 
     w("        u = np.uintp(N - 1 - l if rev else l)")
     w("        if excl:")
     store("            ", C)
-    w(f"            {_unpack(C)} = comb({_j(C + XU)})")
+    w("        if fresh:")
+    w(f"            {_unpack(C)} = {_unpack(XU)}")
+    w("            fresh = False")
     w("        else:")
     w(f"            {_unpack(C)} = comb({_j(C + XU)})")
+    w("        if not excl:")
     store("            ", C)
     w(f"    return ({_j(C)},)")
     w("")
     # _fix: o = k . o over logical [lo, hi), elementwise (vectorizes)
+    # (exclusive: the block's first output was left for its carry, stored as is)
     w("@numba.njit(nogil=True, cache=CACHE, fastmath=FM)")
-    w(f"def _fix({_j(O)}, lo, hi, N, rev, {_j(C)}):")
+    w(f"def _fix({_j(O)}, lo, hi, N, rev, excl, {_j(C)}):")
     w("    plo = N - hi if rev else lo")
-    w("    for i in range(hi - lo):")
+    w("    n = hi - lo")
+    w("    if excl and n > 0:")
+    w("        n -= 1")
+    w("        u = np.uintp(plo + n) if rev else np.uintp(plo)")
+    store("        ", C)
+    w("        if not rev:")
+    w("            plo += 1")
+    w("    for i in range(n):")
     w("        u = np.uintp(plo + i)")
     w(f"        {_unpack(_v('r', k))} = comb({_j(C + OU)})")
     store("        ", _v("r", k))
@@ -190,7 +227,7 @@ def _source(k: int, dtype: np.dtype, header: str, cache: bool, rev: bool, excl: 
     w("    for p in prange(P):")
     w(
         f"        _block({_j(x + '[p]' for x in X)}, {_j(o + '[p]' for o in O)}, "
-        f"np.int64(0), N, N, rev, excl, {_j(E)}, {_j(E)})"
+        f"np.int64(0), N, N, rev, excl, {_j(E)}, {_j(E)}, True)"
     )
     w("")
 
@@ -216,16 +253,22 @@ def _source(k: int, dtype: np.dtype, header: str, cache: bool, rev: bool, excl: 
     w("                # fix up this thread's block of the previous super-block")
     w("                plo = min(s0 - SB + B0 + (t - 1) * BK, N)")
     w(
-        f"                _fix({_j(O)}, plo, min(plo + BK, N), N, rev, "
+        f"                _fix({_j(O)}, plo, min(plo + BK, N), N, rev, excl, "
         f"{_j(k_ + '[t]' for k_ in K_)})"
     )
     w("            lo = min(s0 + (0 if t == 0 else B0 + (t - 1) * BK), N)")
     w("            hi = min(lo + (B0 if t == 0 else BK), N)")
     w("            if b < nsb:")
     w("                if t == 0:")
-    w(f"                    r = _block({_j(X)}, {_j(O)}, lo, hi, N, rev, excl, {_j(C)}, {_j(E)})")
+    w(
+        f"                    r = _block({_j(X)}, {_j(O)}, lo, hi, N, rev, excl, {_j(C)}, "
+        f"{_j(E)}, b == 0)"
+    )
     w("                else:")
-    w(f"                    r = _block({_j(X)}, {_j(O)}, lo, hi, N, rev, excl, {_j(E)}, {_j(E)})")
+    w(
+        f"                    r = _block({_j(X)}, {_j(O)}, lo, hi, N, rev, excl, {_j(E)}, "
+        f"{_j(E)}, True)"
+    )
     w("                " + "; ".join(f"{t_}[t] = r[{i}]" for i, t_ in enumerate(T_)))
     w("        if b < nsb:")
     w("            " + "; ".join(f"c{i} = tot{i}[0]" for i in range(k)))
@@ -238,11 +281,19 @@ def _source(k: int, dtype: np.dtype, header: str, cache: bool, rev: bool, excl: 
     XN = [f"x{i}[n, q]" for i in range(k)]
     CQ = [f"c{i}[q]" for i in range(k)]
     w("@numba.njit(nogil=True, cache=CACHE)")
-    w(f"def _cols({_j(X)}, {_j(O)}, lo, hi, N, q0, q1, rev, excl, write, {_j(C)}):")
-    w("    # x: (N, Q); c: carries (Q,) updated in place; write=False only reduces")
+    w(f"def _cols({_j(X)}, {_j(O)}, lo, hi, N, q0, q1, rev, excl, write, fresh, {_j(C)}):")
+    w("    # x: (N, Q); c: carries (Q,) updated in place; write=False only reduces;")
+    w("    # fresh: no carry yet, the first element is taken as it is (see _block)")
     w("    for l in range(lo, hi):")
     w("        n = N - 1 - l if rev else l")
-    w("        if not write:")
+    w("        if fresh and l == lo:")
+    w("            for q in range(q0, q1):")
+    w("                if write and excl:")
+    w("                    " + "; ".join(f"o{i}[n, q] = c{i}[q]" for i in range(k)))
+    w("                " + "; ".join(f"c{i}[q] = x{i}[n, q]" for i in range(k)))
+    w("                if write and not excl:")
+    w("                    " + "; ".join(f"o{i}[n, q] = x{i}[n, q]" for i in range(k)))
+    w("        elif not write:")
     w("            for q in range(q0, q1):")
     w(f"                {_j(_v('r', k))}, = comb({_j(CQ + XN)})")
     w("                " + "; ".join(f"c{i}[q] = r{i}" for i in range(k)))
@@ -268,7 +319,7 @@ def _source(k: int, dtype: np.dtype, header: str, cache: bool, rev: bool, excl: 
         w(f"        c{i} = np.full(Q, e{i}, DT)")
     w(
         f"        _cols({_j(x + '[p]' for x in X)}, {_j(o + '[p]' for o in O)}, "
-        f"0, N, N, q0, q1, rev, excl, True, {_j(C)})"
+        f"0, N, N, q0, q1, rev, excl, True, True, {_j(C)})"
     )
     w("")
     w("@numba.njit(parallel=True, nogil=True, cache=CACHE)")
@@ -281,20 +332,20 @@ def _source(k: int, dtype: np.dtype, header: str, cache: bool, rev: bool, excl: 
     w("    for t in prange(T):")
     w("        lo = min(t * CH, N); hi = min(lo + CH, N)")
     w(
-        f"        _cols({_j(X)}, {_j(O)}, lo, hi, N, 0, Q, rev, excl, False, "
+        f"        _cols({_j(X)}, {_j(O)}, lo, hi, N, 0, Q, rev, excl, False, True, "
         f"{_j(f'tot{i}[t]' for i in range(k))})"
     )
     for i in range(k):
-        w(f"    car{i} = np.empty((T, Q), DT)")
+        w(f"    car{i} = np.full((T, Q), e{i}, DT)  # chunk 0 starts fresh")
     w("    for q in range(Q):")
-    w(f"        {_unpack(C)} = {_unpack(E)}")
-    w("        for t in range(T):")
+    w(f"        {_unpack(C)} = {_unpack([f'tot{i}[0, q]' for i in range(k)])}")
+    w("        for t in range(1, T):")
     w("            " + "; ".join(f"car{i}[t, q] = c{i}" for i in range(k)))
     w(f"            {_unpack(C)} = comb({_j(C + [f'tot{i}[t, q]' for i in range(k)])})")
     w("    for t in prange(T):")
     w("        lo = min(t * CH, N); hi = min(lo + CH, N)")
     w(
-        f"        _cols({_j(X)}, {_j(O)}, lo, hi, N, 0, Q, rev, excl, True, "
+        f"        _cols({_j(X)}, {_j(O)}, lo, hi, N, 0, Q, rev, excl, True, t == 0, "
         f"{_j(f'car{i}[t]' for i in range(k))})"
     )
     w("")
@@ -407,7 +458,9 @@ def _rows_here(
     n = np.int64(x2[0].shape[1])
     zero = np.int64(0)
     for r in range(x2[0].shape[0]):
-        mod._block(*(x[r] for x in x2), *(o[r] for o in o2), zero, n, n, rev, excl, *ident, *ident)
+        mod._block(
+            *(x[r] for x in x2), *(o[r] for o in o2), zero, n, n, rev, excl, *ident, *ident, True
+        )
 
 
 def elementwise(monoid: Monoid, a: Sequence[Any], b: Sequence[Any]) -> list[Any]:

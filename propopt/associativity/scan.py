@@ -122,7 +122,11 @@ def associative_scan(
     run per cache-sized block).  Floating-point results differ from the
     sequential fold only by rounding, which depends on thread count and block
     size through the grouping.  Integer results wrap on overflow and keep the
-    input dtype (unlike ``np.cumsum``, which widens small integers).
+    input dtype (unlike ``np.cumsum``, which widens small integers).  No
+    backend combines an element with the identity (``out_0`` is ``e_0``
+    itself), so NaN and inf reach the result as in the sequential fold; only
+    a regrouping of infinities can differ from it, as in IEEE arithmetic
+    (``inf - inf`` where a linear recurrence's coefficients hold an inf).
 
     Half precision, as in jax's cumulative reductions: a monoid over floats
     given float16 or bfloat16 (NumPy with ``ml_dtypes``, torch, dask; float16

@@ -1,0 +1,363 @@
+"""Differential fuzzing: one input, every backend of a verb, one answer.
+
+For each public verb hypothesis draws inputs across dtypes (float16,
+bfloat16 from ml_dtypes and torch, float32/64, integers, bool), shapes
+(empty, length 1, 2-D), layouts (strided, negative-stride, Fortran-order,
+big-endian) and values (NaN and inf, magnitudes from 1e-300 to 1e300), runs
+them through every backend and compares each result with a plain float64
+loop written here, sharing no code with the library; or it requires every
+backend to raise the same error.  The default set runs a bounded profile;
+``-m slow`` runs many more examples of each.
+
+``COVERED`` lists the (verb, backend) pairs; ``test_covered_pairs`` checks
+that each one is exercised.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import propopt as pp
+
+ml_dtypes = pytest.importorskip("ml_dtypes")
+torch = pytest.importorskip("torch")
+da = pytest.importorskip("dask.array")
+
+FAST = settings(max_examples=30, suppress_health_check=list(HealthCheck))
+LONG = settings(max_examples=400, suppress_health_check=list(HealthCheck))
+
+SCAN_BACKENDS = ("reference", "generic", "cpu", "dask")
+PAIR_METHODS = ("halved", "full", "untiled", "reference")
+COVERED: dict[str, tuple[str, ...]] = {
+    "associative_scan": SCAN_BACKENDS,
+    "pairwise_sum": PAIR_METHODS,
+    "direct_gravity": PAIR_METHODS,
+}
+_seen: set[tuple[str, str]] = set()
+
+
+# ------------------------------------------------------------------ inputs
+DTYPES = {
+    "float16": np.dtype(np.float16),
+    "bfloat16": np.dtype(ml_dtypes.bfloat16),
+    "float32": np.dtype(np.float32),
+    "float64": np.dtype(np.float64),
+    "int32": np.dtype(np.int32),
+    "int64": np.dtype(np.int64),
+    "uint8": np.dtype(np.uint8),
+    "bool": np.dtype(bool),
+}
+TORCH_DTYPES = {
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "float32": torch.float32,
+    "float64": torch.float64,
+    "int32": torch.int32,
+    "int64": torch.int64,
+    "uint8": torch.uint8,
+    "bool": torch.bool,
+}
+FLOATS = ("float16", "bfloat16", "float32", "float64")
+LAYOUTS = ("contiguous", "strided", "reversed", "fortran", "big-endian")
+
+
+def unit(dtype: np.dtype) -> float:
+    """Unit roundoff of the arithmetic a float dtype is combined in (halves: float32)."""
+    if dtype.itemsize <= 4:
+        return 2.0**-24
+    return 2.0**-53
+
+
+def out_unit(dtype: np.dtype) -> float:
+    return {2: 2.0**-8 if dtype == DTYPES["bfloat16"] else 2.0**-11, 4: 2.0**-24}.get(
+        dtype.itemsize, 2.0**-53
+    )
+
+
+def lay_out(values: np.ndarray, dtype: np.dtype, layout: str) -> np.ndarray:
+    """``values`` (float64 or int) in ``dtype``, laid out as asked (same logical values)."""
+    v = values.astype(dtype)
+    if layout == "strided":
+        buf = np.zeros((2,) + v.shape, dtype)
+        buf[0] = v
+        return np.moveaxis(buf, 0, -1)[..., 0]
+    if layout == "reversed":
+        return v[::-1].copy()[::-1]
+    if layout == "fortran":
+        return np.asfortranarray(v)
+    if layout == "big-endian" and dtype.kind in "iuf" and dtype.byteorder != "|":
+        return v.astype(dtype.newbyteorder(">"))
+    return v
+
+
+@st.composite
+def floats_wide(draw, n: int, limit: float, specials: bool) -> list[float]:
+    """Finite values from 1e-300 up to ``limit`` in size, with NaN and inf sometimes."""
+    out = []
+    top = math.log10(limit)
+    for _ in range(n):
+        pick = draw(st.integers(0, 19))
+        if specials and pick == 0:
+            out.append(draw(st.sampled_from([math.nan, math.inf, -math.inf])))
+        elif pick < 4:
+            out.append(draw(st.sampled_from([0.0, -0.0, 1.0, -1.0])))
+        else:
+            mag = draw(st.floats(-300.0, top))
+            sign = draw(st.sampled_from([1.0, -1.0]))
+            out.append(sign * draw(st.floats(1.0, 9.99)) * 10.0**mag)
+    return out
+
+
+# ------------------------------------------------------- float64 reference
+def combine64(name: str, a, b):
+    """The monoids' laws in plain Python floats (NaN-propagating max/min, as documented)."""
+    if name == "add":
+        return a + b
+    if name == "mul":
+        return a * b
+    if name == "maximum":
+        return a if (a >= b or a != a) else b
+    if name == "minimum":
+        return a if (a <= b or a != a) else b
+    if name == "logaddexp":
+        return float(np.logaddexp(a, b))
+    if name == "linear_recurrence":
+        return (a[0] * b[0], b[0] * a[1] + b[1])
+    raise AssertionError(name)
+
+
+IDENTITY64 = {
+    "add": 0.0,
+    "mul": 1.0,
+    "maximum": -math.inf,
+    "minimum": math.inf,
+    "logaddexp": -math.inf,
+    "linear_recurrence": (1.0, 0.0),
+}
+
+
+def scan64(name, elems, reverse, exclusive, reset):
+    """The scan as the docstring defines it, one element at a time."""
+    n = len(elems)
+    ident = IDENTITY64[name]
+    out = [None] * n
+    starts = [False] * n if reset is None else list(reset)
+    order = range(n - 1, -1, -1) if reverse else range(n)
+    acc = None  # out_i = e_first . ... . e_i: the first element is not combined with e
+    for i in order:
+        restart = starts[i] if not reverse else (i + 1 == n or starts[i + 1])
+        if restart:
+            acc = None
+        if exclusive:
+            out[i] = ident if acc is None else acc
+        acc = elems[i] if acc is None else combine64(name, acc, elems[i])
+        if not exclusive:
+            out[i] = acc
+    return out
+
+
+def exact_int_scan(name, elems, dtype, reverse, exclusive, reset):
+    """Integer scans wrap on overflow and keep the dtype: exact, with Python ints."""
+    bits = dtype.itemsize * 8
+    lo, hi = int(np.iinfo(dtype).min), int(np.iinfo(dtype).max)
+
+    def wrap(r):
+        r %= 1 << bits
+        return r - (1 << bits) if r > hi else r
+
+    def comb(a, b):
+        if name == "add":
+            return wrap(a + b)
+        if name == "mul":
+            return wrap(a * b)
+        if name == "maximum":
+            return max(a, b)
+        if name == "minimum":
+            return min(a, b)
+        return (wrap(a[0] * b[0]), wrap(b[0] * a[1] + b[1]))  # linear_recurrence
+
+    ident = {"add": 0, "mul": 1, "maximum": lo, "minimum": hi, "linear_recurrence": (1, 0)}
+    n = len(elems)
+    out = [0] * n
+    starts = [False] * n if reset is None else list(reset)
+    order = range(n - 1, -1, -1) if reverse else range(n)
+    acc = ident[name]
+    for i in order:
+        restart = starts[i] if not reverse else (i + 1 == n or starts[i + 1])
+        if restart:
+            acc = ident[name]
+        if exclusive:
+            out[i], acc = acc, comb(acc, elems[i])
+        else:
+            acc = comb(acc, elems[i])
+            out[i] = acc
+    return out
+
+
+# ------------------------------------------------------------------- scans
+MONOIDS = ("add", "mul", "maximum", "minimum", "logaddexp", "linear_recurrence")
+
+
+@st.composite
+def scan_cases(draw):
+    name = draw(st.sampled_from(MONOIDS))
+    dname = draw(st.sampled_from(sorted(DTYPES)))
+    dtype = DTYPES[dname]
+    lib = draw(st.sampled_from(["numpy", "numpy", "torch"]))
+    n = draw(st.sampled_from([0, 1, 2, 3, 7, 16, 33]))
+    layout = draw(st.sampled_from(LAYOUTS))
+    if dname in FLOATS:
+        if name in ("mul", "linear_recurrence"):  # products stay in range: |x| in [1/2, 2]
+            vals = [draw(st.floats(0.5, 2.0)) * draw(st.sampled_from([1, -1])) for _ in range(n)]
+        elif name == "logaddexp":
+            vals = [draw(st.floats(-50.0, 50.0)) for _ in range(n)]
+        else:
+            limit = 1.0 if dtype.itemsize == 2 else float(np.finfo(dtype).max) / (4 * max(n, 1))
+            vals = draw(floats_wide(n, limit, specials=True))
+        if draw(st.integers(0, 5)) == 0 and n:
+            # an inf among a recurrence's coefficients makes inf - inf depend on the
+            # grouping (IEEE arithmetic is not associative there): NaN only
+            bad = [math.nan] if name == "linear_recurrence" else [math.nan, math.inf]
+            vals[draw(st.integers(0, n - 1))] = draw(st.sampled_from(bad))
+        values = np.array(vals, dtype=np.float64)
+    elif dtype.kind == "b":
+        values = np.array(draw(st.lists(st.booleans(), min_size=n, max_size=n)), dtype=bool)
+    else:
+        info = np.iinfo(dtype)
+        values = np.array(
+            draw(st.lists(st.integers(int(info.min), int(info.max)), min_size=n, max_size=n)),
+            dtype=dtype,
+        )
+    reverse = draw(st.booleans())
+    exclusive = draw(st.booleans())
+    reset = None
+    if n and draw(st.booleans()):
+        reset = np.array(draw(st.lists(st.booleans(), min_size=n, max_size=n)))
+    chunks = draw(st.integers(1, 8))
+    return name, dname, lib, values, layout, reverse, exclusive, reset, chunks
+
+
+def _run_scan(backend, m, elems, kw, chunks):
+    if backend == "dask":
+        leaves = elems if isinstance(elems, tuple) else (elems,)
+        if any(not isinstance(x, np.ndarray) for x in leaves):
+            return None
+        dl = tuple(da.from_array(x, chunks=chunks) for x in leaves)
+        res = pp.associative_scan(m, dl if isinstance(elems, tuple) else dl[0], method="dask", **kw)
+        res = tuple(r.compute() for r in res) if isinstance(res, tuple) else res.compute()
+        return res
+    return pp.associative_scan(m, elems, method=backend, **kw)
+
+
+def _as64(x) -> np.ndarray:
+    if hasattr(x, "detach"):
+        x = x.detach()
+        x = x.float() if x.dtype == torch.bfloat16 else x
+        return x.numpy().astype(np.float64)
+    return np.asarray(x).astype(np.float64)
+
+
+def check_scan_case(case) -> None:
+    name, dname, lib, values, layout, reverse, exclusive, reset, chunks = case
+    dtype = DTYPES[dname]
+    m = getattr(pp, name)
+    if name == "linear_recurrence":
+        raw = (values, values[::-1].copy())
+    else:
+        raw = (values,)
+    if lib == "torch":
+        leaves = tuple(
+            torch.from_numpy(np.ascontiguousarray(v)).to(TORCH_DTYPES[dname]) for v in raw
+        )
+    else:
+        leaves = tuple(lay_out(v, dtype, layout) for v in raw)
+    elems = leaves if name == "linear_recurrence" else leaves[0]
+    kw = dict(reverse=reverse, exclusive=exclusive, reset=reset)
+
+    outcomes = {}
+    for backend in SCAN_BACKENDS:
+        try:
+            res = _run_scan(backend, m, elems, kw, chunks)
+        except (TypeError, ValueError) as err:
+            assert "\n" not in str(err), f"{backend}: a many-line error: {err}"
+            outcomes[backend] = type(err)
+            continue
+        if res is None:
+            continue
+        _seen.add(("associative_scan", backend))
+        outcomes[backend] = res
+    kinds = {b: (o if isinstance(o, type) else "ok") for b, o in outcomes.items()}
+    assert len(set(kinds.values())) == 1, f"backends disagree on raising: {kinds}"
+    if all(isinstance(o, type) for o in outcomes.values()):
+        return
+
+    # the same logical values the library received, in float64 (exact ints)
+    if lib == "torch":
+        given = [_as64(x) if dname in FLOATS else x.numpy() for x in leaves]
+    else:
+        given = [v.astype(dtype).astype(np.float64) if dname in FLOATS else v for v in raw]
+    n = len(values)
+    for backend, res in outcomes.items():
+        res = res if isinstance(res, tuple) else (res,)
+        assert all(len(r) == n for r in res)
+        if dtype.kind in "iu":
+            ints = [[int(v) for v in g] for g in given]
+            elems_i = list(zip(*ints)) if len(ints) > 1 else ints[0]
+            ref = exact_int_scan(name, elems_i, dtype, reverse, exclusive, reset)
+            got = [
+                [int(v) for v in np.asarray(r.numpy() if hasattr(r, "numpy") else r)] for r in res
+            ]
+            got = list(zip(*got)) if len(got) > 1 else got[0]
+            assert got == ref, f"{backend}: {got} != {ref}"
+            continue
+        elems64 = list(zip(*[g.tolist() for g in given])) if len(given) > 1 else given[0].tolist()
+        ref = scan64(name, elems64, reverse, exclusive, reset)
+        refs = (
+            [np.array([r[k] for r in ref]) for k in range(2)]
+            if len(given) > 1
+            else [np.array(ref, dtype=np.float64)]
+        )
+        if name in ("add", "linear_recurrence", "mul"):
+            mag_in = [np.abs(g).tolist() for g in given]
+            e_abs = list(zip(*mag_in)) if len(given) > 1 else mag_in[0]
+            if name == "linear_recurrence":
+                e_abs = [(a, b) for a, b in e_abs]
+            mag = scan64(name, e_abs, reverse, exclusive, reset)
+            mags = (
+                [np.array([r[k] for r in mag]) for k in range(2)]
+                if len(given) > 1
+                else [np.array(mag)]
+            )
+        else:
+            finite_in = np.abs(given[0][np.isfinite(given[0])])
+            mags = [np.abs(r) + finite_in.max(initial=0.0) for r in refs]
+        for got, want, mg in zip(res, refs, mags):
+            got = _as64(got)
+            with np.errstate(invalid="ignore", over="ignore"):
+                want_out = want.astype(dtype).astype(np.float64) if dtype.itemsize == 2 else want
+            nan = np.isnan(want_out)
+            assert np.array_equal(np.isnan(got), nan), f"{backend}: NaN at {np.isnan(got)} != {nan}"
+            inf = np.isinf(want_out)
+            assert np.array_equal(got[inf], want_out[inf]), f"{backend}: inf {got} != {want_out}"
+            fin = ~nan & ~inf
+            tol = 4 * (n + 2) * unit(dtype) * mg[fin] + out_unit(dtype) * np.abs(want[fin])
+            err = np.abs(got[fin] - want[fin])
+            assert np.all(err <= tol + 1e-300), f"{backend}: {got} vs {want} (err {err}, tol {tol})"
+
+
+@FAST
+@given(scan_cases())
+def test_scan_backends_agree(case):
+    check_scan_case(case)
+
+
+@pytest.mark.slow
+@LONG
+@given(scan_cases())
+def test_scan_backends_agree_long(case):
+    check_scan_case(case)
