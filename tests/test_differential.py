@@ -361,3 +361,218 @@ def test_scan_backends_agree(case):
 @given(scan_cases())
 def test_scan_backends_agree_long(case):
     check_scan_case(case)
+
+
+# ------------------------------------------------------------------- top-k
+TOPK_BACKENDS = ("cpu", "reference", "summary", "dask")
+COVERED["topk"] = TOPK_BACKENDS
+
+
+def topk64(values, k, largest, nan):
+    """Indices of the k best by (value, index) in Python; NaN ignored or ranked largest."""
+    idx = [i for i, v in enumerate(values) if not (nan == "ignore" and v != v)]
+
+    def key(i):
+        v = values[i]
+        isnan = v != v
+        if largest:
+            return (0 if isnan else 1, -v if not isnan else 0, i)
+        return (1 if isnan else 0, v if not isnan else 0, i)
+
+    return sorted(idx, key=key)[:k]
+
+
+@st.composite
+def topk_cases(draw):
+    dname = draw(st.sampled_from(sorted(DTYPES)))
+    dtype = DTYPES[dname]
+    lib = draw(st.sampled_from(["numpy", "numpy", "torch"]))
+    n = draw(st.sampled_from([0, 1, 2, 5, 16, 40]))
+    layout = draw(st.sampled_from(LAYOUTS))
+    if dname in FLOATS:
+        limit = 60000.0 if dname == "float16" else float(np.finfo(np.float32).max) / 2
+        if dname == "float64":
+            limit = 1e300
+        vals = draw(floats_wide(n, limit, specials=True))
+        if n and draw(st.booleans()):  # ties
+            vals[draw(st.integers(0, n - 1))] = vals[0]
+        values = np.array(vals, dtype=np.float64)
+    elif dtype.kind == "b":
+        values = np.array(draw(st.lists(st.booleans(), min_size=n, max_size=n)), dtype=bool)
+    else:
+        info = np.iinfo(dtype)
+        values = np.array(
+            draw(st.lists(st.integers(int(info.min), int(info.max)), min_size=n, max_size=n)),
+            dtype=dtype,
+        )
+    k = draw(st.integers(0, n + 2))
+    largest = draw(st.booleans())
+    nan = draw(st.sampled_from(["ignore", "largest"]))
+    chunks = draw(st.integers(1, 7))
+    return dname, lib, values, layout, k, largest, nan, chunks
+
+
+def _run_topk(backend, x, k, largest, nan, chunks):
+    if backend in ("cpu", "reference"):
+        v, i = pp.topk(x, k, largest=largest, nan=nan, method=backend)
+        return _as64(v), np.asarray(i.numpy() if hasattr(i, "numpy") else i)
+    if not isinstance(x, np.ndarray):
+        return None
+    if backend == "summary":
+        s = pp.TopK.empty(k, x.dtype, largest, nan=nan)
+        for lo in range(0, max(len(x), 1), chunks):
+            s.update(x[lo : lo + chunks])
+        v, i = s.result()
+        return _as64(v), i
+    from case_studies.streaming_topk.distributed import top_k_dask_array
+
+    v, i = top_k_dask_array(da.from_array(x, chunks=chunks), k, largest, nan=nan)
+    return _as64(v), i
+
+
+def check_topk_case(case) -> None:
+    dname, lib, values, layout, k, largest, nan, chunks = case
+    dtype = DTYPES[dname]
+    if lib == "torch":
+        x = torch.from_numpy(np.ascontiguousarray(values)).to(TORCH_DTYPES[dname])
+        given = _as64(x) if dname in FLOATS else x.numpy()
+    else:
+        x = lay_out(values, dtype, "contiguous" if layout == "fortran" else layout)
+        given = values.astype(dtype).astype(np.float64) if dname in FLOATS else values
+    outcomes = {}
+    for backend in TOPK_BACKENDS:
+        try:
+            res = _run_topk(backend, x, k, largest, nan, chunks)
+        except (TypeError, ValueError) as err:
+            assert "\n" not in str(err), f"{backend}: a many-line error: {err}"
+            outcomes[backend] = type(err)
+            continue
+        if res is not None:
+            _seen.add(("topk", backend))
+            outcomes[backend] = res
+    kinds = {b: (o if isinstance(o, type) else "ok") for b, o in outcomes.items()}
+    assert len(set(kinds.values())) == 1, f"backends disagree on raising: {kinds}"
+    if all(isinstance(o, type) for o in outcomes.values()):
+        return
+    vals = given.tolist() if dname in FLOATS else [int(v) for v in given]
+    want = topk64(vals, k, largest, nan)
+    for backend, (v, i) in outcomes.items():
+        assert i.tolist() == want, f"{backend}: ids {i.tolist()} != {want}"
+        expect = np.array([vals[j] for j in want], dtype=np.float64)
+        assert np.array_equal(v, expect, equal_nan=True), f"{backend}: {v} != {expect}"
+
+
+@FAST
+@given(topk_cases())
+def test_topk_backends_agree(case):
+    check_topk_case(case)
+
+
+@pytest.mark.slow
+@LONG
+@given(topk_cases())
+def test_topk_backends_agree_long(case):
+    check_topk_case(case)
+
+
+# ------------------------------------------------- pair sums and gravity
+def inverse_distance(xi, xj):
+    return 1.0 / math.sqrt((xi[0] - xj[0]) ** 2 + (xi[1] - xj[1]) ** 2 + 0.25)
+
+
+@st.composite
+def point_cases(draw):
+    n = draw(st.sampled_from([0, 1, 2, 3, 9, 20]))
+    dname = draw(st.sampled_from(["float32", "float64", "bfloat16", "float16", "int64"]))
+    layout = draw(st.sampled_from(LAYOUTS))
+    scale = 10.0 ** draw(st.integers(-150, 150)) if dname == "float64" else 1.0
+    pts = np.array(
+        [[draw(st.floats(-4.0, 4.0)) for _ in range(3)] for _ in range(n)], dtype=np.float64
+    ).reshape(n, 3)
+    if dname == "int64":
+        pts = np.round(pts * 3)
+    if n >= 2 and draw(st.booleans()):  # a near-coincident pair
+        pts[1] = pts[0] + draw(st.sampled_from([0.0, 1e-9, 1e-6]))
+    mass = np.array([draw(st.floats(0.1, 3.0)) for _ in range(n)])
+    eps = draw(st.sampled_from([0.0, 0.05, 0.5]))
+    return dname, layout, pts, scale, mass, eps
+
+
+def _points_in(pts, dname, layout):
+    return lay_out(pts, DTYPES.get(dname, np.dtype(dname)), layout)
+
+
+def check_pairs_case(case) -> None:
+    dname, layout, pts, _scale, mass, _eps = case
+    X = _points_in(pts, dname, layout)
+    P = np.asarray(X).astype(np.float64)
+    n = len(P)
+    ref = np.array(
+        [sum(mass[j] * inverse_distance(P[i], P[j]) for j in range(n) if j != i) for i in range(n)]
+    )
+    for method in PAIR_METHODS:
+        got = pp.pairwise_sum(inverse_distance, X, mass, method=method)
+        _seen.add(("pairwise_sum", method))
+        tol = 1e-5 if np.asarray(got).dtype == np.float32 else 1e-12
+        np.testing.assert_allclose(got, ref, rtol=tol, atol=tol * np.abs(ref).max(initial=0))
+
+
+def gravity64(P, m, eps):
+    """Plummer-softened accelerations and potentials, exactly scaled by a power of two."""
+    n = len(P)
+    if n == 0:
+        return np.zeros((0, 3)), np.zeros(0)
+    ext = np.abs(P - P[0]).max()
+    s = 2.0 ** math.frexp(ext)[1] if ext > 0 else 1.0
+    if eps > 0 and ext == 0:
+        s = 2.0 ** math.frexp(eps)[1]
+    Q, e = P / s, eps / s
+    acc, pot = np.zeros((n, 3)), np.zeros(n)
+    for i in range(n):
+        for j in range(n):
+            if i == j:
+                continue
+            d = Q[j] - Q[i]
+            r2 = d @ d + e * e
+            if r2 == 0.0:
+                continue  # coincident bodies without softening exert nothing
+            acc[i] += m[j] * d / r2**1.5
+            pot[i] -= m[j] / math.sqrt(r2)
+    return acc / (s * s), pot / s
+
+
+def check_gravity_case(case) -> None:
+    dname, layout, pts, scale, mass, eps = case
+    X = _points_in(pts * scale, dname, layout)
+    P = np.asarray(X).astype(np.float64)
+    acc_ref, pot_ref = gravity64(P, mass, eps * scale)
+    for method in PAIR_METHODS:
+        acc, pot = pp.direct_gravity(X, mass, eps=eps * scale, method=method)
+        _seen.add(("direct_gravity", method))
+        assert np.all(np.isfinite(acc)) and np.all(np.isfinite(pot)), f"{method}: {acc}"
+        tol = 1e-4 if acc.dtype == np.float32 else 1e-9
+        big = np.abs(acc_ref).max(initial=0)
+        np.testing.assert_allclose(acc, acc_ref, rtol=tol, atol=tol * big, err_msg=method)
+        np.testing.assert_allclose(
+            pot, pot_ref, rtol=tol, atol=tol * np.abs(pot_ref).max(initial=0), err_msg=method
+        )
+
+
+@FAST
+@given(point_cases())
+def test_pair_sums_agree(case):
+    check_pairs_case(case)
+
+
+@FAST
+@given(point_cases())
+def test_gravity_agrees(case):
+    check_gravity_case(case)
+
+
+@pytest.mark.slow
+@LONG
+@given(point_cases())
+def test_pairs_and_gravity_agree_long(case):
+    check_pairs_case(case)
+    check_gravity_case(case)
