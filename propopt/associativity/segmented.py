@@ -124,7 +124,11 @@ class _ArrayCombine:
     def __call__(self, a: Sequence[Any], b: Sequence[Any]) -> Leaves:
         fa, fb = a[0], b[0]
         keep = fb if _is_bool(fb) else fb != 0
-        inner = self.inner(list(a[1:]), list(b[1:]))
+        # where b starts a segment, a . b is discarded: computing it from b alone
+        # keeps a NaN or inf of the earlier segment out of its value and out of
+        # autograd's products (0 * nan), so nothing crosses a start either way
+        safe = [_xp_call("where", keep, y, x) for x, y in zip(a[1:], b[1:])]
+        inner = self.inner(safe, list(b[1:]))
         flag = _xp_call("where", keep, fb, fa)
         return [flag] + [_xp_call("where", keep, y, c) for y, c in zip(b[1:], inner)]
 
@@ -140,8 +144,10 @@ class _SegmentedCallable:
 
         (fa, ta), (fb, tb) = a, b
         keep = fb if _is_bool(fb) else fb != 0
-        res = self.fn(ta, tb)
         lb, td = _pytree.flatten(tb)
+        la, _ = _pytree.flatten(ta)
+        safe = [_xp_call("where", keep, y, x) for x, y in zip(la, lb)]  # see _ArrayCombine
+        res = self.fn(_pytree.unflatten(td, safe), tb)
         lr, _ = _pytree.flatten(res)
         vals = [_xp_call("where", keep, y, c) for y, c in zip(lb, lr)]
         return (_xp_call("where", keep, fb, fa), _pytree.unflatten(td, vals))

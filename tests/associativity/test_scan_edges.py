@@ -116,3 +116,18 @@ def test_torch_bool_message_says_how_to_cast():
         pp.associative_scan(pp.add, torch.tensor([True, False]))
     with pytest.raises(TypeError, match=r"elems\.astype\(np\.float64\)"):
         pp.associative_scan(pp.add, np.array([True, False]))
+
+
+def test_segmented_gradients_stay_in_their_segment():
+    torch = pytest.importorskip("torch")
+    a = torch.full((6,), 0.5, dtype=torch.float64)
+    a[1] = float("nan")  # in the first segment
+    a.requires_grad_(True)
+    b = torch.ones(6, dtype=torch.float64, requires_grad=True)
+    reset = np.array([True, False, False, True, False, False])
+    _, h = pp.associative_scan(pp.linear_recurrence, (a, b), reset=reset)
+    h[3:].sum().backward()
+    # the second segment alone: h = [1, 1.5, 1.75]; d/da_3 = 0 (a start ignores a)
+    assert h[3:].tolist() == [1.0, 1.5, 1.75]
+    assert a.grad[3:].tolist() == [0.0, 1.5, 1.5]
+    assert b.grad[3:].tolist() == [1.75, 1.5, 1.0]
