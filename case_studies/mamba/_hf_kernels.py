@@ -159,10 +159,10 @@ def _conv_token(b, xin, x0, cs, cw, cb, xbuf, one):  # type: ignore[no-untyped-d
 
 
 @njit(fastmath=FASTMATH, cache=True)
-def _mamba_row(b, xz, cs, cw, cb, Wx, Wdt, dtb, A, D, h, y, xbuf, dbl, one):  # type: ignore[no-untyped-def]
+def _mamba_row(b, xz, cs, cw, cb, Wx, Wdt, dtb, A_log, D, h, y, xbuf, dbl, one):  # type: ignore[no-untyped-def]
     Di = cs.shape[1]
     R = Wdt.shape[1]
-    N = A.shape[1]
+    N = A_log.shape[1]
     zero = one - one
     _conv_token(b, xz, 0, cs, cw, cb, xbuf, one)
     for j in range(R + 2 * N):  # x_proj
@@ -180,7 +180,7 @@ def _mamba_row(b, xz, cs, cw, cb, Wx, Wdt, dtb, A, D, h, y, xbuf, dbl, one):  # 
         xc = xbuf[c]
         s = zero
         for n in range(N):
-            hv = fexp(d * A[c, n]) * h[b, c, n] + (d * dbl[R + n]) * xc
+            hv = fexp(d * -fexp(A_log[c, n])) * h[b, c, n] + (d * dbl[R + n]) * xc
             h[b, c, n] = hv
             s += hv * dbl[R + N + n]
         s += D[c] * xc
@@ -189,20 +189,21 @@ def _mamba_row(b, xz, cs, cw, cb, Wx, Wdt, dtb, A, D, h, y, xbuf, dbl, one):  # 
 
 
 @njit(parallel=True, fastmath=FASTMATH, cache=True)
-def _mamba_rows(xz, cs, cw, cb, Wx, Wdt, dtb, A, D, h, y, xbuf, dbl, one):  # type: ignore[no-untyped-def]
+def _mamba_rows(xz, cs, cw, cb, Wx, Wdt, dtb, A_log, D, h, y, xbuf, dbl, one):  # type: ignore[no-untyped-def]
     for b in prange(xz.shape[0]):
-        _mamba_row(b, xz, cs, cw, cb, Wx, Wdt, dtb, A, D, h, y, xbuf[b], dbl[b], one)
+        _mamba_row(b, xz, cs, cw, cb, Wx, Wdt, dtb, A_log, D, h, y, xbuf[b], dbl[b], one)
 
 
 def mamba_token(xz: np.ndarray, cs: np.ndarray, cw: np.ndarray, cb: np.ndarray, Wx: np.ndarray,
-                Wdt: np.ndarray, dtb: np.ndarray, A: np.ndarray, D: np.ndarray,
+                Wdt: np.ndarray, dtb: np.ndarray, A_log: np.ndarray, D: np.ndarray,
                 h: np.ndarray) -> np.ndarray:  # fmt: skip
     """One token of a Mamba-1 mixer from ``in_proj``'s output to ``out_proj``'s input.
 
     ``xz`` (batch, 2 Di): ``x`` then the gate ``z``; ``cs`` (batch, Di, K) the
     conv state and ``h`` (batch, Di, N) the SSM state, both updated in place;
     ``cw`` (Di, K), ``cb`` (Di,) the conv; ``Wx`` (R + 2N, Di) ``x_proj``;
-    ``Wdt`` (Di, R), ``dtb`` (Di,) ``dt_proj``; ``A`` (Di, N); ``D`` (Di,).
+    ``Wdt`` (Di, R), ``dtb`` (Di,) ``dt_proj``; ``A_log`` (Di, N) (``A = -exp(A_log)``);
+    ``D`` (Di,).
     Returns ``y`` (batch, Di): ``(C . h + D x) silu(z)``.
     """
     nb, Di = xz.shape[0], cs.shape[1]
@@ -212,15 +213,15 @@ def mamba_token(xz: np.ndarray, cs: np.ndarray, cw: np.ndarray, cb: np.ndarray, 
     dbl = np.empty((nb, Wx.shape[0]), xz.dtype)
     if nb < PARALLEL_ROWS:
         for b in range(nb):
-            _mamba_row(b, xz, cs, cw, cb, Wx, Wdt, dtb, A, D, h, y, xbuf[b], dbl[b], one)
+            _mamba_row(b, xz, cs, cw, cb, Wx, Wdt, dtb, A_log, D, h, y, xbuf[b], dbl[b], one)
     else:
         with threads.sized():
-            _mamba_rows(xz, cs, cw, cb, Wx, Wdt, dtb, A, D, h, y, xbuf, dbl, one)
+            _mamba_rows(xz, cs, cw, cb, Wx, Wdt, dtb, A_log, D, h, y, xbuf, dbl, one)
     return y
 
 
 @njit(fastmath=FASTMATH, cache=True)
-def _mamba2_row(b, zxbcdt, cs, cw, cb, A, D, dtb, h, nw, eps, inv_g, G, out, xbuf, one):  # type: ignore[no-untyped-def]
+def _mamba2_row(b, zxbcdt, cs, cw, cb, A_log, D, dtb, h, nw, eps, inv_g, G, out, xbuf, one):  # type: ignore[no-untyped-def]
     _, H, P, N = h.shape
     Di = H * P
     conv_dim = cs.shape[1]
@@ -232,7 +233,7 @@ def _mamba2_row(b, zxbcdt, cs, cw, cb, A, D, dtb, h, nw, eps, inv_g, G, out, xbu
         b0 = Di + g * N
         c0 = Di + G * N + g * N
         d = fsoftplus(zxbcdt[b, Di + conv_dim + hh] + dtb[hh])
-        dA = fexp(d * A[hh])
+        dA = fexp(d * -fexp(A_log[hh]))
         for p in range(P):
             xv = xbuf[hh * P + p]
             s = zero
@@ -255,19 +256,20 @@ def _mamba2_row(b, zxbcdt, cs, cw, cb, A, D, dtb, h, nw, eps, inv_g, G, out, xbu
 
 
 @njit(parallel=True, fastmath=FASTMATH, cache=True)
-def _mamba2_rows(zxbcdt, cs, cw, cb, A, D, dtb, h, nw, eps, inv_g, G, out, xbuf, one):  # type: ignore[no-untyped-def]
+def _mamba2_rows(zxbcdt, cs, cw, cb, A_log, D, dtb, h, nw, eps, inv_g, G, out, xbuf, one):  # type: ignore[no-untyped-def]
     for b in prange(zxbcdt.shape[0]):
-        _mamba2_row(b, zxbcdt, cs, cw, cb, A, D, dtb, h, nw, eps, inv_g, G, out, xbuf[b], one)
+        _mamba2_row(b, zxbcdt, cs, cw, cb, A_log, D, dtb, h, nw, eps, inv_g, G, out, xbuf[b], one)
 
 
 def mamba2_token(zxbcdt: np.ndarray, cs: np.ndarray, cw: np.ndarray, cb: np.ndarray,
-                 A: np.ndarray, D: np.ndarray, dtb: np.ndarray, h: np.ndarray, nw: np.ndarray,
+                 A_log: np.ndarray, D: np.ndarray, dtb: np.ndarray, h: np.ndarray, nw: np.ndarray,
                  eps: float, G: int) -> np.ndarray:  # fmt: skip
     """One token of a Mamba-2 mixer from ``in_proj``'s output to ``out_proj``'s input.
 
     ``zxbcdt`` (batch, Di + conv_dim + H): gate, then the conv channels
     (``x``, ``B``, ``C``), then ``dt``; ``cs`` (batch, conv_dim, K) and ``h``
-    (batch, H, P, N) updated in place; ``A``, ``D``, ``dtb`` (H,); ``nw`` (Di,)
+    (batch, H, P, N) updated in place; ``A_log`` (``A = -exp(A_log)``), ``D``,
+    ``dtb`` (H,); ``nw`` (Di,)
     the gated norm's weight, ``G`` its groups (``B`` and ``C`` groups too).
     Returns ``norm((C . h + D x) silu(gate))`` (batch, Di).
     """
@@ -280,8 +282,8 @@ def mamba2_token(zxbcdt: np.ndarray, cs: np.ndarray, cw: np.ndarray, cb: np.ndar
     ig = zxbcdt.dtype.type(G / (H * P))
     if nb < PARALLEL_ROWS:
         for b in range(nb):
-            _mamba2_row(b, zxbcdt, cs, cw, cb, A, D, dtb, h, nw, e, ig, G, out, xbuf[b], one)
+            _mamba2_row(b, zxbcdt, cs, cw, cb, A_log, D, dtb, h, nw, e, ig, G, out, xbuf[b], one)
     else:
         with threads.sized():
-            _mamba2_rows(zxbcdt, cs, cw, cb, A, D, dtb, h, nw, e, ig, G, out, xbuf, one)
+            _mamba2_rows(zxbcdt, cs, cw, cb, A_log, D, dtb, h, nw, e, ig, G, out, xbuf, one)
     return out

@@ -273,9 +273,9 @@ def _mamba_forward(self: Any, hidden_states: Any, cache: Any = None, attention_m
     Di, R, N = self.intermediate_size, self.time_step_rank, self.ssm_state_size
     conv_state, ssm_state = _states(self, cache)
     grad = _needs_grad(self, hidden_states)
-    A = -torch.exp(self.A_log.float())
     if not grad and _is_decode(self, cache, conv_state, ssm_state, L, attention_mask):
-        return _mamba_token(self, hidden_states, conv_state, ssm_state, A)
+        return _mamba_token(self, hidden_states, conv_state, ssm_state)
+    A = -torch.exp(self.A_log.float())
     h = _mask(hidden_states, attention_mask)
     if grad:  # transformers' operations (autograd), the scan excepted
         x, z = self.in_proj(h).chunk(2, dim=-1)
@@ -299,7 +299,7 @@ def _mamba_forward(self: Any, hidden_states: Any, cache: Any = None, attention_m
     return self.out_proj(y.transpose(1, 2).to(dtype))
 
 
-def _mamba_token(self: Any, hidden_states: Any, conv_state: Any, ssm_state: Any, A: Any) -> Any:
+def _mamba_token(self: Any, hidden_states: Any, conv_state: Any, ssm_state: Any) -> Any:
     import torch
 
     dtype = hidden_states.dtype
@@ -312,7 +312,7 @@ def _mamba_token(self: Any, hidden_states: Any, conv_state: Any, ssm_state: Any,
     db = torch.zeros_like(cb) if self.dt_proj.bias is None else self.dt_proj.bias
     y = K.mamba_token(_np(xz, ct), cs, _np(c.weight[:, 0], ct), _np(cb, ct),
                       _np(self.x_proj.weight, ct), _np(self.dt_proj.weight, ct), _np(db, ct),
-                      _np(A, ct), _np(self.D, ct), hs)  # fmt: skip
+                      _np(self.A_log.float(), ct), _np(self.D, ct), hs)  # fmt: skip
     put_cs()
     put_hs()
     return self.out_proj(torch.from_numpy(y).to(dtype)[:, None])
@@ -333,9 +333,9 @@ def _mamba2_forward(self: Any, hidden_states: Any, cache: Any = None, attention_
     Di, conv_dim = self.intermediate_size, self.conv_dim
     conv_state, ssm_state = _states(self, cache)
     grad = _needs_grad(self, hidden_states)
-    A = -torch.exp(self.A_log.float())
     if not grad and _is_decode(self, cache, conv_state, ssm_state, L, attention_mask):
-        return _mamba2_token(self, hidden_states, conv_state, ssm_state, A)
+        return _mamba2_token(self, hidden_states, conv_state, ssm_state)
+    A = -torch.exp(self.A_log.float())
     h = _mask(hidden_states, attention_mask)
     if grad:
         gate, xBC, dt = self.in_proj(h).split([Di, conv_dim, H], dim=-1)
@@ -365,7 +365,7 @@ def _mamba2_forward(self: Any, hidden_states: Any, cache: Any = None, attention_
     return self.out_proj(y.to(dtype))
 
 
-def _mamba2_token(self: Any, hidden_states: Any, conv_state: Any, ssm_state: Any, A: Any) -> Any:
+def _mamba2_token(self: Any, hidden_states: Any, conv_state: Any, ssm_state: Any) -> Any:
     import torch
 
     dtype = hidden_states.dtype
@@ -376,7 +376,8 @@ def _mamba2_token(self: Any, hidden_states: Any, conv_state: Any, ssm_state: Any
     c = self.conv1d
     cb = torch.zeros(c.weight.shape[0], dtype=ct) if c.bias is None else c.bias
     n = self.norm
-    y = K.mamba2_token(_np(zxbcdt, ct), cs, _np(c.weight[:, 0], ct), _np(cb, ct), _np(A, ct),
+    A_log = _np(self.A_log.float(), ct)  # A = -exp(A_log) in float32, as transformers
+    y = K.mamba2_token(_np(zxbcdt, ct), cs, _np(c.weight[:, 0], ct), _np(cb, ct), A_log,
                        _np(self.D, ct), _np(self.dt_bias, ct), hs, _np(n.weight, ct),
                        n.variance_epsilon, self.n_groups)  # fmt: skip
     put_cs()

@@ -1,0 +1,320 @@
+"""transformers' Mamba-130m and Mamba2-130m on CPU, with and without propopt's kernels.
+
+``python -m benchmarks.hf_mamba`` (``--quick``: 2 layers, 256 tokens, 16 new
+tokens, one round: checks that everything runs).  Models are built from the
+130m configs with random weights (nothing is downloaded).  In one process,
+the sides alternating call by call in each round:
+
+* prefill, batch 1, ``--L`` tokens (2048), ``use_cache=False``, tokens/s:
+  transformers' default CPU path; its mambapy path (``use_mambapy``,
+  Mamba-1, when mambapy is installed); ``case_studies.mamba.hf.accelerate``;
+  and the floor: transformers' path with the scan and the conv replaced by
+  no-ops that return zeros (what the rest of the model costs, the ceiling
+  of any speedup of the layer's sequence work);
+* decode, batch 1: ``generate`` of ``--new`` greedy tokens (128) after a
+  16-token prompt, tokens/s over the tokens after the first (the time of
+  ``generate`` of one token subtracted); the same sides (the floor with the
+  state update and the conv update as no-ops), and the weight-read floor:
+  the model's parameter bytes over the copy bandwidth measured in this run
+  (every decoded token reads every weight once);
+* llama.cpp as a peer, when llama-cpp-python is installed and ``--gguf``
+  names a GGUF of the same model (see the probes' README for the
+  conversion); otherwise a line says why it was skipped.
+
+Timings are medians over ``--rounds`` (3); the load average of the machine
+is printed before and after, since other processes change every figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+MAMBA_130M = dict(vocab_size=50280, hidden_size=768, state_size=16, num_hidden_layers=24,
+                  expand=2, conv_kernel=4)  # fmt: skip
+MAMBA2_130M = dict(vocab_size=50280, hidden_size=768, state_size=128, num_hidden_layers=24,
+                   expand=2, head_dim=64, num_heads=24, n_groups=1, chunk_size=256)  # fmt: skip
+QUICK = dict(num_hidden_layers=2, vocab_size=1000)
+PROMPT = 16
+
+
+def build(which: str, quick: bool) -> Any:
+    import torch
+    from transformers import Mamba2Config, Mamba2ForCausalLM, MambaConfig, MambaForCausalLM
+
+    cfg = dict(MAMBA_130M if which == "mamba" else MAMBA2_130M)
+    if quick:
+        cfg.update(QUICK)
+    torch.manual_seed(0)
+    if which == "mamba":
+        return MambaForCausalLM(MambaConfig(**cfg)).eval()
+    return Mamba2ForCausalLM(Mamba2Config(**cfg)).eval()
+
+
+# ------------------------------------------------------------------ sides
+@contextlib.contextmanager
+def transformers_path(model: Any) -> Iterator[None]:
+    yield
+
+
+@contextlib.contextmanager
+def mambapy_path(model: Any) -> Iterator[None]:
+    mixers = [layer.mixer for layer in model.backbone.layers]
+    for m in mixers:
+        m.use_mambapy = True
+    try:
+        yield
+    finally:
+        for m in mixers:
+            m.use_mambapy = False
+
+
+@contextlib.contextmanager
+def propopt_path(model: Any) -> Iterator[None]:
+    from case_studies.mamba.hf import accelerate, restore
+
+    accelerate(model)
+    try:
+        yield
+    finally:
+        restore(model)
+
+
+def _zeros_scan(hidden_states: Any, dt: Any, A: Any, B: Any, C: Any, *a: Any, **kw: Any) -> Any:
+    """Mamba-1's scan as a no-op: zeros, and a zero state if asked."""
+    import torch
+
+    y = torch.zeros_like(hidden_states)
+    if kw.get("return_last_state"):
+        return y, hidden_states.new_zeros(hidden_states.shape[0], A.shape[0], A.shape[1])
+    return y
+
+
+def _zeros_ssd(hidden_states: Any, dt: Any, A: Any, B: Any, C: Any, *a: Any, **kw: Any) -> Any:
+    """Mamba-2's chunk scan as a no-op."""
+    import torch
+
+    y = torch.zeros_like(hidden_states, dtype=torch.float32)
+    if kw.get("return_final_states"):
+        nb, _, H, P = hidden_states.shape
+        return y, y.new_zeros(nb, H, P, B.shape[-1])
+    return y
+
+
+def _zeros_update(state: Any, hidden_states: Any, *a: Any, **kw: Any) -> Any:
+    import torch
+
+    return torch.zeros_like(hidden_states)
+
+
+@contextlib.contextmanager
+def noop_floor(model: Any) -> Iterator[None]:
+    """transformers' path with the scan, the state update and both convs as no-ops.
+
+    Patches the module-level functions that the mixers look up at call time
+    (as the probes do), for the duration of the block.
+    """
+    from transformers.models.mamba import modeling_mamba as m1
+    from transformers.models.mamba2 import modeling_mamba2 as m2
+
+    if "Mamba2" in type(model).__name__:
+        mod, new = m2, {"mamba2_chunk_scan": _zeros_ssd,
+                        "mamba2_selective_state_update": _zeros_update}  # fmt: skip
+    else:
+        mod, new = m1, {"mamba_selective_scan": _zeros_scan,
+                        "mamba_selective_state_update": _zeros_update}  # fmt: skip
+    new["causal_conv1d_fn"] = lambda x, w, b=None, activation=None, **kw: x
+    new["causal_conv1d_update"] = lambda x, state, w, b=None, activation=None, **kw: x
+    saved = {k: getattr(mod, k) for k in new}
+    for k, v in new.items():
+        setattr(mod, k, v)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            setattr(mod, k, v)
+
+
+# ------------------------------------------------------------------ timing
+def alternating(model: Any, sides: dict[str, Callable[[Any], Any]], fn: Callable[[], Any],
+                warm: Callable[[], Any], rounds: int) -> dict[str, float]:  # fmt: skip
+    """Median seconds of ``fn`` under each side, the sides in turn in every round."""
+    for side in sides.values():
+        with side(model):
+            warm()
+    times: dict[str, list[float]] = {k: [] for k in sides}
+    for _ in range(rounds):
+        for name, side in sides.items():
+            with side(model):
+                t0 = time.perf_counter()
+                fn()
+                times[name].append(time.perf_counter() - t0)
+    return {k: float(np.median(v)) for k, v in times.items()}
+
+
+def copy_bandwidth(mbytes: int) -> float:
+    """Bytes read per second by a torch copy of ``mbytes`` MiB (best of 5)."""
+    import torch
+
+    a = torch.ones(mbytes * 2**18)
+    b = torch.empty_like(a)
+    best = float("inf")
+    for _ in range(5):
+        t0 = time.perf_counter()
+        b.copy_(a)
+        best = min(best, time.perf_counter() - t0)
+    return a.numel() * a.element_size() / best
+
+
+def param_bytes(model: Any) -> int:
+    """Bytes of the model's parameters, tied ones once."""
+    seen = {p.data_ptr(): p.numel() * p.element_size() for p in model.parameters()}
+    return sum(seen.values())
+
+
+def sides_for(which: str) -> dict[str, Callable[[Any], Any]]:
+    from transformers.utils.import_utils import is_mambapy_available
+
+    sides: dict[str, Callable[[Any], Any]] = {"transformers": transformers_path}
+    if which == "mamba":
+        if is_mambapy_available():
+            sides["transformers mambapy"] = mambapy_path
+        else:
+            print("  mambapy not installed: transformers' mambapy path skipped")
+    sides["propopt"] = propopt_path
+    sides["floor: no-op scan and conv"] = noop_floor
+    return sides
+
+
+def report(which: str, args: argparse.Namespace, bw: float) -> None:
+    import torch
+
+    model = build(which, args.quick)
+    c = model.config
+    print(f"{which}: {c.num_hidden_layers} layers, hidden {c.hidden_size}, vocab {c.vocab_size}, "
+          f"{param_bytes(model) / 2**20:.0f} MiB of float32 parameters")  # fmt: skip
+    sides = sides_for(which)
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, c.vocab_size, (1, args.L), generator=g)
+
+    def prefill(n: int) -> Callable[[], Any]:
+        def run() -> Any:
+            with torch.no_grad():
+                return model(ids[:, :n], use_cache=False).logits
+
+        return run
+
+    t = alternating(model, sides, prefill(args.L), prefill(64), args.rounds)
+    print(f"  prefill, batch 1, {args.L} tokens (median of {args.rounds} alternating rounds):")
+    _lines(t, lambda s: args.L / s, "tok/s", t["propopt"])
+
+    prompt = ids[:, :PROMPT]
+
+    def gen(n: int) -> Callable[[], Any]:
+        def run() -> Any:
+            with torch.no_grad():
+                return model.generate(prompt, max_new_tokens=n, min_new_tokens=n, do_sample=False)
+
+        return run
+
+    def decode() -> float:
+        """Seconds of tokens 2..new: generate(new) less generate(1)."""
+        t0 = time.perf_counter()
+        gen(1)()
+        t1 = time.perf_counter()
+        gen(args.new)()
+        return time.perf_counter() - t1 - (t1 - t0)
+
+    per: dict[str, list[float]] = {k: [] for k in sides}
+    for side in sides.values():
+        with side(model):
+            gen(2)()
+    for _ in range(args.rounds):
+        for name, side in sides.items():
+            with side(model):
+                per[name].append(decode())
+    td = {k: float(np.median(v)) for k, v in per.items()}
+    n = args.new - 1
+    print(f"  decode, batch 1, {args.new} greedy tokens after {PROMPT}, tokens 2..{args.new}:")
+    _lines(td, lambda s: n / s, "tok/s", td["propopt"])
+    floor = param_bytes(model) / bw
+    print(f"    {'floor: weight reads':28s} {1 / floor:9.1f} tok/s  "
+          f"({param_bytes(model) / 2**20:.0f} MiB at {bw / 2**30:.1f} GiB/s)")  # fmt: skip
+
+
+def _lines(t: dict[str, float], rate: Callable[[float], float], unit: str, ours: float) -> None:
+    for name, s in t.items():
+        rel = "" if name == "propopt" else f"  propopt {s / ours:.2f}x this"
+        print(f"    {name:28s} {rate(s):9.1f} {unit}  ({s:.3f} s){rel}")
+
+
+def llama_cpp_peer(args: argparse.Namespace) -> None:
+    try:
+        from llama_cpp import Llama
+    except ImportError:
+        print("llama.cpp: llama-cpp-python is not installed; peer skipped")
+        return
+    if not args.gguf:
+        print(
+            "llama.cpp: llama-cpp-python is installed but no --gguf model was given; "
+            "peer skipped (convert a saved model with llama.cpp's convert_hf_to_gguf.py)"
+        )
+        return
+    threads = os.cpu_count() or 1
+    llm = Llama(model_path=args.gguf, n_threads=threads, n_threads_batch=threads,
+                n_ctx=max(4096, args.L + 256), n_batch=args.L, n_ubatch=args.L,
+                verbose=False)  # fmt: skip
+    toks = np.random.default_rng(0).integers(100, 50000, args.L).tolist()
+    best = float("inf")
+    for _ in range(args.rounds):
+        llm.reset()
+        t0 = time.perf_counter()
+        llm.eval(toks)
+        best = min(best, time.perf_counter() - t0)
+    print(f"llama.cpp ({args.gguf}, {threads} threads): prefill {args.L / best:.1f} tok/s")
+    llm.reset()
+    n, t0 = 0, 0.0
+    for _ in llm.generate(toks[:PROMPT], top_k=1, temp=0.0, reset=True):
+        n += 1
+        if n == 1:
+            t0 = time.perf_counter()  # after the prompt and the first token
+        if n > args.new - 1:
+            break
+    print(f"llama.cpp: decode {(n - 1) / (time.perf_counter() - t0):.1f} tok/s")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="2 layers, 256 tokens, 16 new, 1 round")
+    ap.add_argument("--L", type=int, default=None, help="prefill tokens (2048)")
+    ap.add_argument("--new", type=int, default=None, help="decoded tokens (128)")
+    ap.add_argument("--rounds", type=int, default=None, help="alternating rounds (3)")
+    ap.add_argument("--models", default="mamba,mamba2")
+    ap.add_argument("--gguf", default=None, help="a GGUF of the same model, for llama.cpp")
+    args = ap.parse_args()
+    args.L = args.L or (256 if args.quick else 2048)
+    args.new = args.new or (16 if args.quick else 128)
+    args.rounds = args.rounds or (1 if args.quick else 3)
+    import numba
+    import torch
+
+    print(
+        f"torch threads {torch.get_num_threads()}, numba threads {numba.get_num_threads()}, "
+        f"load average {os.getloadavg()[0]:.1f} (other processes change every figure)"
+    )
+    bw = copy_bandwidth(64 if args.quick else 512)
+    print(f"copy bandwidth {bw / 2**30:.1f} GiB/s read")
+    for which in args.models.split(","):
+        report(which, args, bw)
+    llama_cpp_peer(args)
+    print(f"load average {os.getloadavg()[0]:.1f} at the end")
+
+
+if __name__ == "__main__":
+    main()
