@@ -9,8 +9,8 @@ loop written here, sharing no code with the library; or it requires every
 backend to raise the same error.  The default set runs a bounded profile;
 ``-m slow`` runs many more examples of each.
 
-``COVERED`` lists the (verb, backend) pairs; ``test_covered_pairs`` checks
-that each one is exercised.
+``COVERED`` lists the (verb, backend) pairs; ``test_every_backend_is_covered``
+fails when a verb gains a backend that is not in it.
 """
 
 from __future__ import annotations
@@ -38,7 +38,6 @@ COVERED: dict[str, tuple[str, ...]] = {
     "pairwise_sum": PAIR_METHODS,
     "direct_gravity": PAIR_METHODS,
 }
-_seen: set[tuple[str, str]] = set()
 
 
 # ------------------------------------------------------------------ inputs
@@ -289,7 +288,6 @@ def check_scan_case(case) -> None:
             continue
         if res is None:
             continue
-        _seen.add(("associative_scan", backend))
         outcomes[backend] = res
     kinds = {b: (o if isinstance(o, type) else "ok") for b, o in outcomes.items()}
     assert len(set(kinds.values())) == 1, f"backends disagree on raising: {kinds}"
@@ -448,7 +446,6 @@ def check_topk_case(case) -> None:
             outcomes[backend] = type(err)
             continue
         if res is not None:
-            _seen.add(("topk", backend))
             outcomes[backend] = res
     kinds = {b: (o if isinstance(o, type) else "ok") for b, o in outcomes.items()}
     assert len(set(kinds.values())) == 1, f"backends disagree on raising: {kinds}"
@@ -512,7 +509,6 @@ def check_pairs_case(case) -> None:
     )
     for method in PAIR_METHODS:
         got = pp.pairwise_sum(inverse_distance, X, mass, method=method)
-        _seen.add(("pairwise_sum", method))
         tol = 1e-5 if np.asarray(got).dtype == np.float32 else 1e-12
         np.testing.assert_allclose(got, ref, rtol=tol, atol=tol * np.abs(ref).max(initial=0))
 
@@ -548,7 +544,6 @@ def check_gravity_case(case) -> None:
     acc_ref, pot_ref = gravity64(P, mass, eps * scale)
     for method in PAIR_METHODS:
         acc, pot = pp.direct_gravity(X, mass, eps=eps * scale, method=method)
-        _seen.add(("direct_gravity", method))
         assert np.all(np.isfinite(acc)) and np.all(np.isfinite(pot)), f"{method}: {acc}"
         tol = 1e-4 if acc.dtype == np.float32 else 1e-9
         big = np.abs(acc_ref).max(initial=0)
@@ -576,3 +571,201 @@ def test_gravity_agrees(case):
 def test_pairs_and_gravity_agree_long(case):
     check_pairs_case(case)
     check_gravity_case(case)
+
+
+# ------------------------------------------------------- Mamba and Mamba-2
+SSD_METHODS = ("cpu", "torch", "reference")
+SELECTIVE_METHODS = ("reference", "parallel", "cpu")
+COVERED["ssd_scan"] = SSD_METHODS
+COVERED["selective_scan"] = SELECTIVE_METHODS
+
+
+@st.composite
+def packed_cases(draw):
+    L = draw(st.sampled_from([1, 5, 17, 40]))
+    cuts = sorted(set(draw(st.lists(st.integers(1, max(L - 1, 1)), max_size=3))))
+    cu = [0] + [c for c in cuts if 0 < c < L] + [L]
+    seed = draw(st.integers(0, 2**32 - 1))
+    bad = []
+    for _ in range(draw(st.integers(0, 2))):  # bad tokens: (array, token, value)
+        bad.append(
+            (
+                draw(st.sampled_from(["x", "dt", "B", "C"])),
+                draw(st.integers(0, L - 1)),
+                draw(st.sampled_from([math.nan, math.inf, -math.inf])),
+            )
+        )
+    A_kind = draw(st.sampled_from(["normal", "normal", "-inf", "huge"]))
+    dtype = draw(st.sampled_from(["float32", "float64"]))
+    chunk = draw(st.sampled_from([4, 16]))
+    return L, cu, seed, bad, A_kind, dtype, chunk
+
+
+def ssd64(x, dt, A, B, C, D, cu):
+    """Mamba-2's recurrence token by token in float64, the state zero at each start."""
+    L, H, P = x.shape
+    N = B.shape[-1]
+    y = np.zeros((L, H, P))
+    starts = set(cu[:-1])
+    with np.errstate(all="ignore"):
+        for h in range(H):
+            s = np.zeros((P, N))
+            for t in range(L):
+                if t in starts:
+                    s = np.zeros((P, N))
+                decay = (
+                    math.exp(dt[t, h] * A[h]) if dt[t, h] * A[h] == dt[t, h] * A[h] else math.nan
+                )
+                s = decay * s + dt[t, h] * np.outer(x[t, h], B[t, 0])
+                y[t, h] = s @ C[t, 0] + D[h] * x[t, h]
+    return y
+
+
+def _same_nonfinite_and_close(got, want, tol, label):
+    got = np.asarray(got, dtype=np.float64)
+    assert np.array_equal(np.isnan(got), np.isnan(want)), f"{label}: NaN where {want}"
+    inf = np.isinf(want)
+    assert np.array_equal(got[inf], want[inf]), f"{label}: inf {got[inf]} != {want[inf]}"
+    fin = np.isfinite(want)
+    scale = np.abs(want[fin]).max(initial=1.0)
+    np.testing.assert_allclose(got[fin], want[fin], rtol=tol, atol=tol * scale, err_msg=label)
+
+
+def check_ssd_case(case) -> None:
+    from case_studies.mamba import ssd_scan
+
+    L, cu, seed, bad, A_kind, dname, chunk = case
+    rng = np.random.default_rng(seed)
+    H, P, N = 2, 3, 4
+    x = rng.normal(size=(L, H, P))
+    dt = rng.uniform(0.05, 1.0, size=(L, H))
+    B = rng.normal(size=(L, 1, N))
+    C = rng.normal(size=(L, 1, N))
+    A = -rng.uniform(0.2, 2.0, size=H)
+    if A_kind == "-inf":
+        A[0] = -math.inf
+    elif A_kind == "huge":
+        A[0] = -1e38
+    D = rng.normal(size=H)
+    arrays = {"x": x, "dt": dt, "B": B, "C": C}
+    for name, t, v in bad:
+        if name == "dt" and v < 0:
+            v = math.nan  # a negative dt is clamped to 0 by dt_limit; -inf is no bad token
+        arrays[name][t] = v
+    dtype = np.dtype(dname)
+    cast = {k: v.astype(dtype) for k, v in arrays.items()}
+    want = ssd64(
+        *(cast[k].astype(np.float64) for k in ("x", "dt")),
+        A.astype(dtype).astype(np.float64),
+        cast["B"].astype(np.float64),
+        cast["C"].astype(np.float64),
+        D.astype(dtype).astype(np.float64),
+        cu,
+    )
+    tol = 2e-3 if dtype == np.float32 else 1e-8
+    for method in SSD_METHODS:
+        args = [
+            cast["x"][None],
+            cast["dt"][None],
+            A.astype(dtype),
+            cast["B"][None],
+            cast["C"][None],
+        ]
+        args.append(D.astype(dtype))
+        if method == "torch":
+            args = [torch.from_numpy(np.ascontiguousarray(a)) for a in args]
+        *args, Dk = args
+        out = ssd_scan(*args, chunk_size=chunk, D=Dk, cu_seqlens=np.array(cu), method=method)
+        out = out.numpy() if hasattr(out, "numpy") else out
+        _same_nonfinite_and_close(out[0], want, tol, f"ssd_scan {method}")
+
+
+def selective64(u, dt, A, B, C, D, cu):
+    """Mamba's recurrence per channel in float64, the state zero at each start."""
+    Dm, L = u.shape
+    out = np.zeros((Dm, L))
+    starts = set(cu[:-1])
+    with np.errstate(all="ignore"):
+        for d in range(Dm):
+            h = np.zeros(A.shape[1])
+            for t in range(L):
+                if t in starts:
+                    h = np.zeros(A.shape[1])
+                h = np.exp(dt[d, t] * A[d]) * h + dt[d, t] * B[:, t] * u[d, t]
+                out[d, t] = h @ C[:, t] + D[d] * u[d, t]
+    return out
+
+
+def check_selective_case(case) -> None:
+    from case_studies.mamba import selective_scan
+
+    L, cu, seed, bad, A_kind, dname, _chunk = case
+    rng = np.random.default_rng(seed)
+    Dm, N = 3, 4
+    u = rng.normal(size=(Dm, L))
+    dt = rng.uniform(0.05, 1.0, size=(Dm, L))
+    B = rng.normal(size=(N, L))
+    C = rng.normal(size=(N, L))
+    A = -rng.uniform(0.2, 2.0, size=(Dm, N))
+    if A_kind == "-inf":
+        A[0, 0] = -math.inf
+    D = rng.normal(size=Dm)
+    arrays = {"x": u, "dt": dt, "B": B, "C": C}
+    for name, t, v in bad:
+        if name == "dt" and v < 0:
+            v = math.nan
+        arrays[name][..., t] = v
+    dtype = np.dtype(dname)
+    c = {k: v.astype(dtype) for k, v in arrays.items()}
+    Ac, Dc = A.astype(dtype), D.astype(dtype)
+    want = selective64(
+        *(c[k].astype(np.float64) for k in ("x", "dt")),
+        Ac.astype(np.float64),
+        c["B"].astype(np.float64),
+        c["C"].astype(np.float64),
+        Dc.astype(np.float64),
+        cu,
+    )
+    tol = 2e-3 if dtype == np.float32 else 1e-8
+    for method in SELECTIVE_METHODS:
+        out = selective_scan(
+            c["x"][None],
+            c["dt"][None],
+            Ac,
+            c["B"][None],
+            c["C"][None],
+            D=Dc,
+            cu_seqlens=np.array(cu),
+            method=method,
+        )
+        _same_nonfinite_and_close(np.asarray(out)[0], want, tol, f"selective_scan {method}")
+
+
+@FAST
+@given(packed_cases())
+def test_mamba_scans_agree(case):
+    check_ssd_case(case)
+    check_selective_case(case)
+
+
+@pytest.mark.slow
+@LONG
+@given(packed_cases())
+def test_mamba_scans_agree_long(case):
+    check_ssd_case(case)
+    check_selective_case(case)
+
+
+def test_every_backend_is_covered():
+    from case_studies.mamba import scan as mamba_scan
+    from case_studies.mamba import ssd as mamba_ssd
+    from propopt.associativity import _topk_backends, scan
+    from propopt.symmetry import pairs
+
+    device_only = {"auto", "cuda"}  # 'cuda' runs in tests/test_gpu.py on a GPU
+    assert set(scan.METHODS) - device_only == set(COVERED["associative_scan"])
+    assert set(_topk_backends.METHODS) - device_only == set(COVERED["topk"]) - {"summary", "dask"}
+    assert set(pairs.METHODS) - device_only == set(COVERED["pairwise_sum"])
+    assert set(mamba_ssd.SSD_METHODS) - device_only == set(COVERED["ssd_scan"])
+    assert set(mamba_scan.METHODS) - device_only == set(COVERED["selective_scan"])
+    assert sum(len(v) for v in COVERED.values()) >= 22
