@@ -114,6 +114,17 @@ def _exact_origin(P: np.ndarray) -> np.ndarray:
         return np.where((lo > 0) & (hi <= 2 * lo), lo, np.where((hi < 0) & (lo >= 2 * hi), hi, 0.0))
 
 
+def _split(G: float) -> tuple[float, int]:
+    """``G = g 2**e`` with ``1/2 <= |g| < 1`` (``(0, 0)`` for 0): scale by ``g``, then exactly."""
+    g, e = math.frexp(float(G))
+    return g, e
+
+
+def _pow2(e: int) -> str:
+    """``2**e`` for a message: ``'1.0e+10'``, or ``'2**1100'`` beyond float64."""
+    return f"{math.ldexp(1.0, e):.1e}" if -1070 < e < 1020 else f"2**{e}"
+
+
 def _unit_exponent(x: float) -> int:
     """``e`` with ``2**e`` near ``x`` (0 for 0): dividing by a power of two is exact."""
     if not x > 0:
@@ -416,12 +427,14 @@ class Octree:
             # (Plummer) or the spline's -2.8 m_i / h_i
             self_m, self_e2 = self.src[3], self.src[4]
         self_coef = 2.8 if self.softening == "spline" else 1.0
-        # back from tree units: a ~ G M / L^2, phi ~ G M / L
-        ea, ep = self.mass_exp - 2 * self.length_exp, self.mass_exp - self.length_exp
+        # back from tree units: a ~ G M / L^2, phi ~ G M / L; G = g 2**ge with 1/2 <= |g| < 1,
+        # so that res * g cannot overflow where the field itself does not
+        g, ge = _split(G)
+        ea, ep = self.mass_exp - 2 * self.length_exp + ge, self.mass_exp - self.length_exp + ge
         acc = np.empty((m, 3), dtype)
         pot = np.empty(m, dtype)
         if max(abs(ea), abs(ep)) < 1000:  # 2**ea, 2**ep are float64 numbers
-            ok = scatter_field(res, torder, float(G), 2.0**ea, 2.0**ep, self_m, self_e2, self_coef,
+            ok = scatter_field(res, torder, g, 2.0**ea, 2.0**ep, self_m, self_e2, self_coef,
                                acc, pot)  # fmt: skip
         else:
             if self_m.size:
@@ -432,16 +445,19 @@ class Octree:
                         0,
                     )
             with np.errstate(over="ignore"):
-                a_user = np.ldexp(res[:, :3] * G, ea)
-                p_user = np.ldexp(res[:, 3] * G, ep)
+                a_user = np.ldexp(res[:, :3] * g, ea)
+                p_user = np.ldexp(res[:, 3] * g, ep)
             ok = bool(np.isfinite(a_user).all() and np.isfinite(p_user).all())
             acc[torder] = a_user
             pot[torder] = p_user
+        if ok and dtype == np.float32:  # finite in float64, maybe not in float32
+            ok = bool(np.isfinite(acc).all() and np.isfinite(pot).all())
         if not ok:
             raise OverflowError(
-                f"the field overflows float64: bodies {2.0**self.length_exp:.1e} apart with "
-                f"masses {2.0**self.mass_exp:.1e} (G={G}) pull harder than 1.8e308; express "
-                "positions and masses in larger units"
+                f"the field overflows {dtype.name}: bodies up to {_pow2(self.length_exp + 1)} "
+                f"apart with masses up to {_pow2(self.mass_exp + 1)} (G={G}) pull harder than "
+                f"{np.finfo(dtype).max:.1e}; express positions and masses in larger units"
+                + (" or pass float64" if dtype == np.float32 else "")
             )
         return acc, (pot if potential else None)
 

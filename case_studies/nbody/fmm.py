@@ -64,7 +64,7 @@ from propopt.separability.expansions import MAX_ORDER, expansion_tables
 
 from . import _fmm
 from ._build import build_topology
-from .barnes_hut import _exact_origin, _root_box, _unit_exponent, per_body
+from .barnes_hut import _exact_origin, _pow2, _root_box, _split, _unit_exponent, per_body
 
 __all__ = ["DEGENERATE", "LEAF_SIZE", "TOL", "TOL_TABLE", "fmm", "fmm_parameters"]
 
@@ -378,20 +378,20 @@ def fmm(
             e2 = src["e2"]
             with np.errstate(divide="ignore"):
                 res[:, 3] -= np.where(e2 > 0, src["w"] / np.sqrt(np.where(e2 > 0, e2, 1)), 0)
-    with np.errstate(over="ignore"):
-        a_user = np.ldexp(res[:, :3] * G, mexp - 2 * lexp)
-        p_user = np.ldexp(-res[:, 3] * G, mexp - lexp)
-    if not (np.isfinite(a_user).all() and np.isfinite(p_user).all()):
-        raise OverflowError(
-            "the field overflows float64: express positions and masses in larger units"
-        )
+    g, ge = _split(G)  # res * g cannot overflow where the field does not
     acc = np.empty((mt, 3), dtype)
-    acc[tgt["order"]] = a_user
-    if not potential:
-        return acc
     pot = np.empty(mt, dtype)
-    pot[tgt["order"]] = p_user
-    return acc, pot
+    with np.errstate(over="ignore"):
+        acc[tgt["order"]] = np.ldexp(res[:, :3] * g, mexp - 2 * lexp + ge)
+        pot[tgt["order"]] = np.ldexp(-res[:, 3] * g, mexp - lexp + ge)
+    if not (np.isfinite(acc).all() and np.isfinite(pot).all()):
+        raise OverflowError(
+            f"the field overflows {dtype.name}: bodies up to {_pow2(lexp + 1)} apart with "
+            f"masses up to {_pow2(mexp + 1)} (G={G}) pull harder than {np.finfo(dtype).max:.1e}; "
+            "express positions and masses in larger units"
+            + (" or pass float64" if dtype == np.float32 else "")
+        )
+    return (acc, pot) if potential else acc
 
 
 def _items(tgt: dict, want: int) -> np.ndarray:

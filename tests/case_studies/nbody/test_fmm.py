@@ -242,3 +242,15 @@ def test_line_verification_gives_up_at_max_order():
 
     res, ok = _verified(run, run(8, 0.5, False), 1e-6, 1e-7)
     assert not ok and res.shape == (10, 4) and max(calls) <= 20
+
+
+def test_G_and_float32_overflow():
+    pos = np.array([[0.0, 0, 0], [1e-5, 0, 0], [1, 1, 1]])
+    a = fmm(pos, np.full(3, 1e-20), G=1e300)  # 1e290: no spurious overflow of G * field
+    assert a[0, 0] == pytest.approx(1e290, rel=1e-6)
+    p32 = pos.astype(np.float32)
+    p32[1, 0] = 1e-20  # a field of 1e40: beyond float32, not inf
+    with pytest.raises(OverflowError, match=r"overflows float32: .* or pass float64"):
+        fmm(p32, np.ones(3, np.float32))
+    want = 1.0 / float(p32[1, 0]) ** 2
+    assert fmm(p32.astype(np.float64), np.ones(3))[0, 0] == pytest.approx(want, rel=1e-9)

@@ -367,3 +367,21 @@ def test_float32_coincident_bodies_still_skipped():
     a32, p32 = barnes_hut(pos, m, theta=0.0, precision="float32")
     a0 = _pairwise64(pos, m)
     assert np.max(_relerr(a32, a0)) < 3e-5 and np.all(np.isfinite(p32))
+
+
+def test_G_is_applied_without_a_spurious_overflow():
+    # G = 1e300 on a field of 1e-10: the answer 1e290 is a float64 number, though
+    # G times the field in the tree's units is not
+    pos = np.array([[0.0, 0, 0], [1e-5, 0, 0], [1, 1, 1]])
+    m = np.full(3, 1e-20)
+    a, p = barnes_hut(pos, m, G=1e300, theta=0.0)
+    assert a[0, 0] == pytest.approx(1e290, rel=1e-9) and np.all(np.isfinite(p))
+
+
+def test_a_field_beyond_float32_is_a_clear_error():
+    pos = np.array([[0, 0, 0], [1e-20, 0, 0], [1, 1, 1]], np.float32)
+    for precision in ("float64", "float32"):
+        with pytest.raises(OverflowError, match=r"overflows float32: .* or pass float64"):
+            barnes_hut(pos, np.ones(3, np.float32), precision=precision)
+    a, _ = barnes_hut(pos.astype(np.float64), np.ones(3))
+    assert a[0, 0] == pytest.approx(1.0 / float(pos[1, 0]) ** 2, rel=1e-9)
