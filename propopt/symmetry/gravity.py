@@ -265,7 +265,7 @@ def direct_gravity(
         # each point's eps^2 (Plummer) or h (spline) rides along as a 4th column
         power = 1 if spline else 2
         X = np.column_stack([X, (e_all**power).astype(X.dtype)])
-        if T is not None:
+        if T is not None and t_all is not None:
             t_all = np.ldexp(t_all, -lexp)
             T = np.column_stack([T, (t_all**power).astype(T.dtype)])
     res = pairwise_sum(
