@@ -756,6 +756,79 @@ def test_mamba_scans_agree_long(case):
     check_selective_case(case)
 
 
+# ------------------------------------------------------------ N-body field
+FIELD_METHODS = ("tree", "tree-float32", "direct", "fmm", "direct_gravity")
+COVERED["nbody_field"] = FIELD_METHODS
+
+
+@st.composite
+def cluster_cases(draw):
+    n = draw(st.sampled_from([1, 2, 5, 40, 150]))
+    seed = draw(st.integers(0, 2**32 - 1))
+    scale = 10.0 ** draw(st.sampled_from([-100, -3, 0, 5, 100]))
+    close = draw(st.sampled_from([0.0, 1e-12, 1e-9, 1e-6]))
+    eps = draw(st.sampled_from([0.0, 1e-3]))
+    shape = draw(st.sampled_from(["ball", "line", "plane"]))
+    return n, seed, scale, close, eps, shape
+
+
+def _field(method, P, m, eps):
+    from case_studies.nbody import barnes_hut, fmm
+
+    if method == "tree":
+        return barnes_hut(P, m, eps=eps, theta=0.4)[0]
+    if method == "tree-float32":
+        return barnes_hut(P, m, eps=eps, theta=0.4, precision="float32")[0]
+    if method == "direct":
+        return barnes_hut(P, m, eps=eps, method="direct")[0]
+    if method == "fmm":
+        return fmm(P, m, eps=eps, tol=1e-4)
+    return pp.direct_gravity(P, m, eps=eps)[0]
+
+
+def check_field_case(case) -> None:
+    n, seed, scale, close, eps, shape = case
+    rng = np.random.default_rng(seed)
+    P = rng.normal(size=(n, 3))
+    if shape == "line":
+        P[:, 1:] = 0.0
+    elif shape == "plane":
+        P[:, 2] = 0.0
+    if n >= 2 and close:
+        P[1] = P[0] + close  # a pair far closer than any leaf
+    P *= scale
+    m = rng.uniform(0.5, 2.0, size=n)
+    want, _ = gravity64(P, m, eps * scale)
+    # the error of body i against the sum of the pulls on it (no cancellation)
+    Q = P / scale
+    pulls = np.zeros(n)
+    for i in range(n):
+        d2 = ((Q - Q[i]) ** 2).sum(axis=1) + eps * eps
+        d2[i] = np.inf
+        with np.errstate(divide="ignore"):
+            pulls[i] = (m / np.where(d2 > 0, d2, np.inf)).sum() / (scale * scale)
+    for method in FIELD_METHODS:
+        got = _field(method, P, m, eps * scale)
+        assert np.all(np.isfinite(got)), f"{method}: {got}"
+        norm = np.where(pulls > 0, pulls, 1.0)[:, None]
+        err = np.linalg.norm(got / norm - want / norm, axis=1)
+        bound = 1e-9 if method in ("direct", "direct_gravity") else 1e-2
+        assert err.max() <= bound, f"{method}: error {err.max():.2e} (body {err.argmax()})"
+
+
+@FAST
+@given(cluster_cases())
+def test_nbody_field_methods_agree(case):
+    check_field_case(case)
+
+
+@pytest.mark.slow
+@LONG
+@given(cluster_cases())
+def test_nbody_field_methods_agree_long(case):
+    check_field_case(case)
+
+
 def test_every_backend_is_covered():
     from case_studies.mamba import scan as mamba_scan
     from case_studies.mamba import ssd as mamba_ssd
@@ -768,4 +841,7 @@ def test_every_backend_is_covered():
     assert set(pairs.METHODS) - device_only == set(COVERED["pairwise_sum"])
     assert set(mamba_ssd.SSD_METHODS) - device_only == set(COVERED["ssd_scan"])
     assert set(mamba_scan.METHODS) - device_only == set(COVERED["selective_scan"])
-    assert sum(len(v) for v in COVERED.values()) >= 22
+    from case_studies.nbody import barnes_hut as bh
+
+    assert set(bh.METHODS) <= {m.split("-")[0] for m in COVERED["nbody_field"]}
+    assert sum(len(v) for v in COVERED.values()) >= 27

@@ -125,6 +125,16 @@ def _pow2(e: int) -> str:
     return f"{math.ldexp(1.0, e):.1e}" if -1070 < e < 1020 else f"2**{e}"
 
 
+def _length_scale(P: np.ndarray, e: np.ndarray, box: Any) -> float:
+    """The length the tree's unit is chosen near: the box side, or for bodies that
+    all coincide (one body, say) their largest softening length, so that a
+    softening of 1e-103 is not 1e-103 units (its cube would underflow)."""
+    side = float(np.max(np.asarray(box[1], float) - np.asarray(box[0], float)))
+    if P.shape[0] and e.size and e.max() > 0 and not np.ptp(P, axis=0).any():
+        return float(e.max())
+    return side
+
+
 def _unit_exponent(x: float) -> int:
     """``e`` with ``2**e`` near ``x`` (0 for 0): dividing by a power of two is exact."""
     if not x > 0:
@@ -247,7 +257,7 @@ class Octree:
         if box is None:
             box = _root_box(P)
         order, keys = morton_order(P, box, return_keys=True)
-        side = float(np.max(np.asarray(box[1], float) - np.asarray(box[0], float)))
+        side = _length_scale(P, e, box)
         lexp, mexp = _unit_exponent(side), _unit_exponent(float(m.max()) if n else 1.0)
         src = np.empty((5, n))
         origin = _exact_origin(P)

@@ -64,7 +64,15 @@ from propopt.separability.expansions import MAX_ORDER, expansion_tables
 
 from . import _fmm
 from ._build import build_topology
-from .barnes_hut import _exact_origin, _pow2, _root_box, _split, _unit_exponent, per_body
+from .barnes_hut import (
+    _exact_origin,
+    _length_scale,
+    _pow2,
+    _root_box,
+    _split,
+    _unit_exponent,
+    per_body,
+)
 
 __all__ = ["DEGENERATE", "LEAF_SIZE", "TOL", "TOL_TABLE", "fmm", "fmm_parameters"]
 
@@ -339,7 +347,7 @@ def fmm(
     dtype = np.dtype(np.float32) if dtype == np.float32 else np.dtype(np.float64)
     # tree units: positions from an exact origin in units of 2**lexp, masses of 2**mexp
     box = _root_box(P)
-    side = float(np.max(box[1] - box[0]))
+    side = _length_scale(P, e, box)
     lexp, mexp = _unit_exponent(side), _unit_exponent(float(m.max()) if n else 1.0)
     origin = _exact_origin(P)  # P - origin is exact
     Ps = np.ldexp(P - origin, -lexp)

@@ -385,3 +385,22 @@ def test_a_field_beyond_float32_is_a_clear_error():
             barnes_hut(pos, np.ones(3, np.float32), precision=precision)
     a, _ = barnes_hut(pos.astype(np.float64), np.ones(3))
     assert a[0, 0] == pytest.approx(1.0 / float(pos[1, 0]) ** 2, rel=1e-9)
+
+
+@pytest.mark.parametrize("scale", [1e-100, 1.0, 1e100])
+def test_coincident_bodies_take_their_unit_from_the_softening(scale):
+    # one body, or several at one point: no spread, so the softening sets the
+    # unit (a softening of 1e-103 units would overflow 1 / eps^3)
+    from case_studies.nbody import fmm
+
+    for n in (1, 3):
+        P = np.full((n, 3), 0.7 * scale)
+        eps = 1e-3 * scale
+        acc, pot = barnes_hut(P, np.ones(n), eps=eps)
+        assert np.all(acc == 0)
+        # each body feels the other n - 1 at distance 0, softened: -(n - 1) / eps
+        np.testing.assert_allclose(pot, -(n - 1) / eps, rtol=1e-12)
+        acc_f, pot_f = fmm(P, np.ones(n), eps=eps, potential=True)
+        assert np.all(acc_f == 0)
+        # the fmm's near field runs in float32: the self pair cancels to ~1e-7 of 1/eps
+        np.testing.assert_allclose(pot_f, -(n - 1) / eps, rtol=1e-6, atol=1e-6 / eps)
