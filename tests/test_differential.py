@@ -112,6 +112,16 @@ def floats_wide(draw, n: int, limit: float, specials: bool) -> list[float]:
     return out
 
 
+@st.composite
+def exact_values(draw, dtype: np.dtype, n: int) -> np.ndarray:
+    """``n`` bools or integers over the whole range of ``dtype``."""
+    if dtype.kind == "b":
+        return np.array(draw(st.lists(st.booleans(), min_size=n, max_size=n)), dtype=bool)
+    info = np.iinfo(dtype)
+    ints = draw(st.lists(st.integers(int(info.min), int(info.max)), min_size=n, max_size=n))
+    return np.array(ints, dtype=dtype)
+
+
 # ------------------------------------------------------- float64 reference
 def combine64(name: str, a, b):
     """The monoids' laws in plain Python floats (NaN-propagating max/min, as documented)."""
@@ -224,14 +234,8 @@ def scan_cases(draw):
             bad = [math.nan] if name == "linear_recurrence" else [math.nan, math.inf]
             vals[draw(st.integers(0, n - 1))] = draw(st.sampled_from(bad))
         values = np.array(vals, dtype=np.float64)
-    elif dtype.kind == "b":
-        values = np.array(draw(st.lists(st.booleans(), min_size=n, max_size=n)), dtype=bool)
     else:
-        info = np.iinfo(dtype)
-        values = np.array(
-            draw(st.lists(st.integers(int(info.min), int(info.max)), min_size=n, max_size=n)),
-            dtype=dtype,
-        )
+        values = draw(exact_values(dtype, n))
     reverse = draw(st.booleans())
     exclusive = draw(st.booleans())
     reset = None
@@ -395,14 +399,8 @@ def topk_cases(draw):
         if n and draw(st.booleans()):  # ties
             vals[draw(st.integers(0, n - 1))] = vals[0]
         values = np.array(vals, dtype=np.float64)
-    elif dtype.kind == "b":
-        values = np.array(draw(st.lists(st.booleans(), min_size=n, max_size=n)), dtype=bool)
     else:
-        info = np.iinfo(dtype)
-        values = np.array(
-            draw(st.lists(st.integers(int(info.min), int(info.max)), min_size=n, max_size=n)),
-            dtype=dtype,
-        )
+        values = draw(exact_values(dtype, n))
     k = draw(st.integers(0, n + 2))
     largest = draw(st.booleans())
     nan = draw(st.sampled_from(["ignore", "largest"]))

@@ -22,7 +22,9 @@ def loop_sum(values, skip=()):
 @pytest.mark.parametrize("method", METHODS)
 def test_monoid_identity_must_be_its_own(method):
     x = np.array([1.0, 2.0, 3.0])
-    with pytest.raises(ValueError, match=r"identity=10.0 is not the identity of monoid 'add' \(0.0\)"):
+    with pytest.raises(
+        ValueError, match=r"identity=10.0 is not the identity of monoid 'add' \(0.0\)"
+    ):
         pp.associative_scan(pp.add, x, exclusive=True, identity=10.0, method=method)
     out = pp.associative_scan(pp.add, x, exclusive=True, identity=0.0, method=method)
     assert out.tolist() == [0.0, 1.0, 3.0]
