@@ -149,7 +149,11 @@ def test_greedy_generate_gives_the_same_ids(which, monkeypatch):
 
 @pytest.mark.parametrize("which", WHICH)
 def test_training_step_gradients_match(which):
-    model = model_for(which).train()
+    _check_grads(which, full=False)
+
+
+def _check_grads(which, full):
+    model = model_for(which, full).train()
     ids = _ids(model, 2, L_TRAIN)
     fast = hf.accelerate(copy.deepcopy(model))
     grads = []
@@ -167,7 +171,7 @@ def test_training_step_gradients_match(which):
 @pytest.mark.parametrize("which", WHICH)
 def test_left_padded_batch_matches(which):
     model = model_for(which)
-    lengths = [21, 9, 14]
+    lengths = [21, 9, 14, 1, 17]  # 5 rows: the decode kernels run rows on threads
     L = max(lengths)
     ids = _ids(model, len(lengths), L)
     mask = torch.zeros(len(lengths), L, dtype=torch.long)
@@ -197,6 +201,34 @@ def test_bfloat16_model(which):
     with torch.no_grad():  # decoding with bfloat16 conv states and float32 SSM states
         out = model.generate(ids[:1, :8], max_new_tokens=4, min_new_tokens=4, do_sample=False)
     assert out.shape == (1, 12)
+
+
+VARIANTS = {
+    "mamba-biases": (MambaConfig, dict(vocab_size=50, hidden_size=32, state_size=4, expand=2,
+                                       num_hidden_layers=2, use_bias=True,
+                                       use_conv_bias=False, conv_kernel=3)),
+    "mamba2-groups": (Mamba2Config, dict(vocab_size=50, hidden_size=32, state_size=8, expand=2,
+                                         head_dim=8, num_heads=8, n_groups=2, chunk_size=8,
+                                         num_hidden_layers=2, use_bias=True)),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.parametrize("prompt", [1, 2, 19])
+def test_config_variants_and_short_prompts(variant, prompt):
+    """in_proj biases, no conv bias, conv kernel 3, groups; prompts shorter than the conv."""
+    cls, cfg = VARIANTS[variant]
+    torch.manual_seed(3)
+    model_cls = MambaForCausalLM if cls is MambaConfig else Mamba2ForCausalLM
+    model = model_cls(cls(**cfg)).eval()
+    ids = _ids(model, 2, prompt)
+    kw = dict(max_new_tokens=6, min_new_tokens=6, do_sample=False)
+    with torch.no_grad():
+        ref, ref_gen = model(ids).logits, model.generate(ids, **kw)
+        hf.accelerate(model)
+        fast, fast_gen = model(ids).logits, model.generate(ids, **kw)
+    assert _rel(fast, ref) <= 1e-5
+    assert torch.equal(fast_gen, ref_gen)
 
 
 @pytest.mark.parametrize("which", WHICH)
@@ -280,3 +312,9 @@ def test_full_130m_generate(which):
         ref = model.generate(ids, **kw)
         out = hf.accelerate(model).generate(ids, **kw)
     assert torch.equal(out, ref)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("which", WHICH)
+def test_full_130m_training_gradients(which):
+    _check_grads(which, full=True)
