@@ -7,7 +7,10 @@ inputs as the verbs do, with the same one-line errors:
   CUDA device arrays, dask;
 * :func:`points`: an ``(n, d)`` array of finite real coordinates;
 * :func:`per_point`: one finite value per point (or a scalar for all);
-* :func:`count`: an int >= 1.
+* :func:`count`: an int >= 1;
+* :func:`flag`: a bool (``'no'`` is refused, not read as true);
+* :func:`generator`: a NumPy random generator from a ``seed=`` argument;
+* :func:`inexact`: where a cast would round integers (``2**53 + 1`` to float64).
 """
 
 from __future__ import annotations
@@ -29,6 +32,9 @@ __all__ = [
     "as_numpy",
     "count",
     "describe",
+    "flag",
+    "generator",
+    "inexact",
     "per_point",
     "plain",
     "points",
@@ -146,3 +152,61 @@ def count(name: str, v: Any) -> int:
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
         raise ValueError(f"{name}={v!r}: must be an int >= 1")
     return int(v)
+
+
+def flag(name: str, v: Any) -> bool:
+    """``v`` as a bool, or a one-line error naming ``name``: only ``True`` / ``False``.
+
+    A string such as ``'no'`` is truthy, and an int such as ``2`` is not a
+    switch: both are refused instead of silently switching the option on.
+    ``np.bool_`` and 0-d bool arrays are taken.
+    """
+    if isinstance(v, (bool, np.bool_)) or (
+        isinstance(v, np.ndarray) and v.shape == () and v.dtype == bool
+    ):
+        return bool(v)
+    raise TypeError(f"{name}={v!r}: must be True or False")
+
+
+def generator(name: str, seed: Any) -> np.random.Generator:
+    """``np.random.default_rng(seed)``, or a one-line error naming ``name``.
+
+    ``seed`` is None, an int >= 0, a ``SeedSequence`` or bit generator, or a
+    ``Generator`` (returned as is).
+    """
+    if isinstance(seed, np.random.Generator):
+        return seed
+    if seed is None or isinstance(seed, (np.random.SeedSequence, np.random.BitGenerator)):
+        return np.random.default_rng(seed)
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise TypeError(
+            f"{name}={seed!r}: must be None, an int >= 0 or a numpy Generator, got "
+            f"{type(seed).__name__}"
+        )
+    if seed < 0:
+        raise ValueError(f"{name}={seed}: must be an int >= 0 (numpy seeds are non-negative)")
+    return np.random.default_rng(int(seed))
+
+
+def inexact(x: np.ndarray, dtype: Any) -> int | None:
+    """The flat index of the first integer of ``x`` that ``dtype`` (a float) cannot hold
+    exactly, or None; None for non-integer ``x``.
+
+    ``int64`` and ``uint64`` values above ``2**53`` round in float64 (and
+    above ``2**24`` in float32): a cast that changes data without a word.
+    Vectorized: the values are cast, cast back and compared.
+    """
+    a = np.asarray(x)
+    dt = np.dtype(dtype)
+    if a.dtype.kind not in "iu" or a.size == 0:
+        return None
+    bits = a.dtype.itemsize * 8 - (a.dtype.kind == "i")
+    if dt.kind == "f" and bits <= np.finfo(dt).nmant + 1:
+        return None  # every value of the integer dtype is exact in dt
+    with np.errstate(all="ignore"):
+        f = a.astype(dt).astype(np.float64)
+    top = 2.0**bits  # exact in float64; the integer dtype holds values below it
+    inside = (f < top) & (f >= -top)
+    back = np.where(inside, f, 0).astype(a.dtype)
+    bad = ~(inside & (back == a))
+    return int(np.argmax(bad.ravel())) if bad.any() else None

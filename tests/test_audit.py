@@ -401,3 +401,27 @@ def test_assert_associative_on_batches_and_bad_shapes():
         assert_associative(pp.Monoid(lambda a, b: a - b, 0.0), (x,), (x + 1,), (x,))
     with pytest.raises(ValueError, match="pass batches of one shape"):
         assert_associative(pp.add, (x,), (x[:2],), (x,))
+
+
+@pytest.mark.parametrize(
+    "kw, error",
+    [
+        ({"rtol": -1}, ValueError),
+        ({"rtol": float("nan")}, ValueError),
+        ({"rtol": "a"}, TypeError),
+        ({"atol": -1.0}, ValueError),
+        ({"seed": "a"}, TypeError),
+        ({"seed": -2}, ValueError),
+    ],
+)
+@pytest.mark.parametrize("check", [check_associative, check_commutative, check_identity])
+def test_tolerances_and_seed_are_checked(check, kw, error):
+    """rtol=-1 and rtol=nan passed every law; rtol='a' failed inside numpy."""
+    name = next(iter(kw))
+    with pytest.raises(error, match=rf"^{name}="):
+        check(pp.add, np.arange(10.0), **kw)
+
+
+def test_fn_that_is_not_callable_is_named():
+    with pytest.raises(TypeError, match="fn=5 is not callable"):
+        check_associative(5, np.arange(10.0))

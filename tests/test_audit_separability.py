@@ -150,3 +150,21 @@ def test_hypothesis_decay_exponent_of_a_power_law(alpha, scale):
     rep = check_decay(power, dim=2)
     assert abs(rep.exponent - alpha) < 0.02 and rep.r2 > 0.999
     assert rep.verdict == ("applies" if alpha > 2 else "partial")
+
+
+def test_complex_blocks_keep_their_imaginary_part():
+    """[[1, i], [i, -1]] has rank 1; its real part, which was audited, rank 2."""
+    assert check_low_rank(np.array([[1, 1j], [1j, -1]])).rank == 1
+    x = np.linspace(0, 1, 8)[:, None]
+    y = np.linspace(5, 6, 8)[:, None]  # exp(i (y - x)) = exp(iy) exp(-ix): rank 1; cos: rank 2
+    rep = check_low_rank(lambda a, b: np.exp(1j * (b - a)[:, 0]), X=x, Y=y, rtol=1e-8)
+    assert rep.rank == 1
+
+
+def test_arguments_that_are_not_numbers():
+    with pytest.raises(TypeError, match="rtol='a'"):
+        check_low_rank(np.eye(3), rtol="a")
+    with pytest.raises(TypeError, match="kernel_or_matrix has dtype <U1"):
+        check_low_rank(np.array([["a"]]))
+    with pytest.raises(TypeError, match="r_min='1'"):
+        check_decay(lambda a, b: 1 / np.linalg.norm(a - b, axis=-1), r_min="1")

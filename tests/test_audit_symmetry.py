@@ -79,3 +79,13 @@ def test_errors():
         check_symmetric(None, PTS)
     with pytest.raises(ValueError, match="rtol=-1: must be a finite number >= 0"):
         check_symmetric(potential, PTS, rtol=-1)
+
+
+def test_antisymmetric_and_seed_are_checked():
+    f = lambda a, b: (a - b)[:, 0]  # noqa: E731
+    with pytest.raises(TypeError, match="antisymmetric='no'"):
+        check_symmetric(f, PTS, antisymmetric="no")  # read as True
+    with pytest.raises(TypeError, match="seed='a'"):
+        check_symmetric(f, PTS, seed="a")
+    with pytest.raises(TypeError, match="rtol='a'"):
+        check_symmetric(f, PTS, rtol="a")

@@ -86,3 +86,25 @@ def test_pair_kernel_numba_cannot_type_is_one_line():
     msg = str(err.value)
     assert "\n" not in msg
     assert "kernel='wobbly' could not be compiled by numba (Can't unify return type" in msg
+
+
+def test_flag_generator_inexact():
+    from propopt.arrays import flag, generator, inexact
+
+    assert flag("x", np.True_) is True and flag("x", np.array(False)) is False
+    for bad in ("no", 1, None):
+        with pytest.raises(TypeError, match=r"x=.*must be True or False"):
+            flag("x", bad)
+    g = np.random.default_rng(0)
+    assert generator("seed", g) is g
+    assert generator("seed", 3).integers(100) == np.random.default_rng(3).integers(100)
+    with pytest.raises(ValueError, match="seed=-1"):
+        generator("seed", -1)
+    with pytest.raises(TypeError, match=r"seed=1\.5"):
+        generator("seed", 1.5)
+    assert inexact(np.array([1, 2**53, 2**53 + 1]), np.float64) == 2
+    assert inexact(np.array([-(2**63), 2**53]), np.float64) is None
+    assert inexact(np.array([2**64 - 1], np.uint64), np.float64) == 0
+    assert inexact(np.array([2**24 + 1], np.int32), np.float32) == 0
+    assert inexact(np.arange(100, dtype=np.int8), np.float16) is None
+    assert inexact(np.array([1.5]), np.float32) is None

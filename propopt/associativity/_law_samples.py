@@ -24,6 +24,24 @@ def check_trials(trials: Any) -> None:
         raise ValueError(f"trials must be an int >= 1 (the number of samples), got {trials!r}")
 
 
+def check_tolerances(rtol: Any, atol: Any) -> None:
+    """``rtol`` and ``atol``: None or a number >= 0 (inf tolerates everything, NaN nothing)."""
+    for name, v in (("rtol", rtol), ("atol", atol)):
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+            raise TypeError(f"{name}={v!r}: must be a number >= 0 or None (the default)")
+        if not v >= 0:  # NaN too
+            raise ValueError(f"{name}={v!r}: must be >= 0, e.g. {name}=1e-6 (None: the default)")
+
+
+def check_seed(seed: Any) -> None:
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise TypeError(f"seed={seed!r}: must be an int >= 0, got {type(seed).__name__}")
+    if seed < 0:
+        raise ValueError(f"seed={seed}: must be an int >= 0 (numpy seeds are non-negative)")
+
+
 def to_numpy(x: Any) -> np.ndarray:
     kind = _dispatch.array_kind(x)
     if kind in (_dispatch.TORCH, _dispatch.TORCH_CUDA):
@@ -40,6 +58,8 @@ class Samples:
     """Validated samples: structure, sampled axis, and how to gather and call."""
 
     def __init__(self, fn: Any, samples: Any, axis: Any) -> None:
+        if not (isinstance(fn, Monoid) or callable(fn)):
+            raise TypeError(f"fn={fn!r} is not callable: pass fn(a, b) or a propopt.Monoid")
         leaves, self.td = _pytree.flatten(samples)
         if not leaves:
             raise ValueError("samples holds no arrays; pass an array or a pytree of arrays")

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from ..arrays import inexact
 from . import _topk_cpu, _topk_format
 from ._topk_checks import (
     NanPolicy,
@@ -137,7 +138,8 @@ class TopK:
         what one pass over their concatenation does.
 
         Scores of another dtype are taken when the cast is safe
-        (``np.can_cast(..., 'safe')``); lists, tuples and Python scalars when
+        (``np.can_cast(..., 'safe')``) and exact (int64 above ``2**53`` is
+        safe to NumPy but rounds in float64); lists, tuples and Python scalars when
         every value converts exactly (``[1, 2]`` into int8, ``[0.5]`` into
         float32), else the call raises: nothing is rounded, truncated or
         wrapped.  Masked entries of a masked array are never selected; they
@@ -151,6 +153,13 @@ class TopK:
                     f"scores of dtype {s.dtype} do not fit this TopK of dtype {self.dtype}; "
                     f"cast them (scores.astype({dtype_name(self.dtype)})) or use "
                     f"TopK.empty(k, {dtype_name(s.dtype)})"
+                )
+            at = inexact(s, self.dtype) if is_float(self.dtype) else None
+            if at is not None:  # int64 -> float64 is 'safe' to NumPy, yet rounds above 2**53
+                raise TypeError(
+                    f"scores[{at}] = {s[at]} cannot be held exactly by a TopK of dtype "
+                    f"{self.dtype} (it would become {s[at : at + 1].astype(self.dtype)[0]}); "
+                    f"use TopK.empty(k, {dtype_name(s.dtype)}), or round the scores yourself"
                 )
             s = s.astype(self.dtype)
         n = s.shape[0]

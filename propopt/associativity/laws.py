@@ -59,7 +59,14 @@ from ._law_reports import (
     magnitudes,
     report,
 )
-from ._law_samples import MAX_POSITIONS, Samples, check_trials, to_numpy
+from ._law_samples import (
+    MAX_POSITIONS,
+    Samples,
+    check_seed,
+    check_tolerances,
+    check_trials,
+    to_numpy,
+)
 from .monoid import Monoid
 
 __all__ = [
@@ -166,6 +173,8 @@ def check_associative(
     """
     s = Samples(fn, samples, axis)
     check_trials(trials)
+    check_tolerances(rtol, atol)
+    check_seed(seed)
     rows = np.random.default_rng(seed).integers(0, s.n, 3 * trials)
     a, b, c = s.split(s.gather(rows, seed), 3)
     return _associativity(s, a, b, c, rtol, atol)
@@ -205,6 +214,8 @@ def check_commutative(
     """
     s = Samples(fn, samples, axis)
     check_trials(trials)
+    check_tolerances(rtol, atol)
+    check_seed(seed)
     rows = np.random.default_rng(seed).integers(0, s.n, 2 * trials)
     a, b = s.split(s.gather(rows, seed), 2)
     with s.evaluating():
@@ -270,6 +281,8 @@ def check_identity(
             "the combine with propopt.Monoid(combine, identity)"
         )
     s = Samples(monoid, samples, axis)
+    check_tolerances(rtol, atol)
+    check_seed(seed)
     if trials is None:
         rows = np.arange(s.n)
     else:
@@ -311,6 +324,7 @@ def check_triple(
                 f"{flat['a'][1].describe()}; pass three elements of one structure"
             )
     s = Samples(fn, a, 0)
+    check_tolerances(rtol, atol)
     la, lb, lc = (flat[k][0] for k in "abc")
     for k, leaves in zip("bc", (lb, lc)):
         shapes = [tuple(x.shape) for x in leaves]

@@ -138,7 +138,11 @@ class Monoid:
     # -- the algebra ------------------------------------------------------
     def identity(self, dtype: Any) -> tuple[Any, ...]:
         """The identity as a tuple of ``arity`` scalars of ``dtype``."""
-        ident = self._identity(np.dtype(dtype)) if callable(self._identity) else self._identity
+        try:
+            dt = np.dtype(dtype)
+        except TypeError as exc:
+            raise TypeError(f"dtype={dtype!r} is not a NumPy dtype") from exc
+        ident = self._identity(dt) if callable(self._identity) else self._identity
         if not isinstance(ident, tuple):
             ident = (ident,)
         return ident

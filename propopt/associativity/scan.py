@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from .. import _dispatch, _jit, _pytree, _validate
+from ..arrays import flag
 from ..typing import ScanMethod
 from . import _backends, _half, _masked
 from .monoid import Monoid
@@ -176,6 +177,8 @@ def associative_scan(
         raise ValueError(f"method={method!r} is not one of {', '.join(map(repr, METHODS))}")
     if not (isinstance(fn, Monoid) or callable(fn)):
         raise TypeError(f"fn must be a Monoid or a callable combining two batches, got {fn!r}")
+    reverse, exclusive = flag("reverse", reverse), flag("exclusive", exclusive)
+    check = None if check is None else flag("check", check)
     leaves, treedef = _pytree.flatten(elems)
     if not leaves:
         raise ValueError("elems holds no arrays; pass an array or a pytree of arrays")

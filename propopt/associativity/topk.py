@@ -254,6 +254,11 @@ def _into(out: Any, values: Any, indices: Any) -> tuple[Any, Any]:
                 "allocate out on the input's device"
             )
         if isinstance(dst, np.ndarray):
+            if not dst.flags.writeable:
+                raise ValueError(
+                    f"{name} is read-only (a broadcast view or a frozen array); pass "
+                    "writable arrays, e.g. np.empty_like of the result"
+                )
             if dst.shape != src.shape:
                 raise ValueError(
                     f"{name} has shape {dst.shape}; the result has shape {src.shape}: "

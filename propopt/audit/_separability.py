@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from .. import _validate
-from ..arrays import as_numpy
+from ..arrays import as_numpy, generator
 
 __all__ = ["DecayReport", "LowRankReport", "check_decay", "check_low_rank"]
 
@@ -245,7 +245,8 @@ def check_low_rank(
     kernel_or_matrix : 2-D array or pair function
         A matrix (audited as is), or a pair function ``f(X_i, X_j)`` (batches
         of ``(n, d)`` points, one value per pair; for vector values the block
-        holds the first component).
+        holds the first component).  Complex values are ranked as complex
+        (``exp(i k r)`` has another rank than its real part).
     X, Y : arrays (n, d), optional
         The two clusters; by default ``n`` points uniform in a unit ball and in
         a unit ball whose centre is ``separation`` radii away along the first axis.
@@ -273,13 +274,14 @@ def check_low_rank(
     >>> rep.verdict, rep.rank < 40
     ('applies', True)
     """
+    _number("rtol", rtol)
     if not (np.isfinite(rtol) and 0.0 < rtol < 1.0):
         raise ValueError(f"rtol={rtol}: must lie in the open interval (0, 1), e.g. rtol=1e-6")
     sep: float | None = None
     if callable(kernel_or_matrix):
         f = kernel_or_matrix
         name = _validate.name_of(f)
-        rng = np.random.default_rng(seed)
+        rng = generator("seed", seed)
         if X is None or Y is None:
             if not (isinstance(n, (int, np.integer)) and n >= 1):
                 raise ValueError(f"n={n!r}: must be an int >= 1 (points per cluster)")
@@ -300,7 +302,6 @@ def check_low_rank(
         vals = np.asarray(f(a, b))
         _magnitudes(vals, a.shape[0], f"{name}(X_i, X_j)")
         block = vals.reshape(a.shape[0], -1)[:, 0].reshape(X.shape[0], Y.shape[0])
-        block = block.real.astype(np.float64) if block.dtype.kind == "c" else block
     else:
         block = np.asarray(as_numpy(kernel_or_matrix))
         name = f"a {'x'.join(map(str, block.shape))} matrix"
@@ -308,12 +309,18 @@ def check_low_rank(
             raise ValueError(
                 f"kernel_or_matrix has ndim {block.ndim}: pass a 2-D matrix or a pair function"
             )
+        if block.dtype.kind not in "biufc":
+            raise TypeError(
+                f"kernel_or_matrix has dtype {block.dtype}: pass a numeric matrix or a pair "
+                "function"
+            )
         if not np.isfinite(block).all():
             i, j = np.argwhere(~np.isfinite(block))[0]
             raise ValueError(
                 f"kernel_or_matrix[{i}, {j}] is not finite: the audit needs finite values"
             )
-    block = np.asarray(block, dtype=np.float64)
+    # complex blocks keep their imaginary part: the real part alone has another rank
+    block = np.asarray(block, dtype=np.complex128 if block.dtype.kind == "c" else np.float64)
     k = _numerical_rank(block, rtol)
     half = block[: (block.shape[0] + 1) // 2, : (block.shape[1] + 1) // 2]
     k_half = _numerical_rank(half, rtol)
@@ -328,6 +335,12 @@ def check_low_rank(
     s = np.linalg.svd(block, compute_uv=False) if block.size else np.zeros(0)
     rel = s / s[0] if s.size and s[0] > 0 else np.zeros_like(s)
     return LowRankReport(verdict, k, k_half, (block.shape[0], block.shape[1]), rtol, rel, sep, name)
+
+
+def _number(name: str, v: Any) -> None:
+    """A real number (checked before ``np.isfinite`` meets a string)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name}={v!r}: must be a real number")
 
 
 def _numerical_rank(a: np.ndarray, rtol: float) -> int:
@@ -397,13 +410,15 @@ def check_decay(
     """
     if not callable(pair_function):
         raise TypeError(f"pair_function={pair_function!r}: must be callable f(X_i, X_j)")
+    _number("r_min", r_min)
+    _number("r_max", r_max)
     if not (np.isfinite(r_min) and np.isfinite(r_max) and 0 < r_min < r_max):
         raise ValueError(f"r_min={r_min}, r_max={r_max}: need 0 < r_min < r_max, both finite")
     for nm, v, lo in (("dim", dim, 1), ("distances", distances, 3), ("pairs", pairs, 1)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
             raise ValueError(f"{nm}={v!r}: must be an int >= {lo}")
     name = _validate.name_of(pair_function)
-    rng = np.random.default_rng(seed)
+    rng = generator("seed", seed)
     r = np.geomspace(r_min, r_max, distances)
     x = rng.uniform(0, 1, (distances * pairs, dim))
     u = rng.standard_normal((distances * pairs, dim))

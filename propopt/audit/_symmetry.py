@@ -27,7 +27,7 @@ import numpy as np
 
 from .. import _validate
 from .._reports import verdict
-from ..arrays import as_numpy
+from ..arrays import as_numpy, flag, generator
 
 __all__ = ["PairCounterexample", "SymmetryReport", "check_symmetric"]
 
@@ -184,9 +184,14 @@ def check_symmetric(
     """
     if not callable(pair_fn):
         raise TypeError(f"pair_fn={pair_fn!r} is not callable: pass f(X_i, X_j)")
+    antisymmetric = flag("antisymmetric", antisymmetric)
     if isinstance(trials, bool) or not isinstance(trials, (int, np.integer)) or trials < 1:
         raise ValueError(f"trials={trials!r}: must be an int >= 1 (the number of pairs)")
     for nm, v in (("rtol", rtol), ("atol", atol)):
+        if v is not None and (
+            isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating))
+        ):
+            raise TypeError(f"{nm}={v!r}: must be a finite number >= 0")
         if v is not None and not (np.isfinite(v) and v >= 0):
             raise ValueError(f"{nm}={v!r}: must be a finite number >= 0")
     X = np.asarray(as_numpy(samples))
@@ -202,7 +207,7 @@ def check_symmetric(
             f"samples[{i}] = {X[i].tolist()} is not finite: coordinates must be finite"
         )
     name = _validate.name_of(pair_fn)
-    rng = np.random.default_rng(seed)
+    rng = generator("seed", seed)
     n = X.shape[0]
     first: np.ndarray = rng.integers(0, n, trials)
     second: np.ndarray = rng.integers(0, n, trials)

@@ -51,7 +51,7 @@ import numpy as np
 from numba import njit, prange
 
 from .. import _jit, threads
-from ..arrays import plain
+from ..arrays import flag, plain
 
 __all__ = [
     "MORTON_BITS",
@@ -266,11 +266,19 @@ def bounding_box(points: Any, *, cube: bool = True) -> tuple[np.ndarray, np.ndar
     >>> lo.tolist(), hi.tolist()
     ([0.0, 0.0, 0.0], [2.0, 2.0, 2.0])
     """
+    cube = flag("cube", cube)
     p = _points(points)
     if p.shape[0] == 0:
         raise ValueError("points is empty: a bounding box needs at least one point")
     lo, top = _scan(p)
-    ext = top - lo
+    with np.errstate(over="ignore"):
+        ext = top - lo
+    if not np.isfinite(ext).all() or not np.isfinite(lo + (ext.max() if cube else ext)).all():
+        a = int(np.argmax(~np.isfinite(ext))) if not np.isfinite(ext).all() else 0
+        raise ValueError(
+            f"points span {lo[a]:.3g} .. {top[a]:.3g} on axis {a}: the box's side overflows "
+            "float64; scale the points down (e.g. by 0.25), or pass box=(lo, hi)"
+        )
     if cube:
         ext = np.full_like(ext, ext.max())
     ext[ext <= 0] = ext.max() if ext.max() > 0 else 1.0
@@ -313,6 +321,23 @@ def _box(box: Any, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
                 f"hi={hi.tolist()}: enlarge the box (e.g. bounding_box of all points)"
             )
     return lo, hi
+
+
+def _keys(keys: Any) -> np.ndarray:
+    """Morton keys as uint64: unsigned, or signed integers >= 0; anything else is refused
+    (a cast would wrap ``-1`` to ``2**64 - 1`` and truncate ``1.5``)."""
+    k = np.asarray(keys)
+    if k.dtype.kind == "i":
+        if k.size and k.min() < 0:
+            i = np.unravel_index(int(np.argmin(k)), k.shape)
+            where = f"keys[{', '.join(map(str, i))}]" if k.ndim else "keys"
+            raise ValueError(f"{where} = {k[i]}: Morton keys are unsigned (uint64), never < 0")
+    elif k.dtype.kind != "u":
+        raise TypeError(
+            f"keys has dtype {k.dtype}: Morton keys are unsigned integers (uint64), as "
+            "morton_keys returns them"
+        )
+    return k.astype(np.uint64, copy=False)
 
 
 def _check_dim(dim: Any) -> int:
@@ -360,11 +385,16 @@ def morton_keys(points: Any, box: Any = None) -> np.ndarray:
     p = _points(points)
     lo, hi = _box(box, p)
     dim = p.shape[1]
-    tiny = hi - lo < 2.0**-900  # 2**bits / (hi - lo) would overflow to inf
-    if tiny.any():
+    with np.errstate(over="ignore"):
+        span = hi - lo
+    tiny = span < 2.0**-900  # 2**bits / (hi - lo) would overflow to inf
+    wide = ~np.isfinite(span)  # a box of sides near 1e308: hi - lo overflows to inf
+    if tiny.any() or wide.any():
         # an axis this narrow holds only tiny values (|x| < 2**-847): scaling
-        # it by a power of two is exact and gives the same cells
-        f = np.where(tiny, 2.0**600, 1.0)
+        # it by a power of two is exact and gives the same cells; a quarter of
+        # an overflowing side is finite, and its cells are far wider than the
+        # subnormals a quarter of the coordinates may lose
+        f = np.where(tiny, 2.0**600, np.where(wide, 0.25, 1.0))
         p, lo, hi = p * f, lo * f, hi * f
     scale = np.float64(2.0 ** MORTON_BITS[dim]) / (hi - lo)
     out = np.empty(p.shape[0], np.uint64)
@@ -410,6 +440,7 @@ def morton_order(points: Any, box: Any = None, *, return_keys: bool = False) -> 
     >>> morton_order(pts).tolist()
     [1, 2, 3, 0]
     """
+    return_keys = flag("return_keys", return_keys)
     keys = morton_keys(points, box)
     order = np.argsort(keys).astype(np.int64, copy=False)
     sk = keys[order]
@@ -428,6 +459,7 @@ def morton_digits(keys: Any, level: int, dim: int = 3) -> np.ndarray:
     Parameters
     ----------
     keys : array of uint64
+        Or of non-negative integers; negative or float keys are refused.
     level : int
         ``1 .. b`` (1: the children of the root box).
     dim : {2, 3}
@@ -449,7 +481,7 @@ def morton_digits(keys: Any, level: int, dim: int = 3) -> np.ndarray:
     b = MORTON_BITS[dim]
     if isinstance(level, bool) or not isinstance(level, (int, np.integer)) or not 1 <= level <= b:
         raise ValueError(f"level={level!r}: must be an int in 1 .. {b} for dim={dim}")
-    k = np.asarray(keys, dtype=np.uint64)
+    k = _keys(keys)
     shift = np.uint64(dim * (b - int(level)))
     return ((k >> shift) & np.uint64((1 << dim) - 1)).astype(np.uint8)
 
@@ -476,7 +508,7 @@ def morton_cells(keys: Any, level: int, dim: int = 3) -> np.ndarray:
     b = MORTON_BITS[dim]
     if isinstance(level, bool) or not isinstance(level, (int, np.integer)) or not 0 <= level <= b:
         raise ValueError(f"level={level!r}: must be an int in 0 .. {b} for dim={dim}")
-    k = np.asarray(keys, dtype=np.uint64)
+    k = _keys(keys)
     if level == 0:
         return np.zeros_like(k)
     return k >> np.uint64(dim * (b - int(level)))
@@ -498,7 +530,13 @@ def morton_decode(keys: Any, dim: int = 3) -> np.ndarray:
     [[1, 2, 3]]
     """
     dim = _check_dim(dim)
-    k = np.ascontiguousarray(np.asarray(keys, dtype=np.uint64).reshape(-1))
+    k = _keys(keys)
+    if k.ndim > 1:
+        raise ValueError(
+            f"keys has shape {k.shape}: morton_decode takes a 1-D array of keys and returns "
+            "one row per key; flatten them first (keys.ravel())"
+        )
+    k = np.ascontiguousarray(k.reshape(-1))
     out = np.empty((k.shape[0], dim), np.int64)
     if k.shape[0]:
         _decode(k, dim, out)

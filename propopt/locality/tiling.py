@@ -28,6 +28,7 @@ import numpy as np
 from numba import njit, prange
 
 from .. import threads
+from ..arrays import inexact, plain
 
 __all__ = ["MATMUL_TILE", "tiled_matmul", "tiled_pairwise", "tiles"]
 
@@ -38,15 +39,16 @@ within 15% at n = 512 on the development machine."""
 
 
 def _ints(name: str, v: Any, nd: int | None = None) -> tuple[int, ...]:
-    t = (v,) if isinstance(v, (int, np.integer)) and not isinstance(v, bool) else v
+    scalar = isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+    t = (v,) if scalar else v
     try:
         t = tuple(t)
     except TypeError:
         raise TypeError(f"{name}={v!r}: must be an int or a tuple of ints") from None
     if not all(isinstance(x, (int, np.integer)) and not isinstance(x, bool) for x in t):
         raise TypeError(f"{name}={v!r}: must be an int or a tuple of ints")
-    if nd is not None and len(t) == 1 and nd > 1:
-        t = t * nd
+    if nd is not None and len(t) == 1 and (scalar or nd > 1):
+        t = t * nd  # one int for every axis (none for a 0-d shape)
     if nd is not None and len(t) != nd:
         raise ValueError(f"{name}={v!r} has {len(t)} entries but shape has {nd}: give one per axis")
     return tuple(int(x) for x in t)
@@ -75,13 +77,13 @@ def tiles(shape: int | tuple[int, ...], tile: int | tuple[int, ...]) -> Iterator
     9
     """
     shp = _ints("shape", shape)
-    tl = _ints("tile", tile, len(shp))
     for s in shp:
         if s < 0:
             raise ValueError(f"shape={shape!r}: sizes must be >= 0")
-    for t in tl:
+    for t in _ints("tile", tile):  # checked before an int is spread over the axes
         if t < 1:
             raise ValueError(f"tile={tile!r}: tile sizes must be >= 1")
+    tl = _ints("tile", tile, len(shp))
     starts = [range(0, s, t) for s, t in zip(shp, tl)]
     for corner in product(*starts):
         yield tuple(slice(c, min(c + t, s)) for c, t, s in zip(corner, tl, shp))
@@ -138,7 +140,10 @@ def tiled_matmul(A: Any, B: Any, *, method: str = "tiled", tile: int = MATMUL_TI
     Parameters
     ----------
     A, B : arrays (n, m) and (m, p)
-        float32 or float64 (the result has their common type).
+        float32 or float64 (the result has their common type); torch CPU
+        tensors are read as NumPy views, float16 and bfloat16 as float32, and
+        integers as float64 (float32 for small ones) when every value is exact
+        in it, else they are refused.
     method : {'tiled', 'naive', 'blas', 'reference'}
         ``'naive'``: the ``i, j, k`` triple loop in numba, one thread.
         ``'tiled'``: ``tile``-blocked ``i, k, j`` loops, row tiles on numba
@@ -170,7 +175,7 @@ def tiled_matmul(A: Any, B: Any, *, method: str = "tiled", tile: int = MATMUL_TI
         raise ValueError(f"method={method!r} is not one of {', '.join(map(repr, MATMUL_METHODS))}")
     if isinstance(tile, bool) or not isinstance(tile, (int, np.integer)) or tile < 1:
         raise ValueError(f"tile={tile!r}: must be an int >= 1")
-    a, b = np.asarray(A), np.asarray(B)
+    a, b = plain("A", A), plain("B", B)  # torch tensors viewed, bfloat16 as float32
     for nm, x in (("A", a), ("B", b)):
         if x.ndim != 2:
             raise ValueError(f"{nm} has shape {x.shape}: tiled_matmul takes 2-D matrices")
@@ -184,6 +189,15 @@ def tiled_matmul(A: Any, B: Any, *, method: str = "tiled", tile: int = MATMUL_TI
     dt = np.result_type(a.dtype, b.dtype, np.float32)
     if dt not in (np.float32, np.float64):
         dt = np.dtype(np.float64)
+    for nm, x in (("A", a), ("B", b)):
+        at = inexact(x, dt)
+        if at is not None:
+            i = np.unravel_index(at, x.shape)
+            raise ValueError(
+                f"{nm}[{i[0]}, {i[1]}] = {x[i]} is not exactly a {dt} (it would become "
+                f"{x[i].astype(dt)}): the product runs in float; cast {nm} yourself if the "
+                "rounding is acceptable"
+            )
     a, b = np.ascontiguousarray(a, dt), np.ascontiguousarray(b, dt)
     if method == "blas":
         return np.matmul(a, b)

@@ -96,7 +96,14 @@ class MisraGries:
                 f"items must be integers, got dtype {a.dtype}; map other items to integer "
                 "ids first (e.g. with pandas.factorize or a hash)"
             )
-        a = a.ravel().astype(np.int64, copy=False)
+        a = a.ravel()
+        if a.dtype == np.uint64 and a.size and a.max() > np.iinfo(np.int64).max:
+            i = int(np.argmax(a))
+            raise ValueError(
+                f"items[{i}] = {a[i]} does not fit int64, the type of the counters' keys; "
+                "map such items to int64 ids first"
+            )
+        a = a.astype(np.int64, copy=False)
         if a.shape[0]:
             k2, c2 = np.unique(a, return_counts=True)
             self._keys, self._counts, _ = merge_counts(
@@ -110,13 +117,27 @@ class MisraGries:
         return merge_summaries(self, other)
 
     def estimate(self, items: Any) -> np.ndarray:
-        """Lower estimates of the counts of ``items`` (0 for items not held)."""
-        q = np.asarray(items, dtype=np.int64).ravel()
+        """Lower estimates of the counts of integer ``items`` (0 for items not held).
+
+        Floats and strings are refused (``7.9`` is not the item 7), as in :meth:`update`.
+        """
+        given = np.asarray(items)
+        if given.dtype.kind not in "iub":
+            raise TypeError(
+                f"items must be integers, got dtype {given.dtype}; estimate() looks up the "
+                "integer ids that update() counts (7.9 is not the item 7)"
+            )
+        given = given.ravel()
+        fits = np.ones(given.shape[0], bool)  # only int64 items can be held
+        if given.dtype == np.uint64:
+            fits = given <= np.iinfo(np.int64).max
+        q = np.where(fits, given, 0).astype(np.int64)
         order = np.argsort(self._keys)
         sk = self._keys[order]
         pos = np.clip(np.searchsorted(sk, q), 0, max(sk.shape[0] - 1, 0))
         found = (sk.shape[0] > 0) & (sk[pos] == q) if sk.shape[0] else np.zeros(q.shape, bool)
         out = np.zeros(q.shape[0], np.int64)
+        found &= fits
         out[found] = self._counts[order][pos[found]]
         return out
 
@@ -129,6 +150,13 @@ class MisraGries:
         counts of at most the error bound).  Default: items whose true count surely exceeds the
         error bound (estimate > 0).
         """
+        if threshold is not None:
+            if isinstance(threshold, bool) or not isinstance(
+                threshold, (int, float, np.integer, np.floating)
+            ):
+                raise TypeError(f"threshold={threshold!r}: must be a number (a count)")
+            if threshold != threshold:
+                raise ValueError("threshold=nan: pass a count, or None for the default")
         if threshold is None:
             keep = self._counts > 0
         else:

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from ..arrays import plain
+from ..arrays import generator, plain
 
 __all__ = ["LowRank", "MatvecOperator", "low_rank"]
 
@@ -133,18 +133,31 @@ class LowRank:
         """The ``(m, n)`` matrix ``U diag(s) Vt`` (``O(mnk)``)."""
         return (self.U * self.s) @ self.Vt
 
+    def _operand(self, x: Any) -> Any:
+        """``x`` as an array of the factors' kind (lists and scalars included)."""
+        if hasattr(x, "shape"):
+            return x
+        torch = _torch_of(self.U)
+        if torch is None:
+            return np.asarray(x)
+        return torch.as_tensor(x, dtype=self.U.dtype, device=self.U.device)
+
     def __matmul__(self, x: Any) -> Any:
         """``L @ x`` in ``O((m + n) k)`` per column of ``x``."""
-        if x.shape[0] != self.shape[1]:
-            raise ValueError(f"L @ x: x has {x.shape[0]} rows, L has {self.shape[1]} columns")
+        x = self._operand(x)
+        if x.ndim == 0 or x.shape[0] != self.shape[1]:
+            has = f"{x.shape[0]} rows" if x.ndim else "shape ()"
+            raise ValueError(f"L @ x: x has {has}, L has {self.shape[1]} columns")
         sx = self.Vt @ x
         sx = sx * (self.s if sx.ndim == 1 else self.s[:, None])
         return self.U @ sx
 
     def __rmatmul__(self, x: Any) -> Any:
         """``x @ L``."""
-        if x.shape[-1] != self.shape[0]:
-            raise ValueError(f"x @ L: x has {x.shape[-1]} columns, L has {self.shape[0]} rows")
+        x = self._operand(x)
+        if x.ndim == 0 or x.shape[-1] != self.shape[0]:
+            has = f"{x.shape[-1]} columns" if x.ndim else "shape ()"
+            raise ValueError(f"x @ L: x has {has}, L has {self.shape[0]} rows")
         return ((x @ self.U) * self.s) @ self.Vt
 
     def __repr__(self) -> str:
@@ -210,7 +223,8 @@ def _operator(M: Any) -> tuple[Callable, Callable, tuple[int, int], _Ops]:
             dt = np.dtype(np.float64)
         mm = getattr(M, "matmat", None) or M.matvec
         rm = getattr(M, "rmatmat", None) or M.rmatvec
-        return mm, rm, (int(shape[0]), int(shape[1])), _Ops(None, dt)
+        m, n = int(shape[0]), int(shape[1])
+        return _checked(mm, m, "matvec"), _checked(rm, n, "rmatvec"), (m, n), _Ops(None, dt)
     torch = _torch_of(M)
     if torch is None:
         M = plain("M", M)  # bfloat16 (ml_dtypes) as float32; masked arrays refused
@@ -227,7 +241,9 @@ def _operator(M: Any) -> tuple[Callable, Callable, tuple[int, int], _Ops]:
                 "M requires grad, but low_rank does not differentiate through the "
                 "factorization; pass M.detach()"
             )
-        if M.is_complex() or not M.is_floating_point():
+        if M.is_complex():
+            raise TypeError(f"M.dtype={M.dtype}: low_rank takes real numeric matrices")
+        if not M.is_floating_point():
             M = M.to(torch.float64)
         elif M.dtype in (torch.float16, torch.bfloat16):
             M = M.to(torch.float32)  # factored in float32: no half-precision QR or SVD
@@ -241,6 +257,22 @@ def _operator(M: Any) -> tuple[Callable, Callable, tuple[int, int], _Ops]:
             "(replace or mask NaN/inf first)"
         )
     return (lambda x: M @ x), (lambda y: M.T @ y), (int(M.shape[0]), int(M.shape[1])), ops
+
+
+def _checked(f: Callable[[Any], Any], rows: int, what: str) -> Callable[[Any], Any]:
+    """``f`` (an operator's product), its result checked to be an array of ``rows`` rows."""
+
+    def product(x: Any) -> Any:
+        y = np.asarray(f(x))
+        want = (rows, *x.shape[1:])
+        if y.shape != want:
+            raise ValueError(
+                f"M.{what} returned shape {y.shape} for x of shape {x.shape}; it must return "
+                f"shape {want} (a block of vectors in, a block out)"
+            )
+        return y
+
+    return product
 
 
 def _torch_of(x: Any) -> Any | None:
@@ -362,7 +394,7 @@ def low_rank(
             raise ValueError(f"{name}={val!r}: must be an int >= {lo}")
     if isinstance(block, bool) or not isinstance(block, (int, np.integer)) or block < 1:
         raise ValueError(f"block={block!r}: must be an int >= 1")
-    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    rng = generator("seed", seed)
 
     if kmax == 0:
         z = ops.zeros((m, 0)), ops.zeros((0, 1))[:, 0], ops.zeros((0, n))

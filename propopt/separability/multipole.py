@@ -67,7 +67,10 @@ class RawMoments(NamedTuple):
 
 
 def _points(name: str, x: Any) -> np.ndarray:
-    a = plain(name, x).astype(np.float64, copy=False)
+    a = plain(name, x)
+    if a.dtype.kind not in "fiub":  # complex would lose its imaginary part, strings fail
+        raise TypeError(f"{name} has dtype {a.dtype}: pass real Cartesian coordinates")
+    a = a.astype(np.float64, copy=False)
     if a.ndim == 1 and a.shape[0] == 3:
         a = a[None, :]
     if a.ndim != 2 or a.shape[1] != 3:
@@ -89,6 +92,8 @@ def _order(order: Any) -> int:
 
 
 def _eps2(softening: Any) -> float:
+    if isinstance(softening, bool) or not isinstance(softening, (int, float, np.number)):
+        raise TypeError(f"softening={softening!r}: must be a finite number >= 0")
     e = float(softening)
     if not (np.isfinite(e) and e >= 0):
         raise ValueError(f"softening={softening!r}: must be finite and >= 0")
@@ -166,10 +171,16 @@ class Moments:
         ``moments(A u B) == moments(A).merge(moments(B))`` up to rounding;
         associative, commutative, with :meth:`zero` as identity.
         """
+        for o in others:
+            if not isinstance(o, Moments):
+                raise TypeError(
+                    f"merge takes Moments, got {type(o).__name__}; build them with "
+                    "propopt.moments(points, masses)"
+                )
         rows = np.stack([self.row, *(o.row for o in others)])
         out = np.empty(K.NMOM)
         K.merge_rows(rows, 0, rows.shape[0], out)
-        return Moments(out)
+        return _finite(Moments(out))
 
     def __add__(self, other: Moments) -> Moments:
         if not isinstance(other, Moments):
@@ -243,6 +254,12 @@ def moments(points: Any, masses: Any = None) -> Moments:
         Mass ``M = sum m``, centre ``c = sum m x / M`` (0 when ``M = 0``),
         ``S2``, ``S3`` (and the traceless ``quadrupole`` and ``octupole``).
 
+    Raises
+    ------
+    OverflowError
+        When a moment is beyond float64 (coordinates near 1e300 have second
+        moments near 1e600): never an inf or NaN in the row.
+
     Notes
     -----
     ``O(n)``, two passes in float64.  The law ``moments(A u B) ==
@@ -266,9 +283,29 @@ def moments(points: Any, masses: Any = None) -> Moments:
     """
     x = _points("points", points) if np.size(points) else np.zeros((0, 3))
     w = per_point("masses", masses, x.shape[0], 1.0, "masses")
+    # exact units: coordinates and masses divided by powers of two near their
+    # largest, the row multiplied back; the same bits for ordinary inputs, and
+    # points near 1e150 keep S2 ~ 1e300 where y**2 * y would overflow on the way
+    lexp = int(np.frexp(np.abs(x).max())[1]) if x.size else 0
+    mexp = int(np.frexp(w.max())[1]) if w.size and w.max() > 0 else 0
     out = np.empty(K.NMOM)
-    K.moments_of_points(x, w, 0, x.shape[0], out)
-    return Moments(out)
+    K.moments_of_points(np.ldexp(x, -lexp), np.ldexp(w, -mexp), 0, x.shape[0], out)
+    scale = [mexp, lexp, mexp + 2 * lexp, mexp + 3 * lexp]  # mass, centre, S2, S3
+    with np.errstate(over="ignore"):
+        for part, e in zip((slice(0, 1), slice(1, 4), slice(4, 10), slice(10, 20)), scale):
+            out[part] = np.ldexp(out[part], e)
+    return _finite(Moments(out))
+
+
+def _finite(mo: Moments) -> Moments:
+    """``mo``, or an ``OverflowError`` if a moment is beyond float64 (inf, or NaN of inf - inf)."""
+    if not np.isfinite(mo.row).all():
+        raise OverflowError(
+            f"the moments overflow float64 (mass {mo.row[0]:.3g}, second moments up to "
+            f"{np.abs(mo.row[4:10]).max():.3g}): express points and masses in units "
+            "that bring them nearer 1"
+        )
+    return mo
 
 
 def merge_moments(*parts: Moments) -> Moments:

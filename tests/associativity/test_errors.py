@@ -148,3 +148,21 @@ def test_the_automatic_check_runs_once_per_callable(monkeypatch):
     # monoids are not audited automatically (built-ins hold the law)
     monkeypatch.setattr(scan_mod, "_unchecked", lambda fn: pytest.fail("audited a monoid"))
     pp.associative_scan(pp.add, x)
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [{"reverse": "False"}, {"reverse": 1}, {"exclusive": 2}, {"exclusive": "no"}, {"check": "yes"}],
+)
+def test_switches_are_bools(kw):
+    """A truthy string or int must not switch an option on: reverse='False' reversed the scan."""
+    name = next(iter(kw))
+    with pytest.raises(TypeError, match=rf"^{name}=.*must be True or False"):
+        pp.associative_scan(pp.add, np.array([1.0, 2.0, 3.0]), **kw)
+    rev = pp.associative_scan(pp.add, np.array([1.0, 2.0, 3.0]), reverse=np.True_)
+    assert rev.tolist() == [6.0, 5.0, 3.0]
+
+
+def test_monoid_identity_of_an_unknown_dtype():
+    with pytest.raises(TypeError, match=r"dtype='banana' is not a NumPy dtype"):
+        pp.maximum.identity("banana")

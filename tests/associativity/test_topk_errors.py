@@ -147,3 +147,21 @@ def test_cuda_input_without_a_usable_gpu_is_a_clear_error(monkeypatch):
             tb.choose(method, plan)
     with pytest.raises(ValueError, match="method='cpu' runs on the CPU"):
         tb.choose("cpu", plan)
+
+
+def test_out_read_only_names_out():
+    x = np.array([3.0, 1.0, 4.0])
+    frozen = np.broadcast_to(np.empty(1), (2,))
+    with pytest.raises(ValueError, match=r"out\[0\] is read-only"):
+        topk(x, 2, out=(frozen, np.empty(2, np.int64)))
+
+
+@pytest.mark.parametrize(
+    "scores", [np.array([2**53 + 1, 1]), np.array([2**64 - 1], np.uint64)], ids=["int64", "uint64"]
+)
+def test_update_refuses_integers_float64_rounds(scores):
+    """NumPy calls int64 -> float64 a safe cast, but 2**53 + 1 becomes 2**53."""
+    with pytest.raises(TypeError, match=r"scores\[0\] = \d+ cannot be held exactly"):
+        TopK.empty(2, np.float64).update(scores)
+    s, i = TopK.empty(2, np.float64).update(np.array([2**53, 7])).result()
+    assert s.tolist() == [2.0**53, 7.0] and i.tolist() == [0, 1]

@@ -215,3 +215,36 @@ def test_keys_of_subnormal_extents(dim):
     big[1][0] = 1e-310 * 2.0**1000
     np.testing.assert_array_equal(morton_keys(p, box), morton_keys(scaled, big))
     assert len(np.unique(morton_keys(p))) == 50
+
+
+def test_box_whose_sides_overflow_float64():
+    """hi - lo = 2e308 overflowed to inf and every key was 0."""
+    box = (np.full(3, -1e308), np.full(3, 1e308))
+    p = np.array([[-9e307, 0.0, 0.0], [5e307, 0.0, 0.0], [0.0, 9e307, 0.0]])
+    q = morton_decode(morton_keys(p, box))
+    top = 2**21
+    want = np.floor((p * 0.5 / 1e308 + 0.5) * top).astype(np.int64)  # (p - lo) / (hi - lo)
+    assert np.abs(q - want).max() <= 1
+    assert len(set(morton_keys(p, box).tolist())) == 3
+
+
+def test_bounding_cube_that_overflows_is_refused():
+    with pytest.raises(ValueError, match=r"points span -1e\+308 \.\. 1e\+308 on axis 0"):
+        morton_order(np.array([[-1e308, 0.0], [1e308, 0.0]]))
+
+
+def test_switches_and_keys_are_checked():
+    p = np.random.default_rng(0).uniform(size=(5, 3))
+    with pytest.raises(TypeError, match="return_keys='no'"):
+        morton_order(p, return_keys="no")
+    with pytest.raises(TypeError, match="cube='no'"):
+        bounding_box(p, cube="no")
+    for f, args in ((morton_digits, (1,)), (morton_cells, (1,)), (morton_decode, ())):
+        with pytest.raises(ValueError, match=r"keys\[0\] = -1: Morton keys are unsigned"):
+            f(np.array([-1]), *args)  # wrapped to 2**64 - 1
+        with pytest.raises(TypeError, match="keys has dtype float64"):
+            f(np.array([1.5]), *args)  # truncated to 1
+    with pytest.raises(ValueError, match=r"keys has shape \(2, 2\)"):
+        morton_decode(np.ones((2, 2), np.uint64))
+    assert morton_decode([2**64 - 1], 2).tolist() == [[2**32 - 1, 2**32 - 1]]
+    assert morton_digits([5 << 60], 1).tolist() == [5]

@@ -135,3 +135,21 @@ def test_plot_roofline_without_matplotlib(monkeypatch, tmp_path):
     monkeypatch.setattr(builtins, "__import__", fake)
     with pytest.raises(ImportError, match=r"plot_roofline needs matplotlib: pip install"):
         plot_roofline(rep, tmp_path / "r.png")
+
+
+def test_tiles_of_a_0d_shape():
+    """One int is a tile for every axis, none for a 0-d shape: one empty tile."""
+    assert list(tiles((), 2)) == [()]
+    with pytest.raises(ValueError, match="tile=0"):
+        list(tiles((), 0))
+    with pytest.raises(ValueError, match=r"tile=\(2,\) has 1 entries but shape has 0"):
+        list(tiles((), (2,)))
+
+
+def test_matmul_inputs():
+    torch = pytest.importorskip("torch")
+    A = torch.arange(6.0, requires_grad=True).reshape(2, 3)
+    assert tiled_matmul(A, np.ones((3, 1))).tolist() == [[3.0], [12.0]]
+    with pytest.raises(ValueError, match=r"A\[0, 0\] = 9007199254740993 is not exactly a float64"):
+        tiled_matmul(np.array([[2**53 + 1]]), np.array([[1]]))
+    assert tiled_matmul(np.array([[2**53]]), np.array([[1]])).tolist() == [[2.0**53]]

@@ -91,3 +91,27 @@ def test_bad_input():
         MisraGries(3).update(np.ones(3))
     with pytest.raises(ValueError, match="cannot merge MisraGries summaries with m=3 and m=4"):
         merge(MisraGries(3), MisraGries(4))
+
+
+def test_items_beyond_int64_are_refused():
+    with pytest.raises(ValueError, match=r"items\[0\] = 18446744073709551615 does not fit int64"):
+        MisraGries(2).update(np.array([2**64 - 1, 5], np.uint64))
+
+
+def test_estimate_takes_integer_items():
+    s = MisraGries(2).update(np.array([-1, -1, 7, 7, 7]))
+    with pytest.raises(TypeError, match="items must be integers, got dtype float64"):
+        s.estimate([7.9])  # was the count of 7
+    with pytest.raises(TypeError, match="items must be integers"):
+        s.estimate(["a"])
+    assert s.estimate(np.array([2**64 - 1], np.uint64)).tolist() == [0]  # not the item -1
+    assert s.estimate([2**64 - 1]).tolist() == [0]
+    assert s.estimate([-1, 7, 8]).tolist() == [2, 3, 0]
+
+
+def test_threshold_is_a_number():
+    s = MisraGries(2).update(np.array([7, 7, 7]))
+    with pytest.raises(TypeError, match="threshold='a'"):
+        s.heavy_hitters("a")
+    with pytest.raises(ValueError, match="threshold=nan"):
+        s.heavy_hitters(float("nan"))

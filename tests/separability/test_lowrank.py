@@ -223,3 +223,30 @@ def test_hypothesis_tolerance_is_met(m, n, decay, rtol, seed):
     assert spec_err(M, L) <= rtol * s[0]
     # truncation at rtol/2 of the top singular value of Q^T M (<= s[0], close to it)
     assert L.rank <= int(np.count_nonzero(s > rtol / 4))
+
+
+def test_complex_torch_is_refused_like_complex_numpy():
+    torch = pytest.importorskip("torch")
+    with pytest.raises(TypeError, match=r"M\.dtype=torch\.complex128: low_rank takes real"):
+        low_rank(torch.ones((3, 3), dtype=torch.complex128), rank=1)
+
+
+@pytest.mark.parametrize("seed", ["abc", -1, 1.5])
+def test_bad_seed_names_seed(seed):
+    with pytest.raises((TypeError, ValueError), match=r"^seed="):
+        low_rank(np.eye(4), rank=2, seed=seed)
+
+
+def test_operator_of_the_wrong_shape_names_matvec():
+    op = MatvecOperator((5, 4), lambda x: np.ones(3), lambda y: y)
+    with pytest.raises(ValueError, match=r"M.matvec returned shape \(3,\) for x of shape \(4, "):
+        low_rank(op, rank=2)
+
+
+def test_products_with_lists():
+    M = np.arange(12.0).reshape(3, 4)
+    L = low_rank(M, rank=2)
+    assert np.allclose(L @ [1.0, 2.0, 3.0, 4.0], M @ np.arange(1.0, 5.0))
+    assert np.allclose([1.0, 0.0, 2.0] @ L, np.array([1.0, 0.0, 2.0]) @ M)
+    with pytest.raises(ValueError, match="L @ x: x has shape"):
+        L @ 3.0

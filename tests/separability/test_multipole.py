@@ -259,3 +259,38 @@ def test_bad_input_is_named():
     with pytest.raises(ValueError, match=r"point has shape"):
         mo.about([1.0, 2.0])
     assert "Moments(mass=2" in repr(mo)
+
+
+@pytest.mark.parametrize(
+    "points", [np.array([[1 + 1j, 0, 0]]), np.array([["a", "b", "c"]]), (p for p in [[0, 0, 0]])]
+)
+def test_points_that_are_not_real_numbers(points):
+    """Complex points lost their imaginary part with only a warning; strings failed in numpy."""
+    with pytest.raises(TypeError, match="points has dtype"):
+        moments(points)
+
+
+def test_moments_beyond_float64_raise():
+    with pytest.raises(OverflowError, match="points and masses"):
+        moments(np.array([[1e300, 0, 0], [-1e300, 0, 0]]))  # S2 ~ 1e600
+    with pytest.raises(OverflowError, match="points and masses"):
+        moments(np.array([[1.0, 0, 0], [-1.0, 0, 0]]), np.array([1e308, 1e308]))
+
+
+def test_moments_of_large_coordinates_in_exact_units():
+    """S2 = 2e300 is a float64, though y * y * y on the way (1e450) is not."""
+    row = moments(np.array([[1e150, 0, 0], [-1e150, 0, 0]])).row
+    assert row[0] == 2.0 and np.isclose(row[4], 2e300, rtol=1e-15) and not row[10:].any()
+    x = np.random.default_rng(3).normal(size=(50, 3))
+    w = np.random.default_rng(4).uniform(size=50)
+    out = np.empty(20)
+    moments_of_points(x, w, 0, 50, out)
+    assert np.array_equal(moments(x, w).row, out)  # the scaling leaves ordinary inputs' bits
+
+
+def test_field_softening_and_merge_arguments():
+    mo = moments(np.ones((2, 3)))
+    with pytest.raises(TypeError, match="softening='a'"):
+        mo.field(np.zeros((1, 3)) + 9, softening="a")
+    with pytest.raises(TypeError, match="merge takes Moments, got list"):
+        mo.merge([1])
