@@ -257,14 +257,14 @@ def report(which: str, args: argparse.Namespace, bw: tuple[float, float]) -> Non
     _lines(td, lambda s: n / s, "tok/s", td["propopt"])
     nbytes = param_bytes(model)
     for what, b in zip(("copy", "read-only"), bw):
-        print(f"    {'floor: weight reads, ' + what:28s} {b / nbytes:9.1f} tok/s  "
+        print(f"    {'floor: weight reads, ' + what:32s} {b / nbytes:9.1f} tok/s  "
               f"({nbytes / 2**20:.0f} MiB at {b / 2**30:.1f} GiB/s)")  # fmt: skip
 
 
 def _lines(t: dict[str, float], rate: Callable[[float], float], unit: str, ours: float) -> None:
     for name, s in t.items():
         rel = "" if name == "propopt" else f"  propopt {s / ours:.2f}x this"
-        print(f"    {name:28s} {rate(s):9.1f} {unit}  ({s:.3f} s){rel}")
+        print(f"    {name:32s} {rate(s):9.1f} {unit}  ({s:.3f} s){rel}")
 
 
 def llama_cpp_peer(args: argparse.Namespace) -> None:

@@ -141,7 +141,17 @@ def accelerate(model: Any) -> Any:
     ...     fast = accelerate(model)(ids).logits
     >>> bool(torch.allclose(ref, fast, atol=1e-4)), restore(model) is model
     (True, True)
+
+    References
+    ----------
+    A. Gu and T. Dao, "Mamba: Linear-Time Sequence Modeling with Selective
+    State Spaces", 2023; T. Dao and A. Gu, "Transformers are SSMs", ICML 2024
+    (the layers); transformers' ``modeling_mamba.py`` and ``modeling_mamba2.py``
+    (the forwards mirrored here).
     """
+    if not callable(getattr(model, "modules", None)):
+        raise TypeError(f"accelerate needs a torch.nn.Module (a transformers Mamba model or "
+                        f"one containing its mixers), got {type(model).__name__}")  # fmt: skip
     m1, _ = _mixer_classes()
     for mod in model.modules():
         if is_usable_for(mod):
@@ -152,6 +162,8 @@ def accelerate(model: Any) -> Any:
 
 def restore(model: Any) -> Any:
     """Undo :func:`accelerate`: patched mixers get transformers' forward back; returns ``model``."""
+    if not callable(getattr(model, "modules", None)):
+        raise TypeError(f"restore needs a torch.nn.Module, got {type(model).__name__}")
     for mod in model.modules():
         if is_accelerated(mod):
             del mod.forward

@@ -8,6 +8,7 @@ model (``model.double()``, transformers' path).
 """
 
 import copy
+import sys
 
 import pytest
 
@@ -258,6 +259,7 @@ def test_restore_is_exact(which):
     ref = _logits(model, ids)
     with torch.no_grad():
         ref_gen = model.generate(ids, max_new_tokens=4, do_sample=False)
+    modules_before = set(sys.modules)
     assert hf.accelerate(model) is model and all(hf.is_accelerated(m) for m in mixers)
     with torch.no_grad():
         model.generate(ids, max_new_tokens=4, do_sample=False)
@@ -265,6 +267,8 @@ def test_restore_is_exact(which):
     assert [set(vars(m)) for m in mixers] == attrs_before
     assert not any(hf.is_accelerated(m) for m in mixers)
     assert all(vars(module)[k] is v for k, v in globals_before.items())
+    shadows = {"mamba_ssm", "causal_conv1d"} & {m.split(".")[0] for m in sys.modules}
+    assert not shadows - {m.split(".")[0] for m in modules_before}  # no package stood in
     assert torch.equal(_logits(model, ids), ref)
     with torch.no_grad():
         assert torch.equal(model.generate(ids, max_new_tokens=4, do_sample=False), ref_gen)
@@ -285,6 +289,13 @@ def test_mixers_off_the_cpu_are_left_alone():
         out = model(_ids(model, 1, 5).to("meta")).logits
     assert out.device.type == "meta"
     assert not hf.is_usable_for(torch.nn.Linear(2, 2))
+
+
+def test_not_a_module_is_refused():
+    with pytest.raises(TypeError, match=r"torch\.nn\.Module"):
+        hf.accelerate("MambaForCausalLM")
+    with pytest.raises(TypeError, match=r"torch\.nn\.Module"):
+        hf.restore(None)
 
 
 def test_accelerate_reaches_mixers_inside_any_module():
