@@ -70,3 +70,33 @@ def test_cuda_float32_max_with_nan_and_integers():
 def test_plain_callable_refused_on_device_arrays():
     with pytest.raises(ValueError, match="plain callable fn cannot run on CUDA device arrays"):
         pp.associative_scan(lambda a, b: a + b, cuda.to_device(np.ones(3)))
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("exclusive", [False, True])
+def test_cuda_never_combines_the_identity_into_an_element(reverse, exclusive):
+    # (1, 0) . (inf, b) = (inf, inf * 0 + b) = (inf, nan): an inf coefficient in the
+    # first element, or a NaN in the middle, must give what the sequential fold gives
+    n = 37  # three tiles of 16 and a ragged end
+    rng = np.random.default_rng(5)
+    a, b = rng.uniform(0.5, 1.0, n), rng.normal(size=n)
+    a[n - 1 if reverse else 0] = np.inf
+    a[20] = np.nan
+    order = range(n - 1, -1, -1) if reverse else range(n)
+    want, h = np.empty(n), None
+    for i in order:  # h_i = a_i h_{i-1} + b_i from the first element's b
+        if exclusive:
+            want[i] = 0.0 if h is None else h
+        h = b[i] if h is None else a[i] * h + b[i]
+        if not exclusive:
+            want[i] = h
+    with _cuda.tiles(threads=8, items=2):
+        out = pp.associative_scan(
+            pp.linear_recurrence,
+            (cuda.to_device(a), cuda.to_device(b)),
+            method="cuda",
+            reverse=reverse,
+            exclusive=exclusive,
+        )[1].copy_to_host()
+    assert np.array_equal(np.isnan(out), np.isnan(want))
+    np.testing.assert_allclose(out[~np.isnan(want)], want[~np.isnan(want)], rtol=1e-12)
