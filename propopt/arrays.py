@@ -9,6 +9,8 @@ inputs as the verbs do, with the same one-line errors:
 * :func:`per_point`: one finite value per point (or a scalar for all);
 * :func:`count`: an int >= 1;
 * :func:`flag`: a bool (``'no'`` is refused, not read as true);
+* :func:`real`: a real number (a NumPy scalar or 0-d array too; not a bool,
+  a string or a complex number);
 * :func:`generator`: a NumPy random generator from a ``seed=`` argument;
 * :func:`inexact`: where a cast would round integers (``2**53 + 1`` to float64).
 """
@@ -38,6 +40,7 @@ __all__ = [
     "per_point",
     "plain",
     "points",
+    "real",
 ]
 
 
@@ -166,6 +169,33 @@ def flag(name: str, v: Any) -> bool:
     ):
         return bool(v)
     raise TypeError(f"{name}={v!r}: must be True or False")
+
+
+def real(name: str, v: Any) -> float:
+    """``v`` as a Python float, or a one-line error naming ``name``.
+
+    Takes an int or a float, a NumPy integer or float scalar, or a 0-d
+    array of one (``np.float32(2)``, ``np.array(2.0)``).  A bool, a string,
+    a complex number or an array of several values is refused.  Finiteness
+    and range are the caller's to check (with the meaning of the value in
+    the message).
+    """
+    a = v
+    if isinstance(v, np.ndarray) and v.shape == ():
+        a = v[()]  # the array's scalar: np.float64, np.int32...
+    if isinstance(a, (bool, np.bool_)):
+        raise TypeError(f"{name}={v!r}: must be a real number, not a bool")
+    if not isinstance(a, (int, float, np.integer, np.floating)):
+        if isinstance(v, np.ndarray):
+            kind = f"an array of shape {v.shape}, dtype {v.dtype}"
+        else:
+            kind = f"dtype {a.dtype}" if isinstance(a, np.generic) else type(v).__name__
+        raise TypeError(f"{name}={v!r}: must be a real number (an int or a float), got {kind}")
+    try:
+        return float(a)
+    except OverflowError:  # a Python int beyond float64
+        raise ValueError(f"{name}={str(v)[:12]}... ({len(str(v))} digits): too large for "
+                         "a float (beyond 1.8e308)") from None  # fmt: skip
 
 
 def generator(name: str, seed: Any) -> np.random.Generator:

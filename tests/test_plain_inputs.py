@@ -88,6 +88,27 @@ def test_pair_kernel_numba_cannot_type_is_one_line():
     assert "kernel='wobbly' could not be compiled by numba (Can't unify return type" in msg
 
 
+def test_real():
+    from propopt.arrays import real
+
+    for v in (2, 2.0, np.int8(2), np.float32(2), np.array(2), np.array(2.0, ">f8")):
+        assert real("x", v) == 2.0 and type(real("x", v)) is float
+    assert np.isnan(real("x", np.nan))  # finiteness is the caller's to check
+    for bad, msg in (
+        (True, r"x=True: must be a real number, not a bool"),
+        (np.array(False), r"x=array\(False\): must be a real number, not a bool"),
+        ("1", r"x='1': must be a real number \(an int or a float\), got str"),
+        (1j, r"x=1j: must be a real number .*, got complex"),
+        (np.complex64(1), r"x=.*: must be a real number .*, got dtype complex64"),
+        (np.ones(2), r"x=.*: must be a real number .*, got an array of shape \(2,\)"),
+        (None, r"x=None: must be a real number .*, got NoneType"),
+    ):
+        with pytest.raises(TypeError, match=f"^{msg}"):
+            real("x", bad)
+    with pytest.raises(ValueError, match=r"^x=100000000000\.\.\. \(401 digits\): too large"):
+        real("x", 10**400)
+
+
 def test_flag_generator_inexact():
     from propopt.arrays import flag, generator, inexact
 

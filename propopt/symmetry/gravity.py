@@ -20,7 +20,7 @@ import numpy as np
 from numba.extending import register_jitable
 
 from .. import _dispatch, threads
-from ..arrays import plain, points
+from ..arrays import plain, points, real
 from .pairs import METHODS, Symmetry, _check_method, pairwise_sum
 
 GRAVITY_SYMMETRY: tuple[Symmetry, ...] = (
@@ -119,14 +119,25 @@ SOFTENINGS = ("plummer", "spline")
 
 
 def _lengths(name: str, v: Any, n: int) -> np.ndarray | None:
-    """A softening length per point (None for one scalar length), validated."""
+    """A softening length per point (None for one scalar length), validated.
+
+    The dtype is checked before any cast: ``float()`` of a complex length
+    would fail inside NumPy, and ``astype`` would drop its imaginary part.
+    """
     if np.ndim(v) == 0:
-        if not (isinstance(v, (int, float, np.floating, np.integer)) and math.isfinite(v)):
-            raise ValueError(f"{name}={v!r}: the softening length must be a finite number >= 0")
-        if v < 0:
-            raise ValueError(f"{name}={v!r}: the softening length must be >= 0")
+        x = real(name, v)  # refuses a string, a bool or a complex number
+        if not math.isfinite(x):
+            raise ValueError(f"{name}={x!r}: the softening length must be a finite number >= 0")
+        if x < 0:
+            raise ValueError(f"{name}={x!r}: the softening length must be >= 0")
         return None
-    a = np.asarray(v, dtype=np.float64)
+    a = plain(name, v)
+    if a.dtype.kind not in "fiub":
+        raise TypeError(
+            f"{name} has dtype {a.dtype}: softening lengths must be real numbers (float32 or "
+            "float64), one per point"
+        )
+    a = a.astype(np.float64)
     if a.shape != (n,):
         raise ValueError(f"{name} has shape {a.shape}: must be a scalar or ({n},), one per point")
     bad = ~np.isfinite(a) | (a < 0)
@@ -170,7 +181,8 @@ def direct_gravity(
         (symmetric, so the sum still halves).  With ``eps_ij = 0`` a
         coincident pair contributes nothing.
     G : float
-        Gravitational constant (1 by default: N-body units).
+        Gravitational constant (1 by default: N-body units); a NumPy scalar
+        or 0-d array is taken.
     targets : array (m, 3), optional
         Evaluate the field of all sources at these points instead (e.g. to
         measure a tree code's error at sample targets).  Every source counts,
@@ -237,8 +249,9 @@ def direct_gravity(
     # masses and lengths may live on the GPU with the positions: the host reads them once
     mass, eps, target_eps = (_maybe_host(v) for v in (mass, eps, target_eps))
     e = _lengths("eps", eps, X.shape[0])
-    if not (isinstance(G, (int, float, np.floating, np.integer)) and math.isfinite(G)):
-        raise ValueError(f"G={G!r}: must be a finite number")
+    G = real("G", G)  # a NumPy scalar or 0-d array too
+    if not math.isfinite(G):
+        raise ValueError(f"G={G!r}: the gravitational constant must be a finite number")
     m = _masses(mass, X.shape[0])
     T = None if targets is None else points("targets", _maybe_host(targets), 3)
     if T is None and target_eps is not None:

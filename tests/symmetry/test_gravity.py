@@ -192,6 +192,28 @@ def test_a_field_beyond_the_dtype_is_an_overflow_error():
     assert acc[0, 0] == pytest.approx(1e290, rel=1e-15)
 
 
+def test_scalar_arguments_are_checked_by_type_first():
+    pos = np.array([[0.0, 0, 0], [1, 0, 0], [0, 2, 0]])
+    want = direct_gravity(pos, eps=0.1, G=2.0)
+    for eps, G in ((np.float32(0.1), np.int64(2)), (np.array(0.1), np.array(2.0))):
+        got = direct_gravity(pos, eps=eps, G=G)  # 0-d arrays said 'G must be a finite number'
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-7)
+        np.testing.assert_allclose(got[1], want[1], rtol=1e-7)
+    # a complex entry raised "float() argument must be ... not 'complex'" inside numpy
+    with pytest.raises(TypeError, match=r"^eps has dtype complex128: softening lengths must be"):
+        direct_gravity(pos, eps=[0.1 + 1j, 0.1, 0.1])
+    with pytest.raises(TypeError, match=r"^eps=\(0.1\+1j\): must be a real number"):
+        direct_gravity(pos, eps=0.1 + 1j)
+    with pytest.raises(TypeError, match=r"^target_eps has dtype <U3: softening lengths must"):
+        direct_gravity(pos, targets=pos[:2], target_eps=["0.1", "0.2"])
+    with pytest.raises(TypeError, match=r"^G=True: must be a real number, not a bool"):
+        direct_gravity(pos, G=True)
+    with pytest.raises(TypeError, match=r"^G='1': must be a real number"):
+        direct_gravity(pos, G="1")
+    with pytest.raises(ValueError, match=r"^G=inf: the gravitational constant must be a finite"):
+        direct_gravity(pos, G=np.array(np.inf))
+
+
 @pytest.mark.parametrize(
     ("mass", "msg"),
     [
