@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from propopt.arrays import array_module
+from propopt.arrays import array_module, flag
 
 
 def naive(x: Any, A: Any, B: Any, C: Any, delta: Any) -> Any:
@@ -63,6 +63,7 @@ def reference(
     in front of ``B`` (the chapter's recurrence).  ``starts`` (batch, L), bool:
     the state is zero before each token where it is set (packed sequences).
     """
+    delta_softplus, scale_b = flag("delta_softplus", delta_softplus), flag("scale_b", scale_b)
     xp = array_module(u)
     batch, dim, L = u.shape
     if delta_bias is not None:

@@ -24,6 +24,7 @@ import numpy as np
 from numba import njit, prange
 
 from propopt import threads
+from propopt.arrays import plain
 
 from . import _checks
 from ._lanes import exp_sum_update
@@ -67,25 +68,40 @@ def exps_only(delta: Any, A: Any) -> np.ndarray:
     Parameters
     ----------
     delta : array (batch, L, d_model)
-        The chapter's layout, float32 or float64 (torch tensors are viewed).
+        The chapter's layout: float16, bfloat16, float32 or float64 (torch
+        CPU tensors are viewed, lists read as arrays).  As in
+        :func:`selective_scan`, half precisions are computed in float32, and
+        integers and complex numbers are refused.
     A : array (d_model, d_state)
+        Real floats, cast to the compute dtype.
 
     Returns
     -------
     ndarray (batch, d_model)
-        The sums, so that the exps cannot be skipped.  ``d_model`` must be a
-        multiple of 64.
+        The sums, so that the exps cannot be skipped, in the compute dtype
+        (float64 for float64 ``delta``, else float32).  ``d_model`` must be
+        a multiple of 64.
     """
-    dl, a = _checks.native(
-        {k: v.detach().numpy() if hasattr(v, "detach") else v for k, v in (("d", delta), ("A", A))}
-    ).values()
-    dl = np.ascontiguousarray(dl)
-    a = np.ascontiguousarray(a, dtype=dl.dtype)
+    dl, a = (_floats(name, v) for name, v in (("delta", delta), ("A", A)))
+    cdt = np.float64 if dl.dtype == np.float64 else np.float32
+    dl = np.ascontiguousarray(dl, dtype=cdt)
+    a = np.ascontiguousarray(a, dtype=cdt)
     if dl.ndim != 3 or a.ndim != 2 or a.shape[0] != dl.shape[2] or dl.shape[2] % W:
         raise ValueError(
             f"delta has shape {dl.shape} and A {a.shape}: need (batch, L, d_model) and "
             f"(d_model, d_state) with d_model a multiple of {W}"
         )
-    out = np.empty((dl.shape[0], dl.shape[2]), dl.dtype)
+    out = np.empty((dl.shape[0], dl.shape[2]), cdt)
     _exps(dl, a, out)
     return out
+
+
+def _floats(name: str, v: Any) -> np.ndarray:
+    """``v`` as a NumPy array of real floats (native byte order; bfloat16 as float32)."""
+    x = plain(name, v)
+    if x.dtype.kind != "f":
+        raise TypeError(
+            f"{name} has dtype {x.dtype}; expected one of {', '.join(_checks.FLOATS)} "
+            f"(cast it first, e.g. {name}.astype(np.float32))"
+        )
+    return x

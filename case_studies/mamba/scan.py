@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from propopt.arrays import array_module
+from propopt.arrays import array_module, flag
 
 from . import _checks, _host, _parallel, _reference
 
@@ -130,12 +130,10 @@ def selective_scan(
     State Spaces", 2023 (Algorithm 2 and the ``selective_scan_ref`` of
     github.com/state-spaces/mamba).
     """
-    starts = None
-    if seq_idx is not None or cu_seqlens is not None:
-        nb, L = (int(s) for s in (u.shape[0], u.shape[2]))
-        starts = _checks.packing(seq_idx, cu_seqlens, nb, L, "numpy", u)[0]
-    out, last = _dispatch(u, delta, A, B, C, D, z, delta_bias, delta_softplus, initial_state,
-                          method, scale_b=True, starts=starts)  # fmt: skip
+    softplus = flag("delta_softplus", delta_softplus)
+    return_last_state = flag("return_last_state", return_last_state)
+    out, last = _dispatch(u, delta, A, B, C, D, z, delta_bias, softplus, initial_state,
+                          method, scale_b=True, packed=(seq_idx, cu_seqlens))  # fmt: skip
     return (out, last) if return_last_state else out
 
 
@@ -186,15 +184,19 @@ def _swap_last_two(v: Any) -> Any:
 
 
 def _dispatch(u: Any, delta: Any, A: Any, B: Any, C: Any, D: Any, z: Any, delta_bias: Any,
-              softplus: bool, initial_state: Any, method: str,
-              scale_b: bool, starts: np.ndarray | None = None) -> tuple[Any, Any]:  # fmt: skip
+              softplus: bool, initial_state: Any, method: str, scale_b: bool,
+              packed: tuple[Any, Any] = (None, None)) -> tuple[Any, Any]:  # fmt: skip
+    """Check the arrays, then run ``method``; ``packed`` is ``(seq_idx, cu_seqlens)``."""
     if method not in METHODS:
         raise ValueError(f"method={method!r} is not one of {', '.join(map(repr, METHODS))}")
     named = _checks.native(dict(u=u, delta=delta, A=A, B=B, C=C, D=D, z=z,
                                 delta_bias=delta_bias, initial_state=initial_state))  # fmt: skip
     kind = _checks.check_arrays(named)
     u, delta, A, B, C, D, z, delta_bias, initial_state = named.values()
-    _checks.check_scan_shapes(u, delta, A, B, C, D, z, delta_bias, initial_state)
+    nb, _, L, _ = _checks.check_scan_shapes(u, delta, A, B, C, D, z, delta_bias, initial_state)
+    starts = None
+    if packed[0] is not None or packed[1] is not None:  # read after u is known to be an array
+        starts = _checks.packing(*packed, nb, L, "numpy", u)[0]
     if starts is not None and not starts.any():
         starts = None  # one sequence per row: nothing to reset
     needs_grad = kind != "numpy" and _needs_grad(named)
@@ -214,7 +216,7 @@ def _dispatch(u: Any, delta: Any, A: Any, B: Any, C: Any, D: Any, z: Any, delta_
         from ._autograd import SelectiveScanFn
 
         return SelectiveScanFn.apply(u, delta, A, B, C, D, z, delta_bias,  # type: ignore[no-any-return]
-                                     initial_state, bool(softplus), scale_b, starts)  # fmt: skip
+                                     initial_state, softplus, scale_b, starts)  # fmt: skip
     args = _to_compute(named, kind)
     st = starts
     if starts is not None and kind != "numpy":
@@ -222,7 +224,7 @@ def _dispatch(u: Any, delta: Any, A: Any, B: Any, C: Any, D: Any, z: Any, delta_
 
         st = torch.from_numpy(starts).to(u.device)
     if method == "cpu":
-        out, last = _cpu_numpy(args, bool(softplus), scale_b, kind, starts)
+        out, last = _cpu_numpy(args, softplus, scale_b, kind, starts)
     elif method == "cuda":
         from ._cuda import scan_torch
 
@@ -232,9 +234,9 @@ def _dispatch(u: Any, delta: Any, A: Any, B: Any, C: Any, D: Any, z: Any, delta_
     elif method == "parallel":
         out, last = _parallel.scan(*(args[k] for k in ("u", "delta", "A", "B", "C", "D", "z",
                                                        "delta_bias")),
-                                   bool(softplus), args["initial_state"], scale_b, st)  # fmt: skip
+                                   softplus, args["initial_state"], scale_b, st)  # fmt: skip
     else:
-        out, last = _reference.reference(**args, delta_softplus=bool(softplus),
+        out, last = _reference.reference(**args, delta_softplus=softplus,
                                          scale_b=scale_b, starts=st)  # fmt: skip
     if kind == "numpy":
         return out.astype(in_dtype, copy=False), last
@@ -324,6 +326,7 @@ def step(state: Any, x: Any, dt: Any, A: Any, B: Any, C: Any, D: Any = None, z: 
     >>> cache[:, 0, 0, 0].tolist()
     [0.0, 0.0, 1.0]
     """
+    dt_softplus = flag("dt_softplus", dt_softplus)
     named = _checks.native(dict(state=state, x=x, dt=dt, A=A, B=B, C=C, D=D, z=z,
                                 dt_bias=dt_bias))  # fmt: skip
     kind = _checks.check_arrays(named)
@@ -418,7 +421,7 @@ def _step_heads(state: Any, named: dict[str, Any], kind: str, batch: int,
     s = a["state"]
     if idx is not None:
         s = s[idx if kind == "numpy" else _torch_index(idx, state)]
-    new, y = update_heads(s, a, bool(softplus), kind)
+    new, y = update_heads(s, a, softplus, kind)
     _store(state, new, idx, kind)
     x = n["x"]
     return y.astype(x.dtype, copy=False) if kind == "numpy" else y.to(x.dtype)

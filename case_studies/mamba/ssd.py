@@ -17,6 +17,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from propopt.arrays import flag
+
 from . import _checks, _ssd_cpu, _ssd_host, _ssd_nonfinite, _ssd_reference
 
 SsdMethod = Literal["auto", "cpu", "torch", "reference"]
@@ -155,6 +157,9 @@ def ssd_scan(
     """
     if method not in SSD_METHODS:
         raise ValueError(f"method={method!r} is not one of {', '.join(map(repr, SSD_METHODS))}")
+    dt_softplus = flag("dt_softplus", dt_softplus)
+    return_final_states = flag("return_final_states", return_final_states)
+    return_varlen_states = flag("return_varlen_states", return_varlen_states)
     named = _checks.native(dict(x=x, dt=dt, A=A, B=B, C=C, D=D, z=z, dt_bias=dt_bias,
                                 initial_states=initial_states))  # fmt: skip
     kind = _checks.check_arrays(named)
@@ -179,7 +184,7 @@ def ssd_scan(
         raise ValueError("method='torch' needs torch tensors; use method='cpu' for numpy arrays")
     cdt = _compute_dtype(kind, x.dtype)
     args = {k: None if v is None else _cast(v, cdt, kind) for k, v in named.items()}
-    flags: dict[str, Any] = dict(softplus=bool(dt_softplus), dt_limit=(lo, hi))
+    flags: dict[str, Any] = dict(softplus=dt_softplus, dt_limit=(lo, hi))
     state_cu = cu if return_varlen_states else None  # the sequences whose states are returned
     if L == 0:
         y, final, varlen = _empty(args, kind, state_cu)

@@ -152,3 +152,70 @@ def test_non_native_byte_order_is_accepted(dtype):
     assert np.array_equal(reference(**sw)[0], want)
     dl, A = np.full((1, 5, 64), 0.5, dtype), -np.ones((64, 2), dtype)
     assert np.array_equal(exps_only(_swapped(dl), _swapped(A)), exps_only(dl, A))
+
+
+@pytest.mark.parametrize("bad", ["no", 1, None, np.array([True])])
+def test_switches_take_only_bools(bad):
+    # a string such as 'no' is truthy: it must not switch the softplus or the state on
+    from case_studies.mamba import ssd_scan
+
+    from .test_ssd import make
+
+    d = _d()
+    for name in ("delta_softplus", "return_last_state"):
+        with pytest.raises(TypeError, match=rf"^{name}=.*: must be True or False$"):
+            selective_scan(**d, **{name: bad})
+    with pytest.raises(TypeError, match=r"^delta_softplus=.*: must be True or False$"):
+        reference(**d, delta_softplus=bad)
+    state = np.zeros((2, 4, 3))
+    tok = (d["u"][..., 0], d["delta"][..., 0], d["A"], d["B"][..., 0], d["C"][..., 0])
+    with pytest.raises(TypeError, match=r"^dt_softplus=.*: must be True or False$"):
+        step(state, *tok, dt_softplus=bad)
+    assert not state.any()  # refused before the state is written
+    m = make(nb=1, L=8)
+    heads = np.zeros((1, 4, 3, 5))
+    with pytest.raises(TypeError, match=r"^dt_softplus=.*: must be True or False$"):
+        step(heads, m["x"][:, 0], m["dt"][:, 0], m["A"], m["B"][:, 0], m["C"][:, 0],
+             dt_softplus=bad)  # fmt: skip
+    for name in ("dt_softplus", "return_final_states", "return_varlen_states"):
+        with pytest.raises(TypeError, match=rf"^{name}=.*: must be True or False$"):
+            ssd_scan(**m, chunk_size=4, cu_seqlens=np.array([0, 8]), **{name: bad})
+    # numpy bools are bools
+    want = selective_scan(**d, delta_softplus=True, return_last_state=True)
+    got = selective_scan(**d, delta_softplus=np.True_, return_last_state=np.array(True))
+    assert all(np.array_equal(g, w) for g, w in zip(got, want))
+
+
+def test_arrays_are_checked_before_the_packing_reads_them():
+    # seq_idx made selective_scan read u.shape before u was known to be an array
+    d = _d()
+    seq_idx = np.zeros((2, 5), np.int64)
+    with pytest.raises(TypeError, match=r"^u: expected a numpy array or a torch tensor, got list"):
+        selective_scan(**dict(d, u=d["u"].tolist()), seq_idx=seq_idx)
+    with pytest.raises(ValueError, match=r"^u has shape \(2, 4\); expected \(batch, dim, L\)"):
+        selective_scan(**dict(d, u=d["u"][:, :, 0]), seq_idx=seq_idx)
+    with pytest.raises(ValueError, match=r"^seq_idx has shape \(2, 4\); expected"):
+        selective_scan(**d, seq_idx=seq_idx[:, :4])
+
+
+def test_exps_only_dtypes_as_selective_scan():
+    # half precisions computed in float32; integers, bools and complex numbers refused
+    # (as selective_scan refuses them) instead of summing exps in the integer dtype
+    delta, A = np.full((1, 3, 64), 0.5), -np.ones((64, 2))
+    exact = 3 * 2 * np.exp(-0.5)
+    for dtype in (np.float16, np.float32):
+        got = exps_only(delta.astype(dtype), A.astype(dtype))
+        assert got.dtype == np.float32 and np.allclose(got, exact, rtol=1e-6)
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    got = exps_only(delta.astype(ml_dtypes.bfloat16), A)
+    assert got.dtype == np.float32 and np.allclose(got, exact, rtol=1e-6)
+    for name, bad in (
+        ("delta", np.ones((1, 1, 64), np.int64)),
+        ("delta", np.ones((1, 1, 64), bool)),
+        ("delta", np.ones((1, 1, 64), np.complex128)),
+        ("A", -np.ones((64, 2), np.int32)),
+    ):
+        args = {"delta": delta, "A": A, name: bad}
+        with pytest.raises(TypeError, match=rf"^{name} has dtype {bad.dtype}; expected one of "
+                                            "float16, bfloat16, float32, float64"):  # fmt: skip
+            exps_only(**args)
