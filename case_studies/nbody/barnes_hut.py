@@ -30,7 +30,7 @@ import numba
 import numpy as np
 
 from propopt import direct_gravity, morton_order, threads
-from propopt.arrays import count, per_point, plain, points
+from propopt.arrays import count, flag, per_point, plain, points, real
 from propopt.locality import bounding_box
 from propopt.symmetry import SOFTENINGS
 
@@ -54,11 +54,18 @@ monopole); see docs/nbody.md."""
 
 # ------------------------------------------------------------ validation
 def _check_theta(theta: Any) -> float:
-    if isinstance(theta, bool) or not isinstance(theta, (int, float, np.floating, np.integer)):
-        raise TypeError(f"theta={theta!r}: must be a number")
+    theta = real("theta", theta)  # a NumPy scalar or 0-d array too; not '0.5' or True
     if not (math.isfinite(theta) and theta >= 0):
         raise ValueError(f"theta={theta!r}: the opening angle must be finite and >= 0")
-    return float(theta)
+    return theta
+
+
+def _check_G(G: Any) -> float:
+    """The gravitational constant as a float: finite (a NumPy scalar or 0-d array too)."""
+    G = real("G", G)
+    if not math.isfinite(G):
+        raise ValueError(f"G={G!r}: the gravitational constant must be a finite number")
+    return G
 
 
 def per_body(name: str, v: Any, n: int, default: float, what: str) -> np.ndarray:
@@ -369,9 +376,9 @@ class Octree:
                 f"precision={precision!r} is not one of {', '.join(map(repr, PRECISIONS))}"
             )
         theta = _check_theta(theta)
+        quadrupole, potential = flag("quadrupole", quadrupole), flag("potential", potential)
         group_size = count("group_size", group_size)
-        if not (isinstance(G, (int, float, np.floating, np.integer)) and math.isfinite(G)):
-            raise ValueError(f"G={G!r}: must be a finite number")
+        G = _check_G(G)
         dtype = self.dtype
         if targets is None:
             tgt = self.src[[0, 1, 2, 4]]
@@ -424,7 +431,7 @@ class Octree:
                     walk(
                         np.ascontiguousarray(tgt), gs, ge, gmax, self.src, self.nodes,
                         self._test(theta), self.start, self.end, self.next, self.leaf,
-                        bool(quadrupole), bool(potential),
+                        quadrupole, potential,
                         nblocks, np.array([0.0, 0.5, 1.0, 3.0, 5.0], precision),
                         precision == "float32", self.softening == "spline", targets is None,
                         res,

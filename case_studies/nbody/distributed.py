@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from propopt.arrays import count, points
+from propopt.arrays import count, flag, points
 
 from .barnes_hut import Octree
 
@@ -46,7 +46,7 @@ def field_dask(
     *,
     chunk: int = 250_000,
     **field_kwargs: Any,
-) -> tuple[np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray | None]:
     """Accelerations and potentials of ``tree`` at ``targets``, in chunks on a Dask cluster.
 
     Parameters
@@ -65,7 +65,8 @@ def field_dask(
     Returns
     -------
     acc : ndarray (m, 3)
-    pot : ndarray (m,)
+    pot : ndarray (m,) or None
+        None with ``potential=False``.
     """
     chunk = count("chunk", chunk)
     T = points("targets", targets, 3)
@@ -73,8 +74,11 @@ def field_dask(
         raise ValueError(
             "target_eps must be a scalar for field_dask (per-target softening: split it yourself)"
         )
+    for name in ("quadrupole", "potential"):  # refused here, not on every worker
+        if name in field_kwargs:
+            flag(name, field_kwargs[name])
     if T.shape[0] == 0:  # nothing to send (and no tree to scatter)
-        return Octree.build(np.zeros((0, 3))).field(T)
+        return Octree.build(np.zeros((0, 3))).field(T, **field_kwargs)
     fut = scatter_tree(client, tree) if isinstance(tree, Octree) else tree
     parts = [
         client.submit(_chunk_field, fut, T[s : s + chunk], field_kwargs, pure=False)
@@ -82,5 +86,5 @@ def field_dask(
     ]
     res = client.gather(parts)
     acc = np.concatenate([r[0] for r in res])
-    pot = np.concatenate([r[1] for r in res])
+    pot = None if res[0][1] is None else np.concatenate([r[1] for r in res])  # potential=False
     return acc, pot

@@ -10,6 +10,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from propopt.arrays import generator
+
 from .plummer import plummer_sphere
 
 __all__ = ["DISTRIBUTIONS", "clusters_and_disc", "plummer_bodies", "uniform_cube"]
@@ -36,7 +38,9 @@ def clusters_and_disc(n: int, *, seed: int = 0) -> tuple[np.ndarray, np.ndarray]
     sheet and empty space between.
     """
     n = _check(n)
-    rng = np.random.default_rng(seed)
+    rng = generator("seed", seed)
+    if not isinstance(seed, (int, np.integer)):  # the clusters' seeds are seed + 1, seed + 2
+        raise TypeError(f"seed={seed!r}: must be an int >= 0")
     k1, k2 = n // 3, n // 3
     k3 = n - k1 - k2
     c1, _, _ = plummer_sphere(k1, a=0.05, seed=seed + 1)
@@ -54,7 +58,7 @@ def clusters_and_disc(n: int, *, seed: int = 0) -> tuple[np.ndarray, np.ndarray]
 def uniform_cube(n: int, *, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Bodies uniform in the unit cube ``[0, 1)^3``."""
     n = _check(n)
-    pos = np.random.default_rng(seed).uniform(0.0, 1.0, (n, 3))
+    pos = generator("seed", seed).uniform(0.0, 1.0, (n, 3))
     return pos, np.full(n, 1.0 / n) if n else np.zeros(0)
 
 

@@ -59,12 +59,13 @@ import numba
 import numpy as np
 
 from propopt import morton_order, threads
-from propopt.arrays import count, points
+from propopt.arrays import count, flag, points, real
 from propopt.separability.expansions import MAX_ORDER, expansion_tables
 
 from . import _fmm
 from ._build import build_topology
 from .barnes_hut import (
+    _check_G,
     _exact_origin,
     _length_scale,
     _pow2,
@@ -201,11 +202,10 @@ def _parameters(tol: float) -> tuple[int, float]:
 
 
 def _check_tol(tol: Any) -> float:
-    if isinstance(tol, bool) or not isinstance(tol, (int, float, np.floating, np.integer)):
-        raise TypeError(f"tol={tol!r}: must be a number")
+    tol = real("tol", tol)  # a NumPy scalar or 0-d array too; not '1e-3' or True
     if not (math.isfinite(tol) and 0 < tol < 1):
         raise ValueError(f"tol={tol!r}: the target relative error must be in (0, 1)")
-    return float(tol)
+    return tol
 
 
 def _tree(P: np.ndarray, w: np.ndarray, e2: np.ndarray, leaf_size: int, box: Any) -> dict:
@@ -315,9 +315,10 @@ def fmm(
     m = per_body("mass", mass, n, 1.0, "masses")
     e = per_body("eps", eps, n, 0.0, "softening lengths")
     leaf_size = count("leaf_size", leaf_size)
-    if not (isinstance(G, (int, float, np.floating, np.integer)) and math.isfinite(G)):
-        raise ValueError(f"G={G!r}: must be a finite number")
-    fmm_parameters(tol)  # validates tol
+    G = _check_G(G)
+    potential = flag("potential", potential)
+    fmm_parameters(tol)  # tol within the calibrated range
+    tol = _check_tol(tol)
     if order is not None:
         if (
             isinstance(order, bool)
@@ -326,11 +327,8 @@ def fmm(
         ):
             raise ValueError(f"order={order!r}: must be an int in [0, {MAX_ORDER}]")
     if theta is not None:
-        if (
-            isinstance(theta, bool)
-            or not isinstance(theta, (int, float, np.floating))
-            or not (0 < theta < 1)
-        ):
+        theta = real("theta", theta)
+        if not (0 < theta < 1):
             raise ValueError(f"theta={theta!r}: the opening angle must be in (0, 1)")
     dtype = np.result_type(P.dtype, np.asarray(mass).dtype if mass is not None else P.dtype)
     if targets is None and target_eps is not None:

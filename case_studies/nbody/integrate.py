@@ -24,9 +24,9 @@ from typing import Any
 import numpy as np
 
 from propopt import direct_gravity
-from propopt.arrays import points
+from propopt.arrays import flag, points, real
 
-from .barnes_hut import THETA, Octree, per_body
+from .barnes_hut import THETA, Octree, _check_theta, per_body
 
 __all__ = ["FORCES", "Run", "diagnostics", "leapfrog", "load_snapshot"]
 
@@ -196,8 +196,11 @@ def leapfrog(
     """
     if method not in FORCES:
         raise ValueError(f"method={method!r} is not one of {', '.join(map(repr, FORCES))}")
-    if not (isinstance(dt, (int, float, np.floating)) and math.isfinite(dt) and dt > 0):
+    dt = real("dt", dt)  # a NumPy scalar or 0-d array too; not '0.1'
+    if not (math.isfinite(dt) and dt > 0):
         raise ValueError(f"dt={dt!r}: the time step must be finite and > 0")
+    theta = _check_theta(theta)
+    quadrupole, progress = flag("quadrupole", quadrupole), flag("progress", progress)
     for name, val in (
         ("steps", steps),
         ("diag_every", diag_every),
@@ -221,6 +224,12 @@ def leapfrog(
         for k in _DIAG:
             diag[k] = list(s["diag_" + k])
     else:
+        for name, val, what in (("pos", pos, "positions"), ("vel", vel, "velocities")):
+            if val is None:
+                raise TypeError(
+                    f"{name} is missing: pass the initial {what} as an (n, 3) array, or "
+                    "resume= a snapshot to continue a run"
+                )
         x = np.array(points("pos", pos, 3), dtype=np.float64)
         v = np.array(points("vel", vel, 3), dtype=np.float64)
         if v.shape != x.shape:

@@ -9,7 +9,12 @@ rejection from the isotropic distribution function
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 import numpy as np
+
+from propopt.arrays import generator, real
 
 __all__ = ["plummer_potential_energy", "plummer_sphere"]
 
@@ -18,9 +23,9 @@ def plummer_sphere(
     n: int,
     *,
     a: float = 1.0,
-    seed: int | None = 0,
+    seed: int | np.random.Generator | None = 0,
     rmax: float = 100.0,
-    dtype: type = np.float64,
+    dtype: Any = np.float64,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Positions, velocities and masses of an ``n``-body Plummer sphere in equilibrium.
 
@@ -30,12 +35,14 @@ def plummer_sphere(
         Number of bodies, ``>= 0``.
     a : float
         Plummer scale radius (half-mass radius ``~1.305 a``).
-    seed : int or None
-        Seed of ``numpy.random.default_rng``.
+    seed : int, None or numpy Generator
+        Seed of ``numpy.random.default_rng`` (a Generator is used as is).
     rmax : float
         Radii are truncated at ``rmax * a`` (a fraction ``~1.5 / rmax^2`` of the
         mass lies beyond; the default drops a handful of bodies at N = 10^6).
     dtype : float32 or float64
+        Of the returned arrays (other dtypes are refused: integers would
+        truncate the positions).
 
     Returns
     -------
@@ -54,11 +61,13 @@ def plummer_sphere(
     """
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
         raise ValueError(f"n={n!r}: must be an int >= 0")
-    if not (np.isfinite(a) and a > 0):
+    a, rmax = real("a", a), real("rmax", rmax)  # not '1', True or 1j
+    if not (math.isfinite(a) and a > 0):
         raise ValueError(f"a={a!r}: the scale radius must be finite and > 0")
-    if not (np.isfinite(rmax) and rmax > 0):
+    if not (math.isfinite(rmax) and rmax > 0):
         raise ValueError(f"rmax={rmax!r}: must be finite and > 0")
-    rng = np.random.default_rng(seed)
+    dtype = _float_dtype(dtype)
+    rng = generator("seed", seed)
     n = int(n)
     # Inverse of M(r): r = a / sqrt(X^(-2/3) - 1), X ~ U(0, Xmax)
     xmax = (rmax**2 / (1.0 + rmax**2)) ** 1.5
@@ -82,6 +91,22 @@ def plummer_sphere(
         pos -= pos.mean(axis=0)
         vel -= vel.mean(axis=0)
     return pos.astype(dtype), vel.astype(dtype), mass.astype(dtype)
+
+
+def _float_dtype(dtype: Any) -> np.dtype:
+    """float32 or float64: an integer dtype would truncate the positions to whole units."""
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(
+            f"dtype={dtype!r} is not a NumPy dtype: pass np.float32 or np.float64"
+        ) from None
+    if dt not in (np.float32, np.float64):
+        raise TypeError(
+            f"dtype={dt.name}: must be np.float32 or np.float64 (an integer dtype would "
+            "truncate the positions and velocities)"
+        )
+    return dt
 
 
 def _isotropic(rng: np.random.Generator, n: int) -> np.ndarray:

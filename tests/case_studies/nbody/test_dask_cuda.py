@@ -48,6 +48,11 @@ def test_dask_equals_in_memory(client):
     assert a.shape == (0, 3)
     with pytest.raises(ValueError, match="chunk=0: must be an int >= 1"):
         field_dask(client, fut, t, chunk=0)
+    # switches refused here, before any task; potential=False gives pot None
+    with pytest.raises(TypeError, match=r"^potential='no': must be True or False$"):
+        field_dask(client, fut, t, potential="no")
+    a, p = field_dask(client, fut, t[:50], chunk=20, theta=0.0, potential=False)
+    assert p is None and np.array_equal(a, tree.field(t[:50], theta=0.0, potential=False)[0])
 
 
 def test_cuda_walk_simulator():

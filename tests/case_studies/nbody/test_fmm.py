@@ -143,6 +143,34 @@ def test_errors(kwargs, exc, msg):
         fmm(np.zeros((4, 3)), **kwargs)
 
 
+@pytest.mark.parametrize(
+    "kwargs, exc, msg",
+    [
+        # 'no' is truthy: it returned the potentials
+        (dict(potential="no"), TypeError, r"^potential='no': must be True or False$"),
+        (dict(potential=1), TypeError, r"^potential=1: must be True or False$"),
+        (dict(tol=True), TypeError, r"^tol=True: must be a real number, not a bool"),
+        (dict(G="1"), TypeError, r"^G='1': must be a real number"),
+        (dict(G=np.array(np.nan)), ValueError, r"^G=nan: the gravitational constant must be"),
+        (dict(theta="0.5"), TypeError, r"^theta='0.5': must be a real number"),
+    ],
+)
+def test_switch_and_scalar_errors(kwargs, exc, msg):
+    with pytest.raises(exc, match=msg):
+        fmm(np.zeros((4, 3)), np.ones(4), **kwargs)
+
+
+def test_scalars_may_be_numpy_scalars_and_0d_arrays():
+    pos = np.random.default_rng(2).normal(size=(50, 3))
+    want = fmm(pos, tol=1e-4, G=2.0, theta=0.5, potential=True)
+    for tol, G, theta in ((np.float32(1e-4), np.int64(2), np.float64(0.5)),
+                          (np.array(1e-4), np.array(2.0), np.array(0.5))):  # fmt: skip
+        got = fmm(pos, tol=tol, G=G, theta=theta, potential=np.True_)
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-6)  # tol in float32: another p
+        np.testing.assert_allclose(got[1], want[1], rtol=1e-6)
+    assert fmm_parameters(np.array(1e-3)) == fmm_parameters(1e-3)
+
+
 def test_bad_positions():
     with pytest.raises(ValueError, match=r"pos\[1\]"):
         fmm([[0.0, 0.0, 0.0], [1.0, np.nan, 0.0]])

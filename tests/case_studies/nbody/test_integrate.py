@@ -82,6 +82,25 @@ def test_errors(ic, kwargs, msg):
         leapfrog(x, v, **kwargs)
 
 
+def test_switches_and_missing_arrays(ic):
+    x, v, m = ic
+    x, v, m = x[:20], v[:20], m[:20]
+    for name in ("progress", "quadrupole"):  # 'no' switched the progress bar on
+        with pytest.raises(TypeError, match=rf"^{name}='no': must be True or False$"):
+            leapfrog(x, v, m, dt=0.1, steps=1, method="direct", **{name: "no"})
+    with pytest.raises(TypeError, match=r"^theta='a': must be a real number"):
+        leapfrog(x, v, m, dt=0.1, steps=1, method="direct", theta="a")
+    # a missing pos said 'pos has dtype object'
+    with pytest.raises(TypeError, match=r"^pos is missing: pass the initial positions"):
+        leapfrog(dt=0.1, steps=1)
+    with pytest.raises(TypeError, match=r"^vel is missing: pass the initial velocities"):
+        leapfrog(x, dt=0.1, steps=1)
+    want = leapfrog(x, v, m, dt=0.01, steps=2, method="direct")
+    got = leapfrog(x, v, m, dt=np.array(0.01), steps=np.int64(2), method="direct",
+                   progress=np.False_)  # fmt: skip
+    assert np.array_equal(got.pos, want.pos)
+
+
 def test_resume_missing(tmp_path):
     with pytest.raises(FileNotFoundError, match="no snap_"):
         leapfrog(dt=0.1, steps=1, resume=str(tmp_path))

@@ -240,6 +240,63 @@ def test_plummer_virial():
     np.testing.assert_allclose((m[:, None] * vel).sum(0), 0, atol=1e-12)
 
 
+def test_naive_takes_integers_and_lists():
+    # the chapter's listing accumulates into zeros_like(positions): an int array made
+    # that an int accumulator (a numpy casting error) and lists failed at list - list
+    want = [[0.75, 0.0, 0.0], [-0.25, 0.0, 0.0]]
+    got = nbody_naive(np.array([[0, 0, 0], [2, 0, 0]]), np.array([1, 3]))
+    assert got.dtype == np.float64 and np.allclose(got, want, rtol=1e-9)
+    assert np.allclose(nbody_naive([[0, 0, 0], [2, 0, 0]], [1, 3]), want, rtol=1e-9)
+    with pytest.raises(TypeError, match=r"^positions has dtype complex128: pass real"):
+        nbody_naive(np.zeros((2, 3), complex), [1, 3])
+    with pytest.raises(ValueError, match=r"^masses has shape \(3,\): must be a scalar or \(2,\)"):
+        nbody_naive(np.zeros((2, 3)), [1, 2, 3])
+
+
+@pytest.mark.parametrize("bad", ["no", 0, None])
+def test_switches_take_only_bools(bad):
+    # 'no' is truthy: it switched the quadrupole and the potentials on
+    pos = np.random.default_rng(0).normal(size=(20, 3))
+    for name in ("quadrupole", "potential"):
+        with pytest.raises(TypeError, match=rf"^{name}=.*: must be True or False$"):
+            barnes_hut(pos, **{name: bad})
+        with pytest.raises(TypeError, match=rf"^{name}=.*: must be True or False$"):
+            Octree.build(pos).field(**{name: bad})
+    a, p = barnes_hut(pos, quadrupole=np.False_, potential=np.array(False))
+    assert p is None and np.array_equal(a, barnes_hut(pos, quadrupole=False)[0])
+
+
+def test_scalars_may_be_numpy_scalars_and_0d_arrays():
+    pos, m = np.random.default_rng(1).normal(size=(30, 3)), np.ones(30)
+    want = barnes_hut(pos, m, theta=0.5, G=2.0)
+    for theta, G in ((np.float32(0.5), np.int64(2)), (np.array(0.5), np.array(2.0))):
+        got = barnes_hut(pos, m, theta=theta, G=G)
+        assert all(np.array_equal(g, w) for g, w in zip(got, want))
+    for name, bad, exc in (("theta", True, TypeError), ("G", "2", TypeError),
+                           ("G", 2j, TypeError), ("G", np.array(np.inf), ValueError),
+                           ("theta", np.ones(2), TypeError)):  # fmt: skip
+        with pytest.raises(exc, match=rf"^{name}="):
+            barnes_hut(pos, m, **{name: bad})
+
+
+def test_plummer_sphere_arguments():
+    pos, vel, m = plummer_sphere(5, seed=np.random.default_rng(4), dtype=np.float32)
+    assert pos.dtype == vel.dtype == m.dtype == np.float32
+    want = plummer_sphere(5, seed=4)
+    assert np.array_equal(plummer_sphere(5, seed=np.int64(4), a=np.array(1.0))[0], want[0])
+    for kwargs, exc, msg in (
+        # an integer dtype truncated the positions to whole units, silently
+        (dict(dtype=np.int32), TypeError, r"^dtype=int32: must be np.float32 or np.float64"),
+        (dict(dtype="banana"), TypeError, r"^dtype='banana' is not a NumPy dtype"),
+        (dict(a="1"), TypeError, r"^a='1': must be a real number"),
+        (dict(a=-1.0), ValueError, r"^a=-1.0: the scale radius must be finite and > 0"),
+        (dict(rmax=np.nan), ValueError, r"^rmax=nan: must be finite and > 0"),
+        (dict(seed="a"), TypeError, r"^seed='a': must be None, an int >= 0 or a numpy Generator"),
+    ):
+        with pytest.raises(exc, match=msg):
+            plummer_sphere(5, **kwargs)
+
+
 @pytest.mark.parametrize(
     ("kwargs", "exc", "msg"),
     [
