@@ -47,9 +47,29 @@ def _merge_many(*summaries: pp.TopK) -> pp.TopK:
 
 
 def _check_split(split_every: int) -> int:
-    if isinstance(split_every, bool) or not isinstance(split_every, int) or split_every < 2:
+    if (
+        isinstance(split_every, bool)
+        or not isinstance(split_every, (int, np.integer))
+        or split_every < 2
+    ):
         raise ValueError(f"split_every={split_every!r}: the tree's fan-in must be an int >= 2")
-    return split_every
+    return int(split_every)
+
+
+def _check_summary(k: int, dtype: Any, largest: bool, nan: str, what: str) -> None:
+    """``k``, ``largest``, ``nan`` and the scores' dtype, checked here, not on a worker.
+
+    A dtype top-k cannot rank (object, strings) is an error naming ``what``,
+    the scores the caller passed.
+    """
+    try:
+        pp.TopK.empty(0, dtype)
+    except TypeError:
+        raise TypeError(
+            f"{what} has dtype {dtype}, which top-k cannot rank (bool, integer and float "
+            "scores); cast it to a number dtype first"
+        ) from None
+    pp.TopK.empty(k, dtype, largest, nan=nan)
 
 
 def top_k_dask_array(
@@ -81,7 +101,7 @@ def top_k_dask_array(
         )
     if any(np.isnan(c) for c in x.chunks[0]):
         raise ValueError("x has unknown chunk sizes; call x.compute_chunk_sizes() first")
-    pp.TopK.empty(k, x.dtype, largest, nan=nan)  # validate here, not on a worker
+    _check_summary(k, x.dtype, largest, nan, "x")
     split_every = _check_split(split_every)
     offsets = np.concatenate([[0], np.cumsum(x.chunks[0])[:-1]]).astype(np.int64)
     leaves = [
@@ -141,7 +161,7 @@ def top_k_dask_dataframe(
             f"df has no column {score!r} (columns: {', '.join(map(str, df.columns))}); "
             "pass score=<name of the score column>"
         )
-    pp.TopK.empty(k, df[score].dtype, largest, nan=nan)
+    _check_summary(k, df[score].dtype, largest, nan, f"the score column {score!r}")
     split_every = _check_split(split_every)
     leaves = [
         dask.delayed(_partition)(p, i, k, score, largest, nan)

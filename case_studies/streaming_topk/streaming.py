@@ -20,6 +20,7 @@ import numba
 import numpy as np
 
 import propopt as pp
+from propopt.arrays import count
 
 
 def _columns(chunk: Any) -> list[str]:
@@ -52,6 +53,45 @@ def _scores(chunk: Any, score: str, index: int) -> np.ndarray:
             "pass score=<name of the score column>"
         )
     return np.ascontiguousarray(chunk[score].to_numpy())
+
+
+def _describe(chunk: Any) -> str:
+    return "a structured array" if isinstance(chunk, np.ndarray) else "a DataFrame"
+
+
+def _same_as_first(chunk: Any, scores: np.ndarray, index: int, first: dict[str, Any],
+                   score: str) -> None:  # fmt: skip
+    """Chunk ``index`` is of chunk 0's kind, fields and score dtype, or a one-line error.
+
+    Checked in stream order as each chunk is taken (under the lock), so the
+    error does not depend on which thread took which chunk.
+    """
+    if index == 0:
+        first.update(kind=_describe(chunk), names=_columns(chunk), dtype=scores.dtype)
+        try:  # the dtypes top-k ranks, by the summary's own check
+            pp.TopK.empty(0, scores.dtype)
+        except TypeError:
+            raise TypeError(
+                f"chunk 0: the score column {score!r} has dtype {scores.dtype}, which top-k "
+                "cannot rank (bool, integer and float scores); cast that column to a number "
+                "dtype first"
+            ) from None
+        return
+    if _describe(chunk) != first["kind"]:
+        raise TypeError(
+            f"chunk {index} is {_describe(chunk)} but chunk 0 is {first['kind']}: pass chunks "
+            "of one kind (pandas.DataFrame(array) converts a structured array)"
+        )
+    if isinstance(chunk, np.ndarray) and _columns(chunk) != first["names"]:
+        raise TypeError(
+            f"chunk {index} has fields ({', '.join(_columns(chunk))}) but chunk 0 has "
+            f"({', '.join(first['names'])}): pass chunks with the same fields, in one order"
+        )
+    if scores.dtype != first["dtype"]:
+        raise TypeError(
+            f"chunk {index}: the score column {score!r} has dtype {scores.dtype} but chunk 0's "
+            f"has {first['dtype']}; cast it to one dtype in every chunk"
+        )
 
 
 def _take(chunk: Any, positions: np.ndarray) -> Any:
@@ -109,7 +149,10 @@ def top_k_chunks(
     Parameters
     ----------
     chunks : iterable of structured arrays or DataFrames
-        Read once, lazily; each has a ``score`` column (one dtype throughout).
+        Read once, lazily; all of one kind (structured arrays with the same
+        fields, or DataFrames), each with a ``score`` column of one dtype
+        throughout (checked in stream order: a chunk that differs from
+        chunk 0 is an error, whichever thread takes it).
     k : int
         How many rows (>= 0).
     score : str
@@ -126,34 +169,47 @@ def top_k_chunks(
         The winners' rows (same type as the chunks) and their row numbers
         in the stream (int64); ties go to the earlier row.
     """
-    if threads is None:
-        threads = numba.get_num_threads()
-    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-        raise ValueError(f"threads={threads!r}: threads must be an int >= 1")
+    threads = numba.get_num_threads() if threads is None else count("threads", threads)
     pp.TopK.empty(k, np.float64)  # validates k early
-    it = iter(chunks)
+    if isinstance(chunks, np.ndarray) or hasattr(chunks, "columns"):
+        what = "NumPy array" if isinstance(chunks, np.ndarray) else "DataFrame"
+        raise TypeError(
+            f"chunks is one {what}, not an iterable of chunks: pass [chunks] for a single chunk"
+        )
+    try:
+        it = iter(chunks)
+    except TypeError:
+        raise TypeError(
+            f"chunks={chunks!r} is not iterable: pass a list or generator of structured "
+            "arrays or DataFrames"
+        ) from None
     lock = threading.Lock()
-    state = {"offset": 0, "index": 0, "error": None}
+    state = {"offset": 0, "index": 0}
+    # the error of the earliest chunk: every chunk before it was taken and
+    # finishes, so which error is raised does not depend on the threads' timing
+    errors: dict[int, Exception] = {}
+    first: dict[str, Any] = {}  # chunk 0's kind, fields and score dtype
     workers = [_Worker() for _ in range(threads)]
 
     def run(w: _Worker) -> None:
         numba.set_num_threads(1)  # this thread's kernels stay on one core
         while True:
             with lock:
-                if state["error"] is not None:
+                if errors:
                     return
+                index, offset = state["index"], state["offset"]
                 try:
                     chunk = next(it)
                 except StopIteration:
                     return
                 except Exception as exc:  # the iterator's own error
-                    state["error"] = exc
+                    errors[index] = exc
                     return
-                index, offset = state["index"], state["offset"]
                 try:
                     scores = _scores(chunk, score, index)
+                    _same_as_first(chunk, scores, index, first, score)
                 except Exception as exc:
-                    state["error"] = exc
+                    errors[index] = exc
                     return
                 state["index"] = index + 1
                 state["offset"] = offset + len(scores)
@@ -161,7 +217,7 @@ def top_k_chunks(
                 w.add(chunk, scores, offset, k, largest=largest, nan=nan)
             except Exception as exc:
                 with lock:
-                    state["error"] = state["error"] or exc
+                    errors[index] = exc
                 return
 
     pool = [threading.Thread(target=run, args=(w,)) for w in workers]
@@ -169,17 +225,11 @@ def top_k_chunks(
         t.start()
     for t in pool:
         t.join()
-    if state["error"] is not None:
-        raise state["error"]  # type: ignore[misc]
+    if errors:
+        raise errors[min(errors)]
     live = [w for w in workers if w.summary is not None]
     if not live:
         raise ValueError("chunks is empty; top-k of no rows is undefined")
-    dtypes = {w.summary.dtype for w in live}  # type: ignore[union-attr]
-    if len(dtypes) > 1:
-        raise TypeError(
-            f"the score column changes dtype between chunks ({', '.join(map(str, dtypes))}); "
-            "cast it to one dtype"
-        )
     total = live[0].summary
     for w in live[1:]:
         total = pp.merge_topk(total, w.summary)  # type: ignore[arg-type]

@@ -62,3 +62,17 @@ def test_summary_pickles_through_checksummed_bytes():
     assert pickle.loads(pickle.dumps(s)) == s
     with pytest.raises(ValueError, match="split_every=1"):
         top_k_dask_array(da.ones(10, chunks=5), 3, split_every=1)
+
+
+def test_unrankable_scores_name_the_argument(client):
+    # 'dtype=object cannot be ranked' named neither x nor the score column
+    pd = pytest.importorskip("pandas")
+    ddf = dd.from_pandas(pd.DataFrame({"name": ["a", "b", "c"], "s": [1, 2, 3]}), npartitions=2)
+    with pytest.raises(TypeError, match=r"^the score column 'name' has dtype .*cannot rank"):
+        top_k_dask_dataframe(ddf, 1, score="name")
+    x = da.from_array(np.array([1 + 1j, 2]), chunks=1)
+    with pytest.raises(TypeError, match=r"^x has dtype complex128, which top-k cannot rank"):
+        top_k_dask_array(x, 1)
+    # numpy ints are ints
+    _, i = top_k_dask_array(da.arange(10, chunks=3), 2, split_every=np.int64(2))
+    assert i.tolist() == [9, 8]

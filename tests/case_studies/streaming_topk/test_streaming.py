@@ -71,3 +71,47 @@ def test_chunk_without_score_column():
         top_k_chunks([ev], -1)
     with pytest.raises(ValueError, match="chunks is empty"):
         top_k_chunks([], 3)
+
+
+def test_chunks_must_be_an_iterable_of_chunks():
+    ev = _events(10)
+    with pytest.raises(TypeError, match=r"^chunks=5 is not iterable: pass a list or generator"):
+        top_k_chunks(5, 2)
+    with pytest.raises(TypeError, match=r"^chunks is one NumPy array, not an iterable of chunks"):
+        top_k_chunks(ev, 2)
+    # numpy ints are ints
+    ids = top_k_chunks([ev[:4], ev[4:]], 3, threads=np.int64(2))[1]
+    assert ids.tolist() == _exact_ids(ev["score"], 3).tolist()
+    with pytest.raises(ValueError, match=r"^threads=0: must be an int >= 1"):
+        top_k_chunks([ev], 2, threads=0)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_chunks_unlike_chunk_0_are_refused_whatever_the_schedule(threads):
+    # the score dtype was compared per thread at the end: a float chunk and an int
+    # chunk taken by two threads gave a float result, by one thread an error
+    pd = pytest.importorskip("pandas")
+    ev = _events(12)
+    floats = [pd.DataFrame({"score": [1.0, 5.0]}), pd.DataFrame({"score": [2.0, 3.0]})]
+    cases = [
+        (
+            floats + [pd.DataFrame({"score": [7, 0]})],
+            r"^chunk 2: the score column 'score' has dtype int64 but chunk 0's has float64",
+        ),
+        (
+            [ev, pd.DataFrame({"score": [7.0, 0.0]})],
+            r"^chunk 1 is a DataFrame but chunk 0 is a structured array: pass chunks of one kind",
+        ),
+        (
+            [ev, ev[["score", "user"]]],
+            r"^chunk 1 has fields \(score, user\) but chunk 0 has \(score, user, tag\)",
+        ),
+        (
+            [pd.DataFrame({"score": ["a", "b"]})],
+            r"^chunk 0: the score column 'score' has dtype object, which top-k cannot rank",
+        ),
+    ]
+    for chunks, msg in cases:
+        for _ in range(10):
+            with pytest.raises(TypeError, match=msg):
+                top_k_chunks(iter(chunks), 2, threads=threads)
