@@ -42,9 +42,12 @@ ULP32 = 2.0**-23
 #: float32, transformers runs the conv and parts of the scan in bfloat16.
 #: Measured on three inputs: propopt 0.81-0.94x transformers' RMS error.
 SLACK_BF16 = 1.1
-#: Gradients of one training step, relative to each parameter's gradient
-#: norm: float32 rounding through two layers (measured at most 3.3e-6).
-GRAD_RTOL = 1e-4
+#: Gradients of one training step against the float64 run's, relative to
+#: each parameter's gradient norm: rounding noise, so per parameter either
+#: path may be the closer one (propopt's error measured at most 1.24x
+#: transformers' for Mamba-1, 1.38x for Mamba-2, 24 layers); over all
+#: parameters together, SLACK as for the logits.
+SLACK_GRAD_PARAM = 2.0
 
 #: Prefill lengths: Mamba-2's 260 is a chunk of 256 and a partial chunk;
 #: Mamba-1's reference is transformers' Python loop over tokens, so shorter.
@@ -123,7 +126,6 @@ def _check_logits(which, full, batch=2):
     fast = _logits(hf.accelerate(model), ids)
     err_hf, err_pp = _rel(ref, exact), _rel(fast, exact)
     assert err_pp <= SLACK * err_hf + ULP32, (err_pp, err_hf)
-    assert _rel(fast, ref) <= 1e-4
 
 
 @pytest.mark.parametrize("which", WHICH)
@@ -156,17 +158,22 @@ def test_training_step_gradients_match(which):
 def _check_grads(which, full):
     model = model_for(which, full).train()
     ids = _ids(model, 2, L_TRAIN)
-    fast = hf.accelerate(copy.deepcopy(model))
     grads = []
-    for m in (model, fast):
+    for m in (copy.deepcopy(model).double(), model, hf.accelerate(copy.deepcopy(model))):
         m.zero_grad()
         m(ids, labels=ids).loss.backward()
-        grads.append({n: p.grad.clone() for n, p in m.named_parameters() if p.grad is not None})
-    ref, got = grads
-    assert ref.keys() == got.keys() and len(ref) > 10
-    for name, g in ref.items():
-        err = ((got[name] - g).norm() / g.norm()).item()
-        assert err <= GRAD_RTOL, (name, err)
+        grads.append({n: p.grad.double() for n, p in m.named_parameters() if p.grad is not None})
+    exact, ref, got = grads
+    assert exact.keys() == ref.keys() == got.keys() and len(ref) > 10
+
+    def err(g, name=None):
+        names = [name] if name else list(exact)
+        diff = torch.cat([(g[n] - exact[n]).ravel() for n in names])
+        return (diff.norm() / torch.cat([exact[n].ravel() for n in names]).norm()).item()
+
+    for name in exact:
+        assert err(got, name) <= SLACK_GRAD_PARAM * err(ref, name) + ULP32, name
+    assert err(got) <= SLACK * err(ref) + ULP32, (err(got), err(ref))
 
 
 @pytest.mark.parametrize("which", WHICH)
