@@ -219,7 +219,7 @@ def _pool_threads() -> frozenset[int]:
     """
     import numpy as np
 
-    most = numba.config.NUMBA_NUM_THREADS
+    most = numba.config.NUMBA_NUM_THREADS  # type: ignore[attr-defined]
     before = numba.get_num_threads()
     out = np.zeros(64 * most, dtype=np.int64)
     try:
@@ -313,7 +313,7 @@ def set_num_threads(n: int | None) -> _Setting:
         if isinstance(n, bool) or not isinstance(n, numbers.Integral):
             raise TypeError(f"n={n!r}: must be an int >= 1 or None")
         n = int(n)
-        most = numba.config.NUMBA_NUM_THREADS
+        most = numba.config.NUMBA_NUM_THREADS  # type: ignore[attr-defined]
         if not 1 <= n <= most:
             raise ValueError(
                 f"n={n}: must be between 1 and {most}, the threads numba started with; set "

@@ -36,10 +36,15 @@ def prepare(
     reverse: bool,
     exclusive: bool,
     identity: Leaves | None,
-) -> tuple[Any, Any, Leaves]:
-    """The segmented combine, its lifting to leaf lists, and ``[flags] + leaves``.
+) -> tuple[Any, Any, Leaves, Callable[[Leaves], Leaves]]:
+    """The segmented combine, its lifting to leaf lists, ``[flags] + leaves``, and a finish.
 
-    The three replace ``fn``, ``combine`` and the leaves in an inclusive scan.
+    The first three replace ``fn``, ``combine`` and the leaves in an inclusive
+    scan; ``finish`` turns its outputs into the result.  An exclusive scan is
+    the inclusive one shifted by one in scan order, with the identity at each
+    start: shifting the outputs, not the inputs, never combines the identity
+    with an element (``e . x == x`` fails in IEEE arithmetic for an inf or a
+    NaN in ``x``).
     """
     shape = tuple(int(d) for d in leaves[0].shape)
     n = shape[axis]
@@ -47,13 +52,18 @@ def prepare(
     lib = _Lib(kind)
     if n > 0:
         r = _scan_order(r, axis, reverse, lib)
-        if exclusive:
+
+    def finish(out: Leaves) -> Leaves:
+        out = out[1:]  # the flags
+        if exclusive and n > 0:
             assert identity is not None
-            leaves = [_shifted(x, e, r, axis, reverse, lib) for x, e in zip(leaves, identity)]
+            out = [_shifted(x, e, r, axis, reverse, lib) for x, e in zip(out, identity)]
+        return out
+
     if isinstance(fn, Monoid):
         seg = segmented(fn)
-        return seg, seg.combine_leaves, [lib.flags_like(r, leaves[0])] + list(leaves)
-    return _SegmentedCallable(fn), _ArrayCombine(combine), [lib.bools(r)] + list(leaves)
+        return seg, seg.combine_leaves, [lib.flags_like(r, leaves[0])] + list(leaves), finish
+    return _SegmentedCallable(fn), _ArrayCombine(combine), [lib.bools(r)] + list(leaves), finish
 
 
 def _checked(reset: Any, shape: tuple[int, ...], axis: int, kind: str) -> Any:

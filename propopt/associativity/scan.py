@@ -234,7 +234,7 @@ def associative_scan(
 
         if exclusive and ident is None:
             ident = _monoid_identity(fn, leaves, ax)  # type: ignore[arg-type]
-        fn, combine, leaves = _segments.prepare(
+        fn, combine, leaves, finish = _segments.prepare(
             fn, combine, leaves, reset, kind, ax, reverse, exclusive, ident
         )
         exclusive, ident = False, None
@@ -266,7 +266,7 @@ def associative_scan(
         ):
             out = _backends.BACKENDS[chosen].run(plan)
     if reset is not None:
-        out = out[1:]  # the flags
+        out = finish(out)
     if given is not None:
         out = _half.narrow(out, given, kind)
     if mask is not None:

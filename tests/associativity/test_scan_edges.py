@@ -133,3 +133,17 @@ def test_segmented_gradients_stay_in_their_segment():
     assert h[3:].tolist() == [1.0, 1.5, 1.75]
     assert a.grad[3:].tolist() == [0.0, 1.5, 1.5]
     assert b.grad[3:].tolist() == [1.75, 1.5, 1.0]
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_exclusive_segments_never_combine_the_identity(method):
+    # the element starting segment 1 holds a NaN coefficient: out_2 is b_1 itself
+    # (the plain recurrence from that start), not (1, 0) . (nan, b_1) = nan
+    a = np.ones(6)
+    a[1] = np.nan
+    b = np.arange(1.0, 7.0)
+    reset = np.array([True, True, False, False, False, False])
+    _, h = pp.associative_scan(
+        pp.linear_recurrence, (a, b), exclusive=True, reset=reset, method=method
+    )
+    assert h.tolist() == [0.0, 0.0, 2.0, 5.0, 9.0, 14.0]
