@@ -107,7 +107,7 @@ def points(name: str, X: Any, dim: int | None = None, *, allow_empty: bool = Tru
     if a.dtype.kind not in "fiub":
         raise TypeError(f"{name} has dtype {a.dtype}: pass real coordinates (float32 or float64)")
     if a.dtype not in (np.float32, np.float64):
-        a = a.astype(np.float32 if a.dtype.kind == "f" else np.float64)
+        a = a.astype(np.float32 if a.dtype.kind == "f" and a.dtype.itemsize < 4 else np.float64)
     if a.ndim != 2 or (dim is not None and a.shape[1] != dim):
         want = f"(n, {dim})" if dim is not None else "(n, d)"
         fix = " (one point per row)" if a.ndim == 1 else ""

@@ -129,3 +129,12 @@ def test_flag_generator_inexact():
     assert inexact(np.array([2**24 + 1], np.int32), np.float32) == 0
     assert inexact(np.arange(100, dtype=np.int8), np.float16) is None
     assert inexact(np.array([1.5]), np.float32) is None
+
+
+def test_long_double_points_keep_float64_precision():
+    # float16 and bfloat16 widen to float32; a wider float (longdouble) narrows to
+    # float64, never to float32
+    pos = (X * (1 + 1e-12)).astype(np.longdouble)
+    acc, _ = pp.direct_gravity(pos, np.ones(40), eps=0.1)
+    assert acc.dtype == np.float64
+    np.testing.assert_allclose(acc, gravity64(pos.astype(np.float64), np.ones(40), 0.1), rtol=1e-12)

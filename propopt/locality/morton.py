@@ -222,7 +222,7 @@ def _points(points: Any) -> np.ndarray:
     if a.dtype.kind not in "fiu":
         raise TypeError(f"points has dtype {a.dtype}: pass real coordinates (float32 or float64)")
     if a.dtype not in (np.float32, np.float64):
-        a = a.astype(np.float32 if a.dtype.kind == "f" else np.float64)
+        a = a.astype(np.float32 if a.dtype.kind == "f" and a.dtype.itemsize < 4 else np.float64)
     if a.ndim != 2 or a.shape[1] not in MORTON_BITS:
         raise ValueError(
             f"points has shape {a.shape}: Morton keys take (n, 2) or (n, 3) points "
