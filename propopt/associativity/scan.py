@@ -342,8 +342,8 @@ def _check_monoid_identity(m: Monoid, given: Leaves, leaves: Leaves, ax: int) ->
     """Refuse an ``identity=`` that is not the monoid's own identity."""
     own = _monoid_identity(m, leaves, ax)
     for g, o in zip(given, own):
-        g_np = np.asarray(g.detach().cpu() if hasattr(g, "detach") else g, dtype=np.float64)
-        o_np = np.asarray(o.detach().cpu() if hasattr(o, "detach") else o, dtype=np.float64)
+        g_np = np.asarray(g.detach().cpu() if hasattr(g, "detach") else g)
+        o_np = np.asarray(o.detach().cpu() if hasattr(o, "detach") else o)
         same = np.array_equal(g_np, o_np, equal_nan=True)
         if not same:
             flat = g_np.ravel()

@@ -30,6 +30,14 @@ def test_monoid_identity_must_be_its_own(method):
     assert out.tolist() == [0.0, 1.0, 3.0]
 
 
+def test_monoid_identity_compared_in_the_elements_dtype():
+    z = np.array([1 + 1j, 2 - 1j, 3j])
+    with pytest.raises(ValueError, match=r"identity=1j is not the identity of monoid 'add'"):
+        pp.associative_scan(pp.add, z, exclusive=True, identity=1j)
+    out = pp.associative_scan(pp.add, z, exclusive=True, identity=0j)
+    assert out.tolist() == [0j, 1 + 1j, 3 + 0j]
+
+
 @pytest.mark.parametrize("method", METHODS)
 def test_monoid_identity_pytree_and_segments(method):
     a, b = np.full(4, 0.5), np.ones(4)
