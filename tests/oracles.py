@@ -38,3 +38,16 @@ def gravity(
         acc[sl] = np.einsum("tj,tjk->tk", w * inv * inv, d)
         pot[sl] = -w.sum(1)
     return acc, pot
+
+
+def unsoftened_pull(pos, m, targets=None):
+    """Plain float64 sum ``sum_j m_j d / |d|^3`` (eps = 0; identical positions skipped)."""
+    pos = np.asarray(pos, np.float64)
+    T = pos if targets is None else np.asarray(targets, np.float64)
+    acc = np.zeros((len(T), 3))
+    for i, t in enumerate(T):
+        d = pos - t
+        r2 = (d * d).sum(1)
+        ok = r2 > 0
+        acc[i] = (m[ok, None] * d[ok] / r2[ok, None] ** 1.5).sum(0)
+    return acc

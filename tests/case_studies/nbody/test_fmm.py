@@ -7,7 +7,7 @@ import pytest
 
 from case_studies.nbody import fmm, fmm_parameters
 from case_studies.nbody.distributions import DISTRIBUTIONS
-from tests.oracles import gravity
+from tests.oracles import gravity, unsoftened_pull
 
 
 def _direct(pos, m, eps, targets=None, target_eps=None):
@@ -186,25 +186,12 @@ def test_accuracy_every_distribution(name, tol):
     assert np.quantile(_relerr(a, a0), 0.99) <= tol
 
 
-def _pairwise64(pos, m, targets=None):
-    """Plain float64 sum ``sum_j m_j d / |d|^3`` (eps = 0; identical positions skipped)."""
-    pos = np.asarray(pos, np.float64)
-    T = pos if targets is None else np.asarray(targets, np.float64)
-    acc = np.zeros((len(T), 3))
-    for i, t in enumerate(T):
-        d = pos - t
-        r2 = (d * d).sum(1)
-        ok = r2 > 0
-        acc[i] = (m[ok, None] * d[ok] / r2[ok, None] ** 1.5).sum(0)
-    return acc
-
-
 def test_close_pair_of_the_docstring():
     # body 0 and body 1 are 1e-9 apart: float32 near-field coordinates used to round
     # them to one point, giving body 0 the pull [1, 1, 0] of the other two alone
     pos = np.array([[0.0, 0, 0], [1e-9, 0, 0], [1, 0, 0], [0, 1, 0]])
     a = fmm(pos, np.ones(4))
-    np.testing.assert_allclose(a, _pairwise64(pos, np.ones(4)), rtol=1e-6)
+    np.testing.assert_allclose(a, unsoftened_pull(pos, np.ones(4)), rtol=1e-6)
     assert a[0, 0] == pytest.approx(1e18, rel=1e-9)
 
 
@@ -217,11 +204,11 @@ def test_close_pairs_within_tol(sep, tol):
     pos = np.vstack([pos, pos[:20] + sep * u / np.linalg.norm(u, axis=1, keepdims=True)])
     m = np.r_[m, m[:20]]
     close = np.r_[np.arange(20), 1500 + np.arange(20)]
-    a0 = _pairwise64(pos, m)
+    a0 = unsoftened_pull(pos, m)
     err = _relerr(fmm(pos, m, tol=tol), a0)
     assert np.quantile(err, 0.99) <= tol and np.max(err[close]) <= tol
     t = pos[close] + 1e-3 * sep  # separate targets next to the bodies
-    assert np.max(_relerr(fmm(pos, m, tol=tol, targets=t), _pairwise64(pos, m, t))) <= tol
+    assert np.max(_relerr(fmm(pos, m, tol=tol, targets=t), unsoftened_pull(pos, m, t))) <= tol
 
 
 def _softened64(pos, m, eps):

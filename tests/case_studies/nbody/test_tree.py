@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 import propopt as pp
 from case_studies.nbody import Octree, barnes_hut, nbody_naive, plummer_sphere
 from tests.oracles import gravity as direct_reference
+from tests.oracles import unsoftened_pull
 
 # theta = 0 opens every node: the walk is the direct sum in another order.
 # float64 sums of <= 2000 terms of mixed sign: 1e-10 relative is ~1e5 ulps of slack.
@@ -378,19 +379,6 @@ def test_device_is_apart_from_the_method():
     np.testing.assert_allclose(a_tree, a_direct, rtol=1e-10, atol=1e-12)
 
 
-def _pairwise64(pos, m, targets=None):
-    """Plain float64 sum ``sum_j m_j d / |d|^3`` (eps = 0; identical positions skipped)."""
-    pos = np.asarray(pos, np.float64)
-    T = pos if targets is None else np.asarray(targets, np.float64)
-    acc = np.zeros((len(T), 3))
-    for i, t in enumerate(T):
-        d = pos - t
-        r2 = (d * d).sum(1)
-        ok = r2 > 0
-        acc[i] = (m[ok, None] * d[ok] / r2[ok, None] ** 1.5).sum(0)
-    return acc
-
-
 def _with_close_partners(sep, n=600, k=15, seed=9):
     """A Plummer sphere and ``k`` partners, each ``sep`` from a body in a random direction."""
     pos, _, m = plummer_sphere(n, seed=seed)
@@ -405,7 +393,7 @@ def test_float32_close_pairs_are_not_coincident(sep):
     # float32 coordinates relative to a group's centre round at ~6e-8 of its size:
     # bodies closer than that used to count as coincident (their pull dropped)
     pos, m, close = _with_close_partners(sep)
-    a0 = _pairwise64(pos, m)
+    a0 = unsoftened_pull(pos, m)
     for theta in (0.0, 0.6):
         a32, _ = barnes_hut(pos, m, theta=theta, precision="float32")
         a64, _ = barnes_hut(pos, m, theta=theta)
@@ -414,7 +402,7 @@ def test_float32_close_pairs_are_not_coincident(sep):
         assert np.max(_relerr(a32[close], a0[close])) < (3e-5 if theta == 0 else 1e-3)
     t = pos[close] + 1e-3 * sep  # separate targets next to the bodies
     a32, _ = barnes_hut(pos, m, targets=t, theta=0.0, precision="float32")
-    np.testing.assert_allclose(a32, _pairwise64(pos, m, t), rtol=3e-5)
+    np.testing.assert_allclose(a32, unsoftened_pull(pos, m, t), rtol=3e-5)
 
 
 def test_float32_coincident_bodies_still_skipped():
@@ -422,7 +410,7 @@ def test_float32_coincident_bodies_still_skipped():
     pos, _, m = plummer_sphere(300, seed=1)
     pos[1] = pos[0]
     a32, p32 = barnes_hut(pos, m, theta=0.0, precision="float32")
-    a0 = _pairwise64(pos, m)
+    a0 = unsoftened_pull(pos, m)
     assert np.max(_relerr(a32, a0)) < 3e-5 and np.all(np.isfinite(p32))
 
 
