@@ -311,23 +311,38 @@ def _mamba_forward(self: Any, hidden_states: Any, cache: Any = None, attention_m
     return self.out_proj(y.transpose(1, 2).to(dtype))
 
 
-def _mamba_token(self: Any, hidden_states: Any, conv_state: Any, ssm_state: Any) -> Any:
+def _token(self: Any, hidden_states: Any, conv_state: Any, ssm_state: Any, step: Any) -> Any:
+    """One decoded token of a mixer: ``in_proj``, the fused numba ``step``, ``out_proj``.
+
+    ``step(proj, ct, conv_state, conv_weight, conv_bias, ssm_state)`` gets
+    NumPy views in the compute dtype ``ct`` and updates both states in place;
+    they are written back into the cache's tensors afterwards.
+    """
     import torch
 
-    dtype = hidden_states.dtype
-    xz = self.in_proj(hidden_states[:, 0])
-    ct = _compute_dtype(xz)
+    proj = self.in_proj(hidden_states[:, 0])
+    ct = _compute_dtype(proj)
     cs, put_cs = _inout(conv_state, ct)
     hs, put_hs = _inout(ssm_state, ct)
     c = self.conv1d
     cb = torch.zeros(c.weight.shape[0], dtype=ct) if c.bias is None else c.bias
-    db = torch.zeros_like(cb) if self.dt_proj.bias is None else self.dt_proj.bias
-    y = K.mamba_token(_np(xz, ct), cs, _np(c.weight[:, 0], ct), _np(cb, ct),
-                      _np(self.x_proj.weight, ct), _np(self.dt_proj.weight, ct), _np(db, ct),
-                      _np(self.A_log.float(), ct), _np(self.D, ct), hs)  # fmt: skip
+    y = step(_np(proj, ct), ct, cs, _np(c.weight[:, 0], ct), _np(cb, ct), hs)
     put_cs()
     put_hs()
-    return self.out_proj(torch.from_numpy(y).to(dtype)[:, None])
+    return self.out_proj(torch.from_numpy(y).to(hidden_states.dtype)[:, None])
+
+
+def _mamba_token(self: Any, hidden_states: Any, conv_state: Any, ssm_state: Any) -> Any:
+    import torch
+
+    def step(xz: Any, ct: Any, cs: Any, cw: Any, cb: Any, hs: Any) -> Any:
+        bias = self.dt_proj.bias
+        db = torch.zeros(self.dt_proj.weight.shape[0], dtype=ct) if bias is None else bias
+        return K.mamba_token(xz, cs, cw, cb, _np(self.x_proj.weight, ct),
+                             _np(self.dt_proj.weight, ct), _np(db, ct),
+                             _np(self.A_log.float(), ct), _np(self.D, ct), hs)  # fmt: skip
+
+    return _token(self, hidden_states, conv_state, ssm_state, step)
 
 
 # ---------------------------------------------------------------- Mamba-2
@@ -378,20 +393,11 @@ def _mamba2_forward(self: Any, hidden_states: Any, cache: Any = None, attention_
 
 
 def _mamba2_token(self: Any, hidden_states: Any, conv_state: Any, ssm_state: Any) -> Any:
-    import torch
+    def step(zxbcdt: Any, ct: Any, cs: Any, cw: Any, cb: Any, hs: Any) -> Any:
+        n = self.norm
+        A_log = _np(self.A_log.float(), ct)  # A = -exp(A_log) in float32, as transformers
+        return K.mamba2_token(zxbcdt, cs, cw, cb, A_log, _np(self.D, ct),
+                              _np(self.dt_bias, ct), hs, _np(n.weight, ct),
+                              n.variance_epsilon, self.n_groups)  # fmt: skip
 
-    dtype = hidden_states.dtype
-    zxbcdt = self.in_proj(hidden_states[:, 0])
-    ct = _compute_dtype(zxbcdt)
-    cs, put_cs = _inout(conv_state, ct)
-    hs, put_hs = _inout(ssm_state, ct)
-    c = self.conv1d
-    cb = torch.zeros(c.weight.shape[0], dtype=ct) if c.bias is None else c.bias
-    n = self.norm
-    A_log = _np(self.A_log.float(), ct)  # A = -exp(A_log) in float32, as transformers
-    y = K.mamba2_token(_np(zxbcdt, ct), cs, _np(c.weight[:, 0], ct), _np(cb, ct), A_log,
-                       _np(self.D, ct), _np(self.dt_bias, ct), hs, _np(n.weight, ct),
-                       n.variance_epsilon, self.n_groups)  # fmt: skip
-    put_cs()
-    put_hs()
-    return self.out_proj(torch.from_numpy(y).to(dtype)[:, None])
+    return _token(self, hidden_states, conv_state, ssm_state, step)
