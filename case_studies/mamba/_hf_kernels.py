@@ -15,6 +15,13 @@ about thirty small torch operations per layer for one decoded token.  Here:
   conv and its SiLU, (Mamba-1) the ``x_proj`` and ``dt_proj`` products,
   softplus, the state update, ``D``, the gate and (Mamba-2) the grouped RMS
   norm, in one call.
+* :func:`mamba_layer_token` / :func:`mamba2_layer_token` /
+  :func:`final_logits`: one decoded token of a whole block (the block's
+  RMS norm, ``in_proj``, the mixer's token, ``out_proj`` and the residual
+  add) and of the model's head (final norm and ``lm_head``), in one call
+  each.  The matrix-vector products read each weight row once, rows split
+  between threads (:func:`_gemv`): decoding one token reads every weight of
+  the model once, so it runs at the memory's read bandwidth.
 
 The SiLU and softplus use the vectorizable ``fexp`` / ``fsoftplus`` of
 :mod:`._exp` (``math.exp`` in a numba loop is a scalar libm call, about 25x
@@ -48,6 +55,9 @@ CONV_TILE = 32
 #: Batch rows from which the decode kernels run rows on parallel threads;
 #: below it one serial call (a parallel region costs more than a row).
 PARALLEL_ROWS = 4
+
+#: Weight rows per task of :func:`_gemv`: 3,072 rows make 192 tasks.
+GEMV_ROWS = 16
 
 
 @njit(parallel=True, fastmath=FASTMATH, cache=True)
@@ -287,3 +297,118 @@ def mamba2_token(zxbcdt: np.ndarray, cs: np.ndarray, cw: np.ndarray, cb: np.ndar
         with threads.sized():
             _mamba2_rows(zxbcdt, cs, cw, cb, A_log, D, dtb, h, nw, e, ig, G, out, xbuf, one)
     return out
+
+
+# ------------------------------------------------- whole blocks, one token
+@njit(parallel=True, fastmath=FASTMATH, cache=True)
+def _gemv(W, bias, x, out, accumulate, one):  # type: ignore[no-untyped-def]
+    """``out[b, r] = W[r] . x[b] + bias[r]`` (``+=`` when ``accumulate``), rows on threads."""
+    n, k = W.shape
+    nb = x.shape[0]
+    zero = one - one
+    for task in prange((n + GEMV_ROWS - 1) // GEMV_ROWS):
+        for r in range(task * GEMV_ROWS, min(n, task * GEMV_ROWS + GEMV_ROWS)):
+            wr = W[r]
+            for b in range(nb):
+                xb = x[b]
+                acc = zero
+                for j in range(k):
+                    acc += wr[j] * xb[j]
+                v = acc + bias[r]
+                if accumulate:
+                    out[b, r] += v
+                else:
+                    out[b, r] = v
+
+
+@njit(fastmath=FASTMATH, cache=True)
+def _rms(x, w, eps, out, one):  # type: ignore[no-untyped-def]
+    """transformers' ``MambaRMSNorm``: ``w * x / sqrt(mean(x^2) + eps)`` per row."""
+    nb, d = x.shape
+    zero = one - one
+    for b in range(nb):
+        s = zero
+        for j in range(d):
+            s += x[b, j] * x[b, j]
+        r = one / math.sqrt(s / d + eps)
+        for j in range(d):
+            out[b, j] = w[j] * (x[b, j] * r)
+
+
+@njit(fastmath=FASTMATH, cache=True)
+def _mamba_block(hid, nw, eps, Win, bin_, cs, cw, cb, Wx, Wdt, dtb, A_log, D, h, Wout, bout,
+                 hn, xz, y, xbuf, dbl, one):  # type: ignore[no-untyped-def]  # fmt: skip
+    _rms(hid, nw, eps, hn, one)
+    _gemv(Win, bin_, hn, xz, False, one)
+    for b in range(hid.shape[0]):
+        _mamba_row(b, xz, cs, cw, cb, Wx, Wdt, dtb, A_log, D, h, y, xbuf[b], dbl[b], one)
+    _gemv(Wout, bout, y, hid, True, one)
+
+
+@njit(fastmath=FASTMATH, cache=True)
+def _mamba2_block(hid, nw, eps, Win, bin_, cs, cw, cb, A_log, D, dtb, h, gw, geps, inv_g, G,
+                  Wout, bout, hn, zx, y, xbuf, one):  # type: ignore[no-untyped-def]  # fmt: skip
+    _rms(hid, nw, eps, hn, one)
+    _gemv(Win, bin_, hn, zx, False, one)
+    for b in range(hid.shape[0]):
+        _mamba2_row(b, zx, cs, cw, cb, A_log, D, dtb, h, gw, geps, inv_g, G, y, xbuf[b], one)
+    _gemv(Wout, bout, y, hid, True, one)
+
+
+@njit(fastmath=FASTMATH, cache=True)
+def _head(hid, nw, eps, W, bias, hn, logits, one):  # type: ignore[no-untyped-def]
+    _rms(hid, nw, eps, hn, one)
+    _gemv(W, bias, hn, logits, False, one)
+
+
+class Scratch:
+    """Buffers one decoded token's blocks share (allocated once per token, not per block)."""
+
+    def __init__(self, nb: int, d: int, rows_in: int, inner: int, xwidth: int, dbl: int,
+                 dtype: np.dtype) -> None:  # fmt: skip
+        self.one = dtype.type(1)
+        self.hn = np.empty((nb, d), dtype)
+        self.proj = np.empty((nb, rows_in), dtype)
+        self.y = np.empty((nb, inner), dtype)
+        self.xbuf = np.empty((nb, xwidth), dtype)
+        self.dbl = np.empty((nb, dbl), dtype)
+
+
+def mamba_layer_token(hid: np.ndarray, nw: np.ndarray, eps: float, Win: np.ndarray,
+                      bin_: np.ndarray, cs: np.ndarray, cw: np.ndarray, cb: np.ndarray,
+                      Wx: np.ndarray, Wdt: np.ndarray, dtb: np.ndarray, A_log: np.ndarray,
+                      D: np.ndarray, h: np.ndarray, Wout: np.ndarray, bout: np.ndarray,
+                      s: Scratch) -> None:  # fmt: skip
+    """One token through a whole Mamba-1 block, in place: ``hid += out_proj(mixer(norm(hid)))``.
+
+    ``hid`` (batch, d) the residual stream; ``nw``, ``eps`` the block's RMS
+    norm; ``Win`` (2 Di, d), ``bin_`` ``in_proj``; ``Wout`` (d, Di), ``bout``
+    ``out_proj``; the rest as :func:`mamba_token` (``cs`` and ``h`` updated
+    in place).  Run it under :func:`propopt.threads.sized`.
+    """
+    _mamba_block(hid, nw, hid.dtype.type(eps), Win, bin_, cs, cw, cb, Wx, Wdt, dtb, A_log, D, h,
+                 Wout, bout, s.hn, s.proj, s.y, s.xbuf, s.dbl, s.one)  # fmt: skip
+
+
+def mamba2_layer_token(hid: np.ndarray, nw: np.ndarray, eps: float, Win: np.ndarray,
+                       bin_: np.ndarray, cs: np.ndarray, cw: np.ndarray, cb: np.ndarray,
+                       A_log: np.ndarray, D: np.ndarray, dtb: np.ndarray, h: np.ndarray,
+                       gw: np.ndarray, geps: float, G: int, Wout: np.ndarray, bout: np.ndarray,
+                       s: Scratch) -> None:  # fmt: skip
+    """One token through a whole Mamba-2 block, in place (see :func:`mamba_layer_token`).
+
+    ``gw``, ``geps``, ``G``: the gated norm's weight, epsilon and groups; the
+    mixer's arguments as :func:`mamba2_token`.
+    """
+    t = hid.dtype.type
+    Di = h.shape[1] * h.shape[2]
+    _mamba2_block(hid, nw, t(eps), Win, bin_, cs, cw, cb, A_log, D, dtb, h, gw, t(geps),
+                  t(G / Di), G, Wout, bout, s.hn, s.proj, s.y, s.xbuf, s.one)  # fmt: skip
+
+
+def final_logits(hid: np.ndarray, nw: np.ndarray, eps: float, W: np.ndarray,
+                 bias: np.ndarray, s: Scratch) -> np.ndarray:  # fmt: skip
+    """``lm_head(norm_f(hid))``: (batch, vocab) logits of the last token."""
+    logits = np.empty((hid.shape[0], W.shape[0]), hid.dtype)
+    _head(hid, nw, hid.dtype.type(eps), W, bias, s.hn, logits, s.one)
+    return logits

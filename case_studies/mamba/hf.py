@@ -19,6 +19,17 @@ treatment of ``attention_mask`` and the cache, on propopt's kernels:
 * with gradients (training): transformers' torch operations around the
   scan, and :func:`selective_scan` / :func:`ssd_scan` under torch autograd.
 
+A ``MambaForCausalLM`` / ``Mamba2ForCausalLM`` whose mixers are all patched
+also gets a forward of its own for the calls ``generate`` makes after the
+prompt (one token per sequence, with the cache, float32 weights on the CPU,
+no gradients): each block (its RMS norm, ``in_proj``, the mixer's token,
+``out_proj``, the residual add) is one numba call, and so is the head
+(``norm_f``, ``lm_head``), with the matrix-vector products split by rows
+between threads.  Decoding a token reads every weight once, so this runs at
+the memory's read bandwidth, where transformers' layers run some forty small
+torch operations each.  Every other call goes to the model's own forward,
+whose mixers are patched as above.
+
 :func:`restore` removes those attributes: afterwards the model is exactly
 transformers' again.  The reference path of every fast path here is
 transformers' own forward (the tests compare the two, both against a
@@ -44,6 +55,7 @@ undone by deleting one attribute.
 from __future__ import annotations
 
 import types
+import weakref
 from typing import Any
 
 import numpy as np
@@ -92,9 +104,10 @@ def is_usable_for(module: Any) -> bool:
 
 
 def is_accelerated(module: Any) -> bool:
-    """Whether ``module`` is a mixer that :func:`accelerate` patched (and not yet restored)."""
+    """Whether :func:`accelerate` patched ``module`` (a mixer or a causal LM), not yet restored."""
     f = vars(module).get("forward")
-    return isinstance(f, types.MethodType) and f.__func__ in (_mamba_forward, _mamba2_forward)
+    return isinstance(f, types.MethodType) and f.__func__ in (
+        _mamba_forward, _mamba2_forward, _lm_forward)  # fmt: skip
 
 
 def accelerate(model: Any) -> Any:
@@ -157,6 +170,9 @@ def accelerate(model: Any) -> Any:
         if is_usable_for(mod):
             fwd = _mamba_forward if isinstance(mod, m1) else _mamba2_forward
             mod.forward = types.MethodType(fwd, mod)
+    for mod in model.modules():
+        if _is_causal_lm(mod) and "forward" not in vars(mod):
+            mod.forward = types.MethodType(_lm_forward, mod)
     return model
 
 
@@ -168,6 +184,17 @@ def restore(model: Any) -> Any:
         if is_accelerated(mod):
             del mod.forward
     return model
+
+
+def _is_causal_lm(module: Any) -> bool:
+    """A transformers ``MambaForCausalLM`` / ``Mamba2ForCausalLM`` with its class's forward."""
+    from transformers.models.mamba.modeling_mamba import MambaForCausalLM
+    from transformers.models.mamba2.modeling_mamba2 import Mamba2ForCausalLM
+
+    cls = type(module)
+    return ((isinstance(module, MambaForCausalLM) and cls.forward is MambaForCausalLM.forward)
+            or (isinstance(module, Mamba2ForCausalLM)
+                and cls.forward is Mamba2ForCausalLM.forward))  # fmt: skip
 
 
 # ---------------------------------------------------------------- shared
@@ -401,3 +428,158 @@ def _mamba2_token(self: Any, hidden_states: Any, conv_state: Any, ssm_state: Any
                               n.variance_epsilon, self.n_groups)  # fmt: skip
 
     return _token(self, hidden_states, conv_state, ssm_state, step)
+
+
+# ---------------------------------------------------------------- one token, whole model
+def _lm_forward(self: Any, input_ids: Any = None, attention_mask: Any = None,
+                inputs_embeds: Any = None, cache: Any = None, labels: Any = None,
+                output_hidden_states: Any = None, return_dict: Any = None, use_cache: Any = None,
+                logits_to_keep: Any = 0, **kwargs: Any) -> Any:  # fmt: skip
+    """propopt's forward of a transformers Mamba / Mamba-2 causal LM (see :func:`accelerate`)."""
+    cache = kwargs.pop("cache_params", cache)
+    cfg = self.config
+    if output_hidden_states is None:
+        output_hidden_states = cfg.output_hidden_states
+    plan = None
+    if not (kwargs or labels is not None or output_hidden_states or inputs_embeds is not None
+            or attention_mask is not None or not isinstance(logits_to_keep, int)):  # fmt: skip
+        plan = _decode_plan(self, input_ids, cache)
+    if plan is None:
+        return type(self).forward(
+            self, input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds,
+            cache=cache, labels=labels, output_hidden_states=output_hidden_states,
+            return_dict=return_dict, use_cache=use_cache, logits_to_keep=logits_to_keep,
+            **kwargs)  # fmt: skip
+    logits = _decode_token(self, input_ids, plan)
+    if use_cache is None:
+        use_cache = cfg.use_cache if not self.training else False
+    if not (return_dict if return_dict is not None else cfg.return_dict):
+        return (logits, cache)
+    from transformers.models.mamba.modeling_mamba import MambaCausalLMOutput, MambaForCausalLM
+    from transformers.models.mamba2.modeling_mamba2 import Mamba2CausalLMOutput
+
+    out = MambaCausalLMOutput if isinstance(self, MambaForCausalLM) else Mamba2CausalLMOutput
+    return out(loss=None, logits=logits, cache=cache if use_cache else None, hidden_states=None)
+
+
+class _NotCovered(Exception):
+    """A tensor of the model that the one-token path does not take (not float32 on the CPU)."""
+
+
+class _Views:
+    """NumPy views of a model's float32 CPU tensors, reused while each tensor is unchanged.
+
+    A view is kept per tensor object and its data pointer, so that ``model.to``
+    (new data in the same parameter) and assigning a new parameter are seen;
+    in-place updates (an optimizer step, ``load_state_dict``) show through
+    the view.  Converting about 300 tensors anew would cost a few percent of
+    a token.
+    """
+
+    def __init__(self) -> None:
+        self._seen: dict[int, tuple[Any, int, np.ndarray]] = {}
+        self._zeros: dict[int, np.ndarray] = {}
+
+    def __call__(self, t: Any) -> np.ndarray:
+        ptr = t.data_ptr()
+        hit = self._seen.get(id(t))
+        if hit is not None and hit[0] is t and hit[1] == ptr:
+            return hit[2]
+        view = self.once(t)
+        self._seen[id(t)] = (t, ptr, view)
+        return view
+
+    @staticmethod
+    def once(t: Any) -> np.ndarray:
+        """A view not kept (for the cache's states, new with every ``generate``)."""
+        import torch
+
+        if t.dtype != torch.float32 or t.device.type != "cpu" or not t.is_contiguous():
+            raise _NotCovered
+        return t.detach().numpy()  # type: ignore[no-any-return]
+
+    def bias(self, lin: Any) -> np.ndarray:
+        """A linear or conv layer's bias, zeros where it has none."""
+        if lin.bias is not None:
+            return self(lin.bias)
+        n = lin.weight.shape[0]
+        if n not in self._zeros:
+            self._zeros[n] = np.zeros(n, np.float32)
+        return self._zeros[n]
+
+
+#: The views of each accelerated model, dropped with the model.
+_VIEWS: weakref.WeakKeyDictionary[Any, _Views] = weakref.WeakKeyDictionary()
+
+
+def _decode_plan(self: Any, input_ids: Any, cache: Any) -> list[tuple[Any, ...]] | None:
+    """The arguments of each block's one-token kernel, or ``None`` where the call is not
+    covered: one token per sequence after a cached prefix, every mixer patched, float32
+    weights and states on the CPU, no gradients."""
+    import torch
+
+    if (cache is None or input_ids is None or input_ids.ndim != 2 or input_ids.shape[1] != 1
+            or input_ids.device.type != "cpu" or input_ids.is_floating_point()
+            or input_ids.min() < 0
+            or input_ids.max() >= self.backbone.embeddings.weight.shape[0]):  # fmt: skip
+        return None  # out-of-range ids get transformers' error
+    if torch.is_grad_enabled() and any(p.requires_grad for p in self.parameters()):
+        return None
+    views = _VIEWS.get(self)
+    if views is None:
+        views = _VIEWS.setdefault(self, _Views())
+    _, m2 = _mixer_classes()
+    plan: list[tuple[Any, ...]] = []
+    try:
+        for layer in self.backbone.layers:
+            mix = layer.mixer
+            if not is_accelerated(mix):
+                return None
+            conv_state, ssm_state = _states(mix, cache)
+            if conv_state is None or ssm_state is None or cache.is_recording_past(mix.layer_idx):
+                return None
+            norm = layer.norm
+            common = (views(norm.weight), norm.variance_epsilon, views(mix.in_proj.weight),
+                      views.bias(mix.in_proj), views.once(conv_state), views(mix.conv1d.weight)[:, 0],
+                      views.bias(mix.conv1d))  # fmt: skip
+            out = (views(mix.out_proj.weight), views.bias(mix.out_proj))
+            if isinstance(mix, m2):
+                n = mix.norm
+                plan.append((True, *common, views(mix.A_log), views(mix.D), views(mix.dt_bias),
+                             views.once(ssm_state), views(n.weight), n.variance_epsilon, mix.n_groups,
+                             *out))  # fmt: skip
+            else:
+                plan.append((False, *common, views(mix.x_proj.weight), views(mix.dt_proj.weight),
+                             views.bias(mix.dt_proj), views(mix.A_log), views(mix.D),
+                             views.once(ssm_state), *out))  # fmt: skip
+        bb = self.backbone
+        head = (views(bb.norm_f.weight), bb.norm_f.variance_epsilon,
+                views(self.lm_head.weight), views.bias(self.lm_head),
+                views(bb.embeddings.weight))  # fmt: skip
+    except _NotCovered:
+        return None
+    plan.append(head)
+    return plan
+
+
+def _decode_token(self: Any, input_ids: Any, plan: list[tuple[Any, ...]]) -> Any:
+    """Logits (batch, 1, vocab) of one decoded token; updates the cache's states in place."""
+    import torch
+
+    from propopt import threads
+
+    *blocks, (nw, eps, W, bias, emb) = plan
+    h = emb[input_ids[:, 0].numpy()]  # a copy: the residual stream
+    first = self.backbone.layers[0].mixer
+    Di = first.intermediate_size
+    if blocks[0][0]:
+        xw, dbl = first.conv_dim, 0
+    else:
+        xw, dbl = Di, first.time_step_rank + 2 * first.ssm_state_size
+    s = K.Scratch(h.shape[0], h.shape[1], first.in_proj.out_features, Di, xw, dbl,
+                  np.dtype(np.float32))  # fmt: skip
+    with threads.sized():
+        for mamba2, *args in blocks:
+            (K.mamba2_layer_token if mamba2 else K.mamba_layer_token)(h, *args, s)
+        logits = K.final_logits(h, nw, eps, W, bias, s)
+    return torch.from_numpy(logits)[:, None]

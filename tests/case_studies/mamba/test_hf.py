@@ -102,7 +102,8 @@ class Spy:
 
     def __init__(self, monkeypatch):
         self.calls = {}
-        for name in ("conv_silu", "mamba_token", "mamba2_token", "group_rms_norm"):
+        for name in ("conv_silu", "mamba_token", "mamba2_token", "group_rms_norm",
+                     "mamba_layer_token", "mamba2_layer_token", "final_logits"):
             monkeypatch.setattr(hf.K, name, self._wrap(name, getattr(hf.K, name)))
         for name in ("selective_scan", "ssd_scan"):
             monkeypatch.setattr(hf, name, self._wrap(name, getattr(hf, name)))
@@ -146,8 +147,63 @@ def test_greedy_generate_gives_the_same_ids(which, monkeypatch):
         spy = Spy(monkeypatch)
         out = hf.accelerate(model).generate(ids, **kw)
     assert torch.equal(out, ref)
-    token = "mamba_token" if which == "mamba" else "mamba2_token"
-    assert spy.calls[token] == 2 * 31  # every decoded token, every layer: one fused call
+    block = "mamba_layer_token" if which == "mamba" else "mamba2_layer_token"
+    # every decoded token: one fused call per block and one for the head
+    assert spy.calls[block] == 2 * 31 and spy.calls["final_logits"] == 31
+    assert "mamba_token" not in spy.calls and "mamba2_token" not in spy.calls
+
+
+@pytest.mark.parametrize("which", WHICH)
+def test_decoded_logits_as_close_to_float64_as_transformers(which, monkeypatch):
+    """The whole-model token path (blocks and head fused), batch 3, against a float64 run."""
+    model = model_for(which)
+    ids = _ids(model, 3, 12)
+    kw = dict(max_new_tokens=10, min_new_tokens=10, do_sample=False, output_logits=True,
+              return_dict_in_generate=True)  # fmt: skip
+    with torch.no_grad():
+        ref = model.generate(ids, **kw)
+        spy = Spy(monkeypatch)
+        fast = hf.accelerate(copy.deepcopy(model)).generate(ids, **kw)
+        # the float64 model fed the same tokens
+        exact = copy.deepcopy(model).double()(ref.sequences[:, :-1]).logits[:, ids.shape[1] - 1:]
+    assert torch.equal(fast.sequences, ref.sequences)
+    assert spy.calls["final_logits"] == 9
+    for step in range(1, 10):  # the decoded tokens (step 0 is the prompt's last logits)
+        e = exact[:, step]
+        err_hf, err_pp = _rel(ref.logits[step], e), _rel(fast.logits[step], e)
+        assert err_pp <= SLACK * err_hf + ULP32, (step, err_pp, err_hf)
+
+
+@pytest.mark.parametrize("which", WHICH)
+def test_decode_sees_changed_weights_and_falls_back(which, monkeypatch):
+    """Weights changed in place or replaced after a decode are used; other calls go to
+    transformers' forward (with the mixers still patched)."""
+    model = hf.accelerate(model_for(which))
+    ids = _ids(model, 2, 6)
+    kw = dict(max_new_tokens=3, min_new_tokens=3, do_sample=False)
+    with torch.no_grad():
+        model.generate(ids, **kw)  # the weights' views are now kept
+        mixer = model.backbone.layers[1].mixer
+        mixer.out_proj.weight.mul_(3.0)  # in place
+        mixer.in_proj.weight = torch.nn.Parameter(mixer.in_proj.weight * 0.5)  # replaced
+        model.lm_head.weight.add_(0.01)  # tied to the embeddings: both change
+        fast = model.generate(ids, **kw, output_logits=True, return_dict_in_generate=True)
+        ref = hf.restore(copy.deepcopy(model)).generate(
+            ids, **kw, output_logits=True, return_dict_in_generate=True)  # fmt: skip
+        assert torch.equal(fast.sequences, ref.sequences)
+        assert _rel(fast.logits[-1], ref.logits[-1]) <= 1e-5
+        spy = Spy(monkeypatch)
+        first = model(ids, use_cache=True)
+        nxt = ids[:, -1:]
+        hidden = model(nxt, cache=first.cache, output_hidden_states=True)
+        assert len(hidden.hidden_states) == model.config.num_hidden_layers + 1
+        assert "final_logits" not in spy.calls  # the model's own forward, patched mixers
+        assert spy.calls["mamba_token" if which == "mamba" else "mamba2_token"] == 2
+        out = model(nxt, cache=first.cache, return_dict=False)  # tuple output, as transformers
+        assert isinstance(out, tuple) and out[0].shape == (2, 1, model.config.vocab_size)
+        assert spy.calls["final_logits"] == 1
+        with pytest.raises(IndexError):  # out-of-range ids: transformers' own error
+            model(torch.full((2, 1), model.config.vocab_size), cache=first.cache)
 
 
 @pytest.mark.parametrize("which", WHICH)
@@ -261,18 +317,18 @@ def test_restore_is_exact(which):
     module = modeling_mamba if which == "mamba" else modeling_mamba2
     globals_before = dict(vars(module))
     mixers = [m for m in model.modules() if hf.is_usable_for(m)]
-    attrs_before = [set(vars(m)) for m in mixers]
+    attrs_before = [set(vars(m)) for m in [model, *mixers]]
     ids = _ids(model, 2, 30)
     ref = _logits(model, ids)
     with torch.no_grad():
         ref_gen = model.generate(ids, max_new_tokens=4, do_sample=False)
     modules_before = set(sys.modules)
-    assert hf.accelerate(model) is model and all(hf.is_accelerated(m) for m in mixers)
+    assert hf.accelerate(model) is model and all(hf.is_accelerated(m) for m in [model, *mixers])
     with torch.no_grad():
         model.generate(ids, max_new_tokens=4, do_sample=False)
     assert hf.restore(model) is model
-    assert [set(vars(m)) for m in mixers] == attrs_before
-    assert not any(hf.is_accelerated(m) for m in mixers)
+    assert [set(vars(m)) for m in [model, *mixers]] == attrs_before
+    assert not any(hf.is_accelerated(m) for m in [model, *mixers])
     assert all(vars(module)[k] is v for k, v in globals_before.items())
     shadows = {"mamba_ssm", "causal_conv1d"} & {m.split(".")[0] for m in sys.modules}
     assert not shadows - {m.split(".")[0] for m in modules_before}  # no package stood in
