@@ -94,6 +94,42 @@ def test_out_numpy_is_filled_in_place():
     np.testing.assert_array_equal(ov, x[oi])
 
 
+@pytest.mark.parametrize("kind", ["transposed", "strided", "wrong shape, strided"])
+def test_out_non_contiguous_is_written_like_torch(kind):
+    """Views of other arrays as out=: written through their strides (the base sees the
+    result), or, for a torch view of another shape, resized as torch.topk does."""
+    t = torch.rand(5, 40, generator=torch.Generator().manual_seed(2))
+    tv, ti = torch.topk(t, 4, dim=1)
+
+    def views():
+        if kind == "transposed":
+            bv, bi = torch.zeros(4, 5), torch.zeros(4, 5, dtype=torch.int64)
+            return bv, bi, bv.t(), bi.t()
+        if kind == "strided":
+            bv, bi = torch.zeros(5, 8), torch.zeros(5, 8, dtype=torch.int64)
+            return bv, bi, bv[:, ::2], bi[:, ::2]
+        bv, bi = torch.zeros(12), torch.zeros(12, dtype=torch.int64)
+        return bv, bi, bv[::2], bi[::2]
+
+    for side in ("torch", "propopt"):
+        bv, bi, ov, oi = views()
+        if side == "torch":
+            torch.topk(t, 4, dim=1, out=(ov, oi))
+            want = (ov.clone(), oi.clone(), bv.clone())
+        else:
+            rv, ri = pp.topk(t, 4, axis=1, out=(ov, oi))
+            assert rv is ov and ri is oi
+            assert torch.equal(ov, want[0]) and torch.equal(oi, want[1])
+            assert torch.equal(bv, want[2])  # the same writes through the view
+    assert torch.equal(ov, tv) and torch.equal(oi, ti)
+    xn = t.numpy()
+    bv, bi = np.zeros((5, 8), np.float32), np.zeros((4, 5), np.int64)
+    rv, ri = pp.topk(xn, 4, axis=1, out=(bv[:, 1::2], bi.T))
+    np.testing.assert_array_equal(bv[:, 1::2], tv.numpy())
+    np.testing.assert_array_equal(bi.T, ti.numpy())
+    assert not bv[:, ::2].any()
+
+
 def test_bad_out_is_named():
     t = torch.rand(100)
     with pytest.raises(TypeError, match=r"out\[0\] is torch.Tensor\(dtype=torch.float64"):
