@@ -9,6 +9,7 @@ import numpy as np
 from propopt.arrays import NUMPY, TORCH, TORCH_CUDA, array_kind
 
 FLOATS = ("float16", "bfloat16", "float32", "float64")
+COMPLEX = ("complex64", "complex128")
 
 
 def kind(x: Any) -> str:
@@ -38,8 +39,12 @@ def native(named: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def check_arrays(named: dict[str, Any]) -> str:
-    """All given arrays are real floats of one library and device; returns the kind."""
+def check_arrays(named: dict[str, Any], complex_ok: tuple[str, ...] = ()) -> str:
+    """All given arrays are floats of one library and device; returns the kind.
+
+    Only the arrays named in ``complex_ok`` may be complex (complex64 or
+    complex128); every other one must be real.
+    """
     kinds = {}
     for name, x in named.items():
         if x is None:
@@ -50,16 +55,68 @@ def check_arrays(named: dict[str, Any]) -> str:
             raise TypeError(f"{name}: {e}") from None
         dn = dtype_name(x)
         if dn.startswith("complex"):
-            raise TypeError(
-                f"{name} has dtype {dn}: complex A, B, C (S4D-Lin) are not supported; "
-                "pass real arrays"
-            )
+            if not complex_ok:
+                raise TypeError(
+                    f"{name} has dtype {dn}: complex A, B, C (S4D-Lin) are not supported; "
+                    "pass real arrays"
+                )
+            if name not in complex_ok:
+                raise TypeError(
+                    f"{name} has dtype {dn}; expected one of {', '.join(FLOATS)}: only "
+                    f"{', '.join(complex_ok)} may be complex"
+                )
+            if dn not in COMPLEX:
+                raise TypeError(f"{name} has dtype {dn}; expected one of {', '.join(COMPLEX)}")
+            continue
         if dn not in FLOATS:
             raise TypeError(f"{name} has dtype {dn}; expected one of {', '.join(FLOATS)}")
     if len(set(kinds.values())) > 1:
         desc = ", ".join(f"{n}: {k}" for n, k in kinds.items())
         raise TypeError(f"arrays must all be numpy, all torch CPU or all torch CUDA; got {desc}")
     return next(iter(kinds.values()))
+
+
+def is_complex(x: Any) -> bool:
+    return x is not None and dtype_name(x).startswith("complex")
+
+
+def check_complex(A: Any, B: Any, C: Any, initial_state: Any) -> bool:
+    """Whether the scan is complex (S4D-Lin: complex ``A``); checks B, C and the state agree.
+
+    mamba_ssm's convention: with complex ``A``, a per-token ``B`` or ``C`` is a
+    real array whose last axis holds (real, imag) pairs, 2 L numbers; a shared
+    ``(dim, d_state)`` one is complex (a real one counts as complex with zero
+    imaginary part).  With real ``A`` everything is real.
+    """
+    if not is_complex(A):
+        for name, M in (("B", B), ("C", C), ("initial_state", initial_state)):
+            if is_complex(M):
+                raise TypeError(
+                    f"{name} has dtype {dtype_name(M)} but A is real ({dtype_name(A)}): "
+                    "complex B, C and initial_state need a complex A (S4D-Lin); pass A as "
+                    f"complex or {name} as real"
+                )
+        return False
+    for name, M in (("B", B), ("C", C)):
+        if M.ndim >= 3 and is_complex(M):
+            raise TypeError(
+                f"{name} has dtype {dtype_name(M)} and shape {tuple(M.shape)}: with complex A "
+                f"a per-token {name} is real, its last axis (real, imag) pairs of 2 L numbers "
+                f"(mamba_ssm's layout); pass torch.view_as_real({name}).flatten(-2) "
+                f"(NumPy: {name}.view({name}.real.dtype))"
+            )
+    return True
+
+
+def refuse_complex_cuda(named: dict[str, Any]) -> None:
+    """The CUDA kernel is real only: name the first complex argument and the fix."""
+    for name, x in named.items():
+        if is_complex(x):
+            raise TypeError(
+                f"{name} has dtype {dtype_name(x)}: method='cuda' takes real A, B, C only; "
+                "for complex A (S4D-Lin) on CUDA tensors use method='parallel' (or 'auto'), "
+                "or run on CPU"
+            )
 
 
 def _want(name: str, x: Any, shape: tuple[int, ...], text: str) -> None:
@@ -69,9 +126,13 @@ def _want(name: str, x: Any, shape: tuple[int, ...], text: str) -> None:
 
 def check_scan_shapes(
     u: Any, delta: Any, A: Any, B: Any, C: Any, D: Any, z: Any, delta_bias: Any,
-    initial_state: Any,
+    initial_state: Any, complex_A: bool = False,
 ) -> tuple[int, int, int, int]:  # fmt: skip
-    """Shapes of mamba_ssm's selective_scan_fn; returns (batch, dim, L, d_state)."""
+    """Shapes of mamba_ssm's selective_scan_fn; returns (batch, dim, L, d_state).
+
+    With ``complex_A`` a per-token B or C has 2 L numbers on its last axis
+    ((real, imag) pairs, mamba_ssm's layout for complex A).
+    """
     if u.ndim != 3:
         raise ValueError(f"u has shape {tuple(u.shape)}; expected (batch, dim, L)")
     batch, dim, L = (int(s) for s in u.shape)
@@ -84,6 +145,9 @@ def check_scan_shapes(
     for name, M in (("B", B), ("C", C)):
         if M.ndim == 2:
             _want(name, M, (dim, N), "(dim, d_state)")
+        elif M.ndim == 3 and complex_A:
+            _want(name, M, (batch, N, 2 * L), "(batch, d_state, 2 L) of (real, imag) pairs, "
+                  "for complex A")  # fmt: skip
         elif M.ndim == 3:
             _want(name, M, (batch, N, L), "(batch, d_state, L)")
         elif M.ndim == 4:
@@ -92,7 +156,11 @@ def check_scan_shapes(
                 raise ValueError(
                     f"{name} has shape {tuple(M.shape)}: groups={G} must divide dim={dim}"
                 )
-            _want(name, M, (batch, G, N, L), "(batch, groups, d_state, L)")
+            if complex_A:
+                _want(name, M, (batch, G, N, 2 * L), "(batch, groups, d_state, 2 L) of "
+                      "(real, imag) pairs, for complex A")  # fmt: skip
+            else:
+                _want(name, M, (batch, G, N, L), "(batch, groups, d_state, L)")
         else:
             raise ValueError(
                 f"{name} has shape {tuple(M.shape)}; expected (dim, d_state), "

@@ -160,6 +160,10 @@ def scan_torch(u: Any, delta: Any, A: Any, B: Any, C: Any, D: Any, z: Any, delta
     """Forward on torch CUDA tensors; returns (out in the compute dtype, last state)."""
     import torch
 
+    from ._checks import refuse_complex_cuda
+
+    refuse_complex_cuda(dict(A=A, B=B, C=C, initial_state=initial_state))  # real kernel only
+
     cdt = torch.float64 if u.dtype == torch.float64 else torch.float32
     batch, dim, L = u.shape
     N = A.shape[1]

@@ -24,17 +24,24 @@ import numpy as np
 import propopt
 from propopt.arrays import array_module as _xp
 
-from ._reference import _expand
+from ._reference import _expand, complex_pairs, is_complex
 
 
 def scan(
     u: Any, delta: Any, A: Any, B: Any, C: Any, D: Any, z: Any, delta_bias: Any,
     softplus: bool, initial_state: Any, scale_b: bool = True, starts: Any = None,
 ) -> tuple[Any, Any]:  # fmt: skip
-    """Selective scan by associative scan; arrays already in the compute dtype."""
+    """Selective scan by associative scan; arrays already in the compute dtype.
+
+    Complex ``A`` (S4D-Lin) as :func:`._reference.reference`: complex maps
+    and state, ``y = 2 Re(C . h)``.
+    """
     xp = _xp(u)
     batch, dim, L = u.shape
     N = A.shape[1]
+    cplx = is_complex(A)
+    if cplx:
+        B, C = complex_pairs(B, A.dtype), complex_pairs(C, A.dtype)
     dt = delta if delta_bias is None else delta + delta_bias[:, None]
     if softplus:
         dt = xp.where(dt <= 20, xp.log1p(xp.exp(dt.clip(max=20))), dt)
@@ -44,7 +51,8 @@ def scan(
     drive = dt * u if scale_b else u
     b = drive[..., None] * Bx
     if L == 0:
-        h0 = xp.zeros((batch, dim, N), dtype=u.dtype) if initial_state is None else initial_state
+        h0 = (xp.zeros((batch, dim, N), dtype=A.dtype if cplx else u.dtype)
+              if initial_state is None else initial_state)  # fmt: skip
         return u * 0, h0 + 0
     reset = None if starts is None else starts[:, None, :, None]
     if reset is None:
@@ -61,6 +69,8 @@ def scan(
             reach = reset.cumsum(2) == 0
             h = h + xp.where(reach, acum * xp.where(reach, h0, 0.0), 0.0)
     y = (h * Cx).sum(-1)
+    if cplx:
+        y = 2 * y.real
     out = y if D is None else y + D[:, None] * u
     if z is not None:
         out = out * (z / (1 + xp.exp(-z)))

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from propopt.arrays import array_module, flag
 
 
@@ -50,6 +52,29 @@ def _expand(M: Any, dim: int, xp: Any) -> Any:
     return xp.repeat(M, rep, 1) if xp.__name__ == "numpy" else M.repeat_interleave(rep, 1)
 
 
+def is_complex(x: Any) -> bool:
+    return str(x.dtype).replace("torch.", "").startswith("complex")
+
+
+def complex_pairs(M: Any, dtype: Any) -> Any:
+    """A per-token B or C for complex A, (..., 2 L) real (mamba_ssm's layout), as
+    (..., L) complex of ``dtype``: element ``t`` is ``M[..., 2t] + 1j M[..., 2t+1]``.
+
+    Shared ``(dim, d_state)`` and already complex arrays are cast to ``dtype``.
+    Differentiable for torch tensors (the gradient comes back as (real, imag) pairs).
+    """
+    if M.ndim == 2 or is_complex(M):
+        return M.astype(dtype) if isinstance(M, np.ndarray) else M.to(dtype)
+    if isinstance(M, np.ndarray):
+        real = np.float64 if np.dtype(dtype) == np.complex128 else np.float32
+        return np.ascontiguousarray(M, dtype=real).view(dtype)
+    import torch
+
+    real = torch.float64 if dtype == torch.complex128 else torch.float32
+    pairs = M.to(real).reshape(*M.shape[:-1], M.shape[-1] // 2, 2).contiguous()
+    return torch.view_as_complex(pairs)
+
+
 def reference(
     u: Any, delta: Any, A: Any, B: Any, C: Any, D: Any = None, z: Any = None,
     delta_bias: Any = None, delta_softplus: bool = False, initial_state: Any = None,
@@ -62,6 +87,12 @@ def reference(
     mamba_ssm).  Layout (batch, dim, L).  ``scale_b=False`` drops the ``dt``
     in front of ``B`` (the chapter's recurrence).  ``starts`` (batch, L), bool:
     the state is zero before each token where it is set (packed sequences).
+
+    Complex ``A`` (S4D-Lin), as mamba_ssm's ``selective_scan_ref``: the state
+    is complex (``A``'s dtype), a per-token ``B`` or ``C`` is real with
+    (real, imag) pairs on its last axis, 2 L numbers (:func:`complex_pairs`;
+    complex (..., L) is taken as is), and ``C_t . h_t`` becomes
+    ``2 Re(C_t . h_t)``.
     """
     delta_softplus, scale_b = flag("delta_softplus", delta_softplus), flag("scale_b", scale_b)
     xp = array_module(u)
@@ -70,9 +101,13 @@ def reference(
         delta = delta + delta_bias[:, None]
     if delta_softplus:
         delta = xp.where(delta <= 20, xp.log1p(xp.exp(delta.clip(max=20))), delta)
+    cplx = is_complex(A)
+    if cplx:
+        B, C = complex_pairs(B, A.dtype), complex_pairs(C, A.dtype)
     Bx, Cx = _expand(B, dim, xp), _expand(C, dim, xp)
     N = A.shape[1]
-    h = xp.zeros((batch, dim, N), dtype=u.dtype) if initial_state is None else initial_state
+    h0_dtype = A.dtype if cplx else u.dtype
+    h = xp.zeros((batch, dim, N), dtype=h0_dtype) if initial_state is None else initial_state
     ys = []
     for t in range(L):
         dt = delta[:, :, t, None]
@@ -82,7 +117,8 @@ def reference(
         if starts is not None:  # selected, not multiplied: 0 * nan is nan
             h = xp.where(starts[:, t, None, None], 0.0, h)
         h = xp.exp(dt * A) * h + drive * bt
-        ys.append((h * ct).sum(-1))
+        y = (h * ct).sum(-1)
+        ys.append(2 * y.real if cplx else y)
     y = xp.stack(ys, -1) if L else u * 0
     out = y if D is None else y + D[:, None] * u
     if z is not None:

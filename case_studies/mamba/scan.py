@@ -20,10 +20,13 @@ import numpy as np
 
 from propopt.arrays import array_module, flag
 
-from . import _checks, _host, _parallel, _reference
+from . import _checks, _complex, _host, _parallel, _reference
 
 Method = Literal["auto", "reference", "parallel", "cpu", "cuda"]
 METHODS: tuple[str, ...] = ("auto", "reference", "parallel", "cpu", "cuda")
+
+#: The arguments of :func:`selective_scan` that may be complex (S4D-Lin).
+COMPLEX_ARGS = ("A", "B", "C", "initial_state")
 
 
 def selective_scan(
@@ -65,11 +68,13 @@ def selective_scan(
     A : array (dim, d_state)
         State matrix (diagonal per channel).  Mamba uses ``A = -exp(A_log) < 0``,
         so ``exp(dt A) <= 1``; with positive ``A`` the state grows as
-        ``exp(dt A t)`` and overflows for long sequences.
+        ``exp(dt A t)`` and overflows for long sequences.  Complex (S4D-Lin)
+        for methods 'cpu', 'parallel' and 'reference': see Notes.
     B, C : array
         ``(dim, d_state)`` shared by all tokens, ``(batch, d_state, L)`` per
         token, or ``(batch, groups, d_state, L)`` with channel ``d`` in group
-        ``d // (dim // groups)``.
+        ``d // (dim // groups)``.  With complex ``A``, per-token ones hold
+        (real, imag) pairs: ``(batch, [groups,] d_state, 2 L)``, real.
     D : array (dim,), optional
         Skip connection ``D * u``.
     z : array (batch, dim, L), optional
@@ -80,7 +85,8 @@ def selective_scan(
         Apply ``softplus(x) = log(1 + e^x)`` (``x`` itself above 20, as mamba_ssm).
     return_last_state : bool
         Also return ``h_{L-1}``, shape (batch, dim, d_state), in the compute
-        dtype (float32, or float64 for float64 inputs).  Differentiable.
+        dtype (float32, or float64 for float64 inputs; complex64 or complex128
+        for complex ``A``).  Differentiable.
     initial_state : array (batch, dim, d_state), optional
         ``h_{-1}`` (zeros if omitted), for chunked processing; differentiable.
         With ``seq_idx`` it belongs to the sequence numbered 0 (dropped when
@@ -111,6 +117,20 @@ def selective_scan(
     float32, ``exp`` is a polynomial accurate to 1.5 ulp (:mod:`._exp`), and
     the result agrees with a float64 scan to about 1e-6 relative to its
     largest magnitude.  NaN and inf propagate.
+
+    Complex ``A`` (S4D-Lin) follows mamba_ssm's ``selective_scan_ref``: the
+    state ``h`` is complex, ``exp(dt A)`` and ``dt B_t u_t`` are complex, and
+    the output is ``2 Re(sum_n C_t[n] h_t[n]) + D u_t`` (gated by ``z``).  A
+    per-token ``B`` or ``C`` is real with (real, imag) pairs on its last
+    axis, ``B_t[n] = B[..., n, 2t] + 1j B[..., n, 2t+1]`` (a complex one is
+    refused; ``torch.view_as_real(B).flatten(-2)`` gives the pairs); a shared
+    ``(dim, d_state)`` one is complex, or real for a zero imaginary part.
+    ``initial_state`` may be complex; ``u``, ``delta``, ``D``, ``z`` and
+    ``delta_bias`` are real.  Computed in complex64 (complex128 for float64
+    ``u``); gradients of complex inputs are ``dL/dRe + i dL/dIm`` (torch's
+    convention).  ``'cpu'`` runs a numba kernel (:mod:`._complex`), forward
+    and backward; the CUDA kernel is real only, so ``'auto'`` takes
+    ``'parallel'`` for complex CUDA tensors and ``'cuda'`` refuses them.
 
     Examples
     --------
@@ -191,9 +211,11 @@ def _dispatch(u: Any, delta: Any, A: Any, B: Any, C: Any, D: Any, z: Any, delta_
         raise ValueError(f"method={method!r} is not one of {', '.join(map(repr, METHODS))}")
     named = _checks.native(dict(u=u, delta=delta, A=A, B=B, C=C, D=D, z=z,
                                 delta_bias=delta_bias, initial_state=initial_state))  # fmt: skip
-    kind = _checks.check_arrays(named)
+    kind = _checks.check_arrays(named, complex_ok=COMPLEX_ARGS if scale_b else ())
     u, delta, A, B, C, D, z, delta_bias, initial_state = named.values()
-    nb, _, L, _ = _checks.check_scan_shapes(u, delta, A, B, C, D, z, delta_bias, initial_state)
+    cplx = _checks.check_complex(A, B, C, initial_state)
+    nb, _, L, _ = _checks.check_scan_shapes(u, delta, A, B, C, D, z, delta_bias, initial_state,
+                                            complex_A=cplx)  # fmt: skip
     starts = None
     if packed[0] is not None or packed[1] is not None:  # read after u is known to be an array
         starts = _checks.packing(*packed, nb, L, "numpy", u)[0]
@@ -201,17 +223,21 @@ def _dispatch(u: Any, delta: Any, A: Any, B: Any, C: Any, D: Any, z: Any, delta_
         starts = None  # one sequence per row: nothing to reset
     needs_grad = kind != "numpy" and _needs_grad(named)
     if method == "auto":
-        method = ("parallel" if needs_grad else "cuda") if kind == "torch-cuda" else "cpu"
+        method = ("parallel" if needs_grad or cplx else "cuda") if kind == "torch-cuda" else "cpu"
     if method == "cuda" and kind != "torch-cuda":
         raise ValueError(f"method='cuda' needs torch CUDA tensors, got {kind} arrays; "
                          "use method='cpu' or move the tensors to the GPU")  # fmt: skip
     if method == "cpu" and kind == "torch-cuda":
         raise ValueError("method='cpu' got torch CUDA tensors; use method='cuda' or "
                          "'parallel', or move the tensors to the CPU")  # fmt: skip
+    if method == "cuda" and cplx:
+        _checks.refuse_complex_cuda(named)
     if method == "cuda" and needs_grad:
         raise ValueError("method='cuda' computes the forward only; for gradients on CUDA "
                          "tensors use method='parallel' (or 'auto')")  # fmt: skip
     in_dtype = u.dtype
+    if cplx:
+        return _scan_complex(named, kind, method, needs_grad, softplus, starts)
     if method == "cpu" and kind == "torch" and needs_grad:
         from ._autograd import SelectiveScanFn
 
@@ -243,6 +269,40 @@ def _dispatch(u: Any, delta: Any, A: Any, B: Any, C: Any, D: Any, z: Any, delta_
     return out.to(in_dtype), last
 
 
+def _scan_complex(named: dict[str, Any], kind: str, method: str, needs_grad: bool,
+                  softplus: bool, starts: np.ndarray | None) -> tuple[Any, Any]:  # fmt: skip
+    """The complex (S4D-Lin) scan: ``method`` is 'cpu', 'parallel' or 'reference'."""
+    args = _to_compute(named, kind, complex_A=True)
+    in_dtype = named["u"].dtype
+    st = starts
+    if starts is not None and kind != "numpy":
+        import torch
+
+        st = torch.from_numpy(starts).to(named["u"].device)
+    if method == "cpu" and kind == "torch" and needs_grad:
+        from ._autograd import ComplexScanFn
+
+        out, last = ComplexScanFn.apply(*(args[k] for k in _complex.NAMES), softplus, starts)
+    elif method == "cpu":
+        if kind == "torch":
+            import torch
+
+            arrs = {k: None if v is None else v.detach().numpy() for k, v in args.items()}
+            out, last = _complex.scan_numpy(arrs, softplus, starts)
+            out, last = torch.from_numpy(out), torch.from_numpy(last)
+        else:
+            out, last = _complex.scan_numpy(args, softplus, starts)
+    elif method == "parallel":
+        out, last = _parallel.scan(*(args[k] for k in ("u", "delta", "A", "B", "C", "D", "z",
+                                                       "delta_bias")),
+                                   softplus, args["initial_state"], True, st)  # fmt: skip
+    else:
+        out, last = _reference.reference(**args, delta_softplus=softplus, starts=st)
+    if kind == "numpy":
+        return out.astype(in_dtype, copy=False), last
+    return out.to(in_dtype), last
+
+
 def _needs_grad(named: dict[str, Any]) -> bool:
     import torch
 
@@ -259,8 +319,26 @@ def _compute_dtype(kind: str, dtype: Any) -> Any:
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
-def _to_compute(named: dict[str, Any], kind: str) -> dict[str, Any]:
+def _to_compute(named: dict[str, Any], kind: str, complex_A: bool = False) -> dict[str, Any]:
     cdt = _compute_dtype(kind, named["u"].dtype)
+    if complex_A:  # A, B, C and the state complex (B, C from their (real, imag) pairs)
+        if kind == "numpy":
+            ct: Any = _complex.complex_dtype(np.dtype(cdt))
+        else:
+            import torch
+
+            ct = torch.complex128 if cdt == torch.float64 else torch.complex64
+        out = {}
+        for k, v in named.items():
+            if v is None:
+                out[k] = None
+            elif k in ("B", "C"):
+                out[k] = _reference.complex_pairs(v, ct)
+            elif k in ("A", "initial_state"):
+                out[k] = v.astype(ct) if kind == "numpy" else v.to(ct)
+            else:
+                out[k] = v.astype(cdt, copy=False) if kind == "numpy" else v.to(cdt)
+        return out
     if kind == "numpy":
         return {k: None if v is None else v.astype(cdt, copy=False) for k, v in named.items()}
     return {k: None if v is None else v.to(cdt) for k, v in named.items()}

@@ -40,8 +40,8 @@ def test_type_and_option_errors():
     d = _d()
     with pytest.raises(ValueError, match=r"method='gpu' is not one of 'auto', 'reference'"):
         selective_scan(**d, method="gpu")
-    with pytest.raises(TypeError, match="complex A, B, C"):
-        selective_scan(**_d(A=d["A"].astype(np.complex64)))
+    with pytest.raises(TypeError, match="only A, B, C, initial_state may be complex"):
+        selective_scan(**_d(u=d["u"].astype(np.complex64)))
     with pytest.raises(TypeError, match="int64; expected one of"):
         selective_scan(**_d(u=np.ones((2, 4, 5), np.int64)))
     with pytest.raises(TypeError, match="D: expected a numpy array or a torch tensor, got list"):
