@@ -2058,10 +2058,16 @@ def tiling_cases() -> None:
 
 def symmetry_cases() -> None:
     area("direct_gravity / pairwise_sum")
-    DG = pp.direct_gravity
+    DG = lambda *a, **kw: pp.direct_gravity(*a, potential=True, **kw)  # noqa: E731
     P = lambda: np.array([[0.0, 0, 0], [1, 0, 0], [0, 2, 0]])  # noqa: E731
     ref = lambda **kw: gravity64(P(), **kw)  # noqa: E731
     case("basic", lambda: DG(P()), Value(lambda: ref(), rtol=1e-14))
+    case(
+        "potential by default: None",
+        lambda: pp.direct_gravity(P())[1] is None,
+        Value(True),
+    )
+    case("potential='no'", lambda: pp.direct_gravity(P(), potential="no"), Error("potential"))
     case("eps=-1", lambda: DG(P(), eps=-1), Error("eps"))
     case("eps='0.1'", lambda: DG(P(), eps="0.1"), Error("eps"))
     case("eps=nan", lambda: DG(P(), eps=float("nan")), Error("eps"))
@@ -3058,11 +3064,19 @@ def nbody_cases() -> None:
     case("complex positions", lambda: bh(X() + 0j, m()), Error("pos"))
     case("positions as a list", lambda: bh(X().tolist(), m(), theta=0), close(1e-12))
     case("positions (n, 2)", lambda: bh(X()[:, :2], m()), Error("pos"))
-    case("no bodies", lambda: bh(np.zeros((0, 3))), Value((np.zeros((0, 3)), np.zeros(0))))
-    case("one body", lambda: bh(np.zeros((1, 3))), Value((np.zeros((1, 3)), np.zeros(1))))
+    case(
+        "no bodies",
+        lambda: bh(np.zeros((0, 3)), potential=True),
+        Value((np.zeros((0, 3)), np.zeros(0))),
+    )
+    case(
+        "one body",
+        lambda: bh(np.zeros((1, 3)), potential=True),
+        Value((np.zeros((1, 3)), np.zeros(1))),
+    )
     case(
         "coincident bodies, eps=0",
-        lambda: bh(np.zeros((5, 3))),
+        lambda: bh(np.zeros((5, 3)), potential=True),
         Value((np.zeros((5, 3)), np.zeros(5))),
     )
 
@@ -3075,7 +3089,11 @@ def nbody_cases() -> None:
             f"pot relative error {ep:.2g}; |acc| <= {amax:.2g} (exact ~1e-600 underflows)",
         )
 
-    case("positions ~1e300", lambda: bh(X() * 1e300, m(), theta=0), Check(huge_check))
+    case(
+        "positions ~1e300",
+        lambda: bh(X() * 1e300, m(), theta=0, potential=True),
+        Check(huge_check),
+    )
     case(
         "positions ~1e-300 (field overflows)",
         lambda: bh(X() * 1e-300, m()),
@@ -3103,7 +3121,7 @@ def nbody_cases() -> None:
     case("targets 1-D", lambda: bh(X(), m(), targets=np.zeros(3)), Error("targets"))
     case(
         "eps as a list",
-        lambda: bh(X(), m(), eps=[0.1] * 40, theta=0),
+        lambda: bh(X(), m(), eps=[0.1] * 40, theta=0, potential=True),
         Value(lambda: gravity64(X0, m0, eps=0.1), rtol=1e-12),
     )
     case("eps='0.1'", lambda: bh(X(), m(), eps="0.1"), Error("eps"))
@@ -3125,7 +3143,11 @@ def nbody_cases() -> None:
         close(1e-5),
     )
     case("fmm tol=1e-6", lambda: nb.fmm(X(), m(), tol=1e-6, potential=True), close(1e-5))
-    case("fmm no bodies", lambda: nb.fmm(np.zeros((0, 3))), Value(np.zeros((0, 3))))
+    case(
+        "fmm no bodies",
+        lambda: nb.fmm(np.zeros((0, 3)), potential=True),
+        Value((np.zeros((0, 3)), np.zeros(0))),
+    )
     case(
         "fmm coincident bodies",
         lambda: nb.fmm(np.zeros((5, 3)), potential=True),
@@ -3197,14 +3219,37 @@ def nbody_cases() -> None:
     )
     case(
         "nbody_naive of int arrays",
-        lambda: nb.nbody_naive(np.array([[0, 0, 0], [2, 0, 0]]), np.array([1, 3])),
-        Either(Value(np.array([[0.75, 0, 0], [-0.25, 0, 0]]), rtol=1e-9), "positions"),
+        lambda: nb.nbody_naive(np.array([[0, 0, 0], [2, 0, 0]]), np.array([1, 3]), potential=True),
+        Either(
+            Value((np.array([[0.75, 0, 0], [-0.25, 0, 0]]), np.array([-1.5, -0.5])), rtol=1e-9),
+            "pos",
+        ),
     )
     case(
         "nbody_naive of lists",
-        lambda: nb.nbody_naive([[0, 0, 0], [1, 0, 0]], [1, 1]),
-        Either(Value(lambda: gravity64([[0, 0, 0], [1, 0, 0]])[0], rtol=1e-9), "positions"),
+        lambda: nb.nbody_naive([[0, 0, 0], [1, 0, 0]], [1, 1], potential=True),
+        Either(Value(lambda: gravity64([[0, 0, 0], [1, 0, 0]]), rtol=1e-9), "pos"),
     )
+    F = nb.field
+    case("field method='direct' is exact", lambda: F(X(), m(), method="direct",
+                                                     potential=True), close(1e-12))  # fmt: skip
+    case("field method='fmm'", lambda: F(X(), m(), method="fmm", potential=True), close(1e-3))
+    case("field method='fast'", lambda: F(X(), m(), method="fast"), Error("method"))
+    case("field device='gpu'", lambda: F(X(), m(), device="gpu"), Error("device"))
+    case("field fmm on cuda", lambda: F(X(), m(), method="fmm", device="cuda"), Error("device"))
+    case("field tol with the tree", lambda: F(X(), m(), tol=1e-3), Error("tol"))
+    case("field theta with direct", lambda: F(X(), m(), method="direct", theta=0.5),
+         Error("theta"))  # fmt: skip
+    case("field fmm theta=1", lambda: F(X(), m(), method="fmm", theta=1.0), Error("theta"))
+    case("field tree negative masses", lambda: F(X(), -m()), Error("mass"))
+    case("field fmm negative masses", lambda: F(X(), -m(), method="fmm"), Error("mass"))
+    case(
+        "field direct negative masses",
+        lambda: F(X(), -m(), method="direct", potential=True),
+        Value(lambda: tuple(-v for v in exact), rtol=1e-12),
+    )
+    case("field dask without client", lambda: F(X(), m(), device="dask", targets=X()),
+         Error("client"))  # fmt: skip
 
 
 def streaming_cases() -> None:

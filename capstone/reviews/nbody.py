@@ -62,7 +62,7 @@ def _fastest(pos, m, idx, exact):  # type: ignore[no-untyped-def]
         return Octree.build(pos, m, eps=EPS).field(precision="float32")[0]
 
     def multipole() -> np.ndarray:
-        return fmm(pos, m, eps=EPS, tol=FMM_TOL)
+        return fmm(pos, m, eps=EPS, tol=FMM_TOL)[0]
 
     p, theta = fmm_parameters(FMM_TOL)
     cands = [(median_seconds(tree, 1), tree, TREE)]

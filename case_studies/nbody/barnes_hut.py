@@ -34,6 +34,7 @@ from propopt.arrays import count, flag, per_point, plain, points, real
 from propopt.locality import bounding_box
 from propopt.symmetry import SOFTENINGS
 
+from ._args import check_masses, check_theta
 from ._build import build_topology, gather_sources, node_moments, scatter_field
 from ._walk import walk
 
@@ -45,6 +46,8 @@ DEVICES = ("cpu", "cuda")
 """Where they run: numba threads, or numba.cuda (a GPU thread per target for the walk)."""
 PRECISIONS = ("float64", "float32")
 LEAF_SIZE = 32
+"""The most bodies in a leaf of the tree (:func:`fmm`'s ``leaf_size`` has the same
+meaning; its default is 64)."""
 GROUP_SIZE = 256
 THETA = 0.7
 """The default opening angle (quadrupole): a median relative force error of
@@ -54,10 +57,8 @@ monopole); see docs/nbody.md."""
 
 # ------------------------------------------------------------ validation
 def _check_theta(theta: Any) -> float:
-    theta = real("theta", theta)  # a NumPy scalar or 0-d array too; not '0.5' or True
-    if not (math.isfinite(theta) and theta >= 0):
-        raise ValueError(f"theta={theta!r}: the opening angle must be finite and >= 0")
-    return theta
+    """The tree's ``theta``: :func:`._args.check_theta` (finite, ``>= 0``)."""
+    return check_theta(theta, "tree")
 
 
 def _check_G(G: Any) -> float:
@@ -229,13 +230,19 @@ class Octree:
             Finite positions (float32 or float64).
         mass : array (n,) or scalar, optional
             Finite masses ``>= 0`` (1 each by default); zero masses are allowed.
+            Negative masses are refused: a cell acts through its centre of
+            mass, which masses of both signs can put anywhere, and the error
+            bounds fail; the exact sum (``method='direct'`` of
+            :func:`case_studies.nbody.field`, or :func:`propopt.direct_gravity`)
+            takes them.
         eps : float or array (n,)
             Plummer softening length, per body if an array.  A pair ``(i, j)``
             is softened with ``eps_ij^2 = (eps_i^2 + eps_j^2) / 2`` (symmetric,
             so Newton's third law holds; equal to ``eps^2`` for one length).
         leaf_size : int
-            Bodies per leaf (more only when they share a Morton key: coincident
-            bodies are one leaf, so depth is at most 21 levels).
+            The most bodies in a leaf: a cell with more is split (unless they
+            all share a Morton key: coincident bodies are one leaf, so depth
+            is at most 21 levels).  The same meaning as in :func:`fmm`.
         box : (lo, hi), optional
             Root cube (default: the bodies' bounding cube).
         softening : {'plummer', 'spline'}
@@ -256,7 +263,7 @@ class Octree:
             )
         P = points("pos", pos, 3)
         n = P.shape[0]
-        m = per_body("mass", mass, n, 1.0, "masses")
+        m = check_masses("mass", mass, n)
         e = per_body("eps", eps, n, 0.0, "softening lengths")
         leaf_size = count("leaf_size", leaf_size)
         dtype = np.result_type(P.dtype, np.asarray(mass).dtype if mass is not None else P.dtype)
@@ -309,9 +316,9 @@ class Octree:
         method: str = "tree",
         device: str = "cpu",
         precision: str = "float64",
-        potential: bool = True,
+        potential: bool = False,
     ) -> tuple[np.ndarray, np.ndarray | None]:
-        """Accelerations and potentials of the bodies' gravity, at the bodies or at ``targets``.
+        """Accelerations (and potentials) of the bodies' gravity, at the bodies or at ``targets``.
 
         .. math:: a(x) \\approx G \\sum_j m_j (x_j - x) / (|x_j - x|^2 + \\epsilon^2)^{3/2},
                   \\quad \\phi(x) \\approx -G \\sum_j m_j / (|x_j - x|^2 + \\epsilon^2)^{1/2}
@@ -323,12 +330,13 @@ class Octree:
             left out, as in :func:`propopt.direct_gravity`).
         target_eps : float or array (m,), optional
             Softening of the targets (default: the bodies' length when it is
-            one number, else 0).  Ignored without ``targets``.
+            one number, else 0).  Only with ``targets``.
         theta : float
             Opening angle, the accuracy knob: a node of size ``s`` is used whole
             when its distance ``d`` to the target group satisfies
-            ``s < theta d`` (and ``d`` exceeds its radius).  ``theta = 0``
-            gives the exact sum.  Relative error ``~theta^2`` (monopole),
+            ``s < theta d`` (and ``d`` exceeds its radius).  Finite and
+            ``>= 0`` (a NumPy scalar or 0-d array too); ``theta = 0`` gives
+            the exact sum.  Relative error ``~theta^2`` (monopole),
             ``~theta^3`` (quadrupole).
         quadrupole : bool
             Use the quadrupole term (more accuracy per interaction).
@@ -358,14 +366,16 @@ class Octree:
             one position with ``eps = 0`` are skipped.
         potential : bool
             Also compute the potentials (the CPU walk skips their terms
-            without: ~10% fewer operations).
+            without: ~10% fewer operations).  ``False`` by default, as in
+            every N-body verb; until this release the default was ``True``
+            (pass ``potential=True`` for the potentials).
 
         Returns
         -------
         acc : ndarray (m, 3)
         pot : ndarray (m,) or None
             float32 when positions, masses (and targets) are float32, else
-            float64; ``None`` with ``potential=False``.
+            float64; ``None`` unless ``potential=True``.
         """
         if method not in METHODS:
             raise ValueError(f"method={method!r} is not one of {', '.join(map(repr, METHODS))}")
@@ -379,6 +389,8 @@ class Octree:
         quadrupole, potential = flag("quadrupole", quadrupole), flag("potential", potential)
         group_size = count("group_size", group_size)
         G = _check_G(G)
+        if targets is None and target_eps is not None:
+            raise ValueError("target_eps is given without targets: pass targets=, or leave it out")
         dtype = self.dtype
         if targets is None:
             tgt = self.src[[0, 1, 2, 4]]
@@ -407,11 +419,13 @@ class Octree:
                 e = np.sqrt(self.src[4])
                 soft = self.softening
                 if targets is None:
-                    a, p = direct_gravity(P, self.src[3], eps=e, device=device, softening=soft)
+                    a, p = direct_gravity(P, self.src[3], eps=e, device=device, softening=soft,
+                                          potential=True)  # fmt: skip
                 else:
                     Tp = np.ascontiguousarray(tgt[:3].T)
                     a, p = direct_gravity(P, self.src[3], eps=e, targets=Tp, softening=soft,
-                                          target_eps=np.sqrt(tgt[3]), device=device)  # fmt: skip
+                                          target_eps=np.sqrt(tgt[3]), device=device,
+                                          potential=True)  # fmt: skip
                 res[:, :3], res[:, 3] = a, p
             elif device == "cuda":
                 if self.softening != "plummer":
@@ -547,12 +561,16 @@ def barnes_hut(
     method: str = "tree",
     device: str = "cpu",
     precision: str = "float64",
-    potential: bool = True,
+    potential: bool = False,
 ) -> tuple[np.ndarray, np.ndarray | None]:
-    """Gravitational accelerations and potentials by the Barnes-Hut tree code.
+    """Gravitational accelerations (and potentials) by the Barnes-Hut tree code.
 
     ``Octree.build(pos, mass, eps=eps).field(targets, theta=theta, ...)``; see
     :meth:`Octree.build` and :meth:`Octree.field`.  Cost ``O(n log n)``.
+    :func:`case_studies.nbody.field` is the one entry point for every method.
+
+    Returns ``(acc, pot)``: ``pot`` is None unless ``potential=True`` (the
+    default was ``True`` until this release).
 
     Examples
     --------
@@ -562,7 +580,9 @@ def barnes_hut(
     >>> rng = np.random.default_rng(0)
     >>> x, m = rng.normal(size=(2000, 3)), rng.uniform(size=2000)
     >>> a, p = barnes_hut(x, m, eps=0.01, theta=0.5)
-    >>> a0, p0 = direct_gravity(x, m, eps=0.01)
+    >>> p is None
+    True
+    >>> a0, _ = direct_gravity(x, m, eps=0.01)
     >>> err = np.linalg.norm(a - a0, axis=1) / np.linalg.norm(a0, axis=1)
     >>> bool(np.median(err) < 1e-3)
     True

@@ -47,7 +47,10 @@ def field_dask(
     chunk: int = 250_000,
     **field_kwargs: Any,
 ) -> tuple[np.ndarray, np.ndarray | None]:
-    """Accelerations and potentials of ``tree`` at ``targets``, in chunks on a Dask cluster.
+    """Accelerations (and potentials) of ``tree`` at ``targets``, in chunks on a Dask cluster.
+
+    :func:`case_studies.nbody.field` with ``device='dask'`` builds the tree
+    and calls this.
 
     Parameters
     ----------
@@ -60,13 +63,14 @@ def field_dask(
         Targets per task.
     **field_kwargs
         Passed to :meth:`Octree.field` (``theta``, ``quadrupole``, ``target_eps``
-        as a scalar, ``G``, ...).
+        as a scalar, ``G``, ``potential``, ...).
 
     Returns
     -------
     acc : ndarray (m, 3)
     pot : ndarray (m,) or None
-        None with ``potential=False``.
+        None unless ``potential=True`` (the default of :meth:`Octree.field`,
+        ``True`` until this release).
     """
     chunk = count("chunk", chunk)
     T = points("targets", targets, 3)

@@ -24,9 +24,10 @@ from typing import Any
 import numpy as np
 
 from propopt import direct_gravity
-from propopt.arrays import flag, points, real
+from propopt.arrays import flag, per_point, points, real
 
-from .barnes_hut import THETA, Octree, _check_theta, per_body
+from ._args import check_masses
+from .barnes_hut import THETA, Octree, _check_theta
 
 __all__ = ["FORCES", "Run", "diagnostics", "leapfrog", "load_snapshot"]
 
@@ -156,6 +157,8 @@ def leapfrog(
     pos, vel : arrays (n, 3)
         Initial positions and velocities (ignored with ``resume``).
     mass : array (n,)
+        Finite masses, ``>= 0`` for ``method='tree'`` (see
+        :func:`case_studies.nbody.field`); the direct sum takes either sign.
     dt : float
         Time step, ``> 0``.
     steps : int
@@ -234,15 +237,18 @@ def leapfrog(
         v = np.array(points("vel", vel, 3), dtype=np.float64)
         if v.shape != x.shape:
             raise ValueError(f"vel has shape {v.shape}: must match pos {x.shape}")
-        m = per_body("mass", mass, x.shape[0], 1.0, "masses")
+        if method == "direct":  # the exact sum takes masses of both signs
+            m = per_point("mass", mass, x.shape[0], 1.0, "masses", nonnegative=False)
+        else:
+            m = check_masses("mass", mass, x.shape[0])
         t, step = 0.0, 0
         acc = pot = None
 
     def force(xx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if method == "direct":
-            return direct_gravity(xx, m, eps=eps, softening=softening)
+            return direct_gravity(xx, m, eps=eps, softening=softening, potential=True)
         tree = Octree.build(xx, m, eps=eps, softening=softening)
-        return tree.field(theta=theta, quadrupole=quadrupole)
+        return tree.field(theta=theta, quadrupole=quadrupole, potential=True)
 
     def record() -> None:
         d = diagnostics(x, v, m, pot)

@@ -6,6 +6,9 @@ inputs are checked and cast first (integer positions or lists would otherwise
 meet the float accumulator, or ``list - list``).  It is only
 usable for a few hundred bodies; :func:`propopt.direct_gravity` is
 the same sum done properly (Newton's third law, threads, CUDA).
+
+Around the listing, the function keeps the contract of every N-body verb of
+:mod:`case_studies.nbody`: ``(pos, mass)`` in, ``(acc, pot or None)`` out.
 """
 
 from __future__ import annotations
@@ -14,28 +17,43 @@ from typing import Any
 
 import numpy as np
 
-from propopt.arrays import per_point, points
+from propopt.arrays import flag, per_point, points
+
+from ._args import renamed
 
 __all__ = ["nbody_naive"]
 
 
-def nbody_naive(positions: Any, masses: Any) -> np.ndarray:
+@renamed(positions="pos", masses="mass")
+def nbody_naive(
+    pos: Any, mass: Any = None, *, potential: bool = False
+) -> tuple[np.ndarray, np.ndarray | None]:
     """O(N^2) all-pairs force calculation (the chapter's listing, 36.11.1).
 
-    Returns ``sum_{j != i} m_j (x_j - x_i) / (|x_j - x_i|^3 + 1e-10)``: the
-    acceleration of each body (G = 1), despite the name ``forces``.
-    ``positions`` (n, 3) and ``masses`` (n,) may be lists or integers: they
-    are computed in float64 (float32 positions stay float32).
+    Returns ``(acc, pot)``: ``acc = sum_{j != i} m_j (x_j - x_i) / (|x_j -
+    x_i|^3 + 1e-10)``, the acceleration of each body (G = 1; the listing
+    calls it ``forces``), and with ``potential=True`` ``pot = -sum_{j != i}
+    m_j / (|x_j - x_i| + 1e-10)`` (the listing has none; the same guard),
+    else None.  ``pos`` (n, 3) and ``mass`` (n,) may be lists or integers:
+    they are computed in float64 (float32 positions stay float32).  Masses
+    may be negative: the sum is exact for either sign.
+
+    The listing's names ``positions=`` and ``masses=`` are still taken as
+    keywords, with a ``DeprecationWarning``; until this release the function
+    returned the bare ``forces`` array (now ``acc, _ = nbody_naive(...)``).
 
     Examples
     --------
     >>> import numpy as np
     >>> from case_studies.nbody.naive import nbody_naive
-    >>> nbody_naive(np.array([[0.0, 0, 0], [2.0, 0, 0]]), np.array([1.0, 3.0])).round(6).tolist()
-    [[0.75, 0.0, 0.0], [-0.25, 0.0, 0.0]]
+    >>> acc, pot = nbody_naive(np.array([[0.0, 0, 0], [2.0, 0, 0]]), np.array([1.0, 3.0]))
+    >>> acc.round(6).tolist(), pot
+    ([[0.75, 0.0, 0.0], [-0.25, 0.0, 0.0]], None)
     """
-    positions = points("positions", positions, 3)  # (n, 3) floats: ints and lists as float64
-    masses = per_point("masses", masses, len(positions), 1.0, "masses", nonnegative=False)
+    potential = flag("potential", potential)
+    positions = points("pos", pos, 3)  # (n, 3) floats: ints and lists as float64
+    masses = per_point("mass", mass, len(positions), 1.0, "masses", nonnegative=False)
+    # ---- the chapter's listing
     N = len(positions)
     forces = np.zeros_like(positions)
     for i in range(N):
@@ -44,4 +62,12 @@ def nbody_naive(positions: Any, masses: Any) -> np.ndarray:
                 r = positions[j] - positions[i]
                 dist = np.linalg.norm(r)
                 forces[i] += masses[j] * r / (dist**3 + 1e-10)
-    return forces
+    # ---- end of the listing
+    if not potential:
+        return forces, None
+    pot = np.zeros(N, dtype=positions.dtype)
+    for i in range(N):
+        for j in range(N):
+            if i != j:
+                pot[i] -= masses[j] / (np.linalg.norm(positions[j] - positions[i]) + 1e-10)
+    return forces, pot

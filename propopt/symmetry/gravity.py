@@ -20,7 +20,7 @@ import numpy as np
 from numba.extending import register_jitable
 
 from .. import _dispatch, threads
-from ..arrays import plain, points, real
+from ..arrays import flag, plain, points, real
 from .pairs import METHODS, Symmetry, _check_method, pairwise_sum
 
 GRAVITY_SYMMETRY: tuple[Symmetry, ...] = (
@@ -160,8 +160,9 @@ def direct_gravity(
     method: str = "auto",
     device: str = "auto",
     tile: int | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Accelerations and potentials of point masses by the direct ``O(n^2)`` sum.
+    potential: bool = False,
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Accelerations (and potentials) of point masses by the direct ``O(n^2)`` sum.
 
     .. math:: a_i = G \\sum_{j \\ne i} m_j (x_j - x_i) / (r_{ij}^2 + \\epsilon^2)^{3/2},
               \\quad \\phi_i = -G \\sum_{j \\ne i} m_j / (r_{ij}^2 + \\epsilon^2)^{1/2}
@@ -174,7 +175,11 @@ def direct_gravity(
     pos : array (n, 3)
         Source positions, float32 or float64.
     mass : array (n,) or scalar, optional
-        Finite masses (1 by default).
+        Finite masses (1 by default), of either sign: the sum is exact
+        whatever the signs, where a tree or a multipole expansion (whose
+        cells are placed at their centre of mass) is not; the N-body tree
+        and FMM of ``case_studies.nbody`` refuse negative masses and point
+        here.
     eps : float or array (n,)
         Plummer softening length, ``>= 0``, one for all or one per body; a
         pair is softened with ``eps_ij^2 = (eps_i^2 + eps_j^2) / 2``
@@ -204,12 +209,19 @@ def direct_gravity(
         Where it runs, as in :func:`pairwise_sum`.
     tile : int, optional
         Points per block.
+    potential : bool
+        Also return the potentials (``False`` by default, as for every
+        N-body verb of ``case_studies.nbody``; the pair kernel computes them
+        either way, at the cost of one addition per pair).
 
     Returns
     -------
     acc : ndarray (n, 3) or (m, 3)
-    pot : ndarray (n,) or (m,)
-        In the dtype of ``pos`` (float64 accumulation).
+    pot : ndarray (n,) or (m,), or None
+        In the dtype of ``pos`` (float64 accumulation); ``None`` unless
+        ``potential=True``.  Always a pair: ``acc, pot = direct_gravity(...)``
+        (before ``potential`` existed the potentials were always returned;
+        pass ``potential=True`` for them).
 
     Raises
     ------
@@ -234,7 +246,8 @@ def direct_gravity(
     --------
     >>> import numpy as np
     >>> from propopt import direct_gravity
-    >>> acc, pot = direct_gravity(np.array([[0.0, 0, 0], [2.0, 0, 0]]), np.array([1.0, 3.0]))
+    >>> x, m = np.array([[0.0, 0, 0], [2.0, 0, 0]]), np.array([1.0, 3.0])
+    >>> acc, pot = direct_gravity(x, m, potential=True)
     >>> acc.tolist(), pot.tolist()
     ([[0.75, 0.0, 0.0], [-0.25, 0.0, 0.0]], [-1.5, -0.5])
     """
@@ -245,6 +258,7 @@ def direct_gravity(
         raise ValueError(
             f"softening={softening!r} is not one of {', '.join(map(repr, SOFTENINGS))}"
         )
+    potential = flag("potential", potential)
     X = points("pos", _maybe_host(pos), 3)
     # masses and lengths may live on the GPU with the positions: the host reads them once
     mass, eps, target_eps = (_maybe_host(v) for v in (mass, eps, target_eps))
@@ -292,7 +306,8 @@ def direct_gravity(
         device=device,
         tile=tile,
     )
-    return _unscale(res, X.dtype, G, lexp, mexp, "pos" if T is None else "targets")
+    where = "pos" if T is None else "targets"
+    return _unscale(res, X.dtype, G, lexp, mexp, where, potential)
 
 
 def _masses(mass: Any, n: int) -> np.ndarray:
@@ -354,20 +369,27 @@ def _power(e: int) -> str:
 
 
 def _unscale(
-    res: np.ndarray, dtype: np.dtype, G: float, lexp: int, mexp: int, where: str
-) -> tuple[np.ndarray, np.ndarray]:
+    res: np.ndarray,
+    dtype: np.dtype,
+    G: float,
+    lexp: int,
+    mexp: int,
+    where: str,
+    potential: bool = True,
+) -> tuple[np.ndarray, np.ndarray | None]:
     """``res`` (field and potential in the units of :func:`_units`, G = 1) in the user's units.
 
     ``G = g 2**ge`` with ``1/2 <= |g| < 1``, so that ``res * g`` cannot overflow
     and the rest is an exact power of two.  A field beyond ``dtype`` is an
-    ``OverflowError``, not inf or NaN.
+    ``OverflowError``, not inf or NaN; without ``potential`` the potential is
+    neither checked nor returned (None).
     """
     g, ge = np.frexp(float(G))
     r = np.asarray(res, np.float64)
     with np.errstate(over="ignore", invalid="ignore"):
         acc = np.ldexp(r[:, :3] * g, mexp - 2 * lexp + int(ge)).astype(dtype)
         pot = np.ldexp(r[:, 3] * g, mexp - lexp + int(ge)).astype(dtype)
-    bad = ~(np.isfinite(acc).all(axis=1) & np.isfinite(pot))
+    bad = ~(np.isfinite(acc).all(axis=1) & (np.isfinite(pot) if potential else True))
     if bad.any():
         i = int(np.argmax(bad))
         raise OverflowError(
@@ -377,7 +399,7 @@ def _unscale(
             f"{'1e-12' if dtype == np.float32 else '1e-100'} of that spread; express "
             f"positions and masses in larger units{' or pass float64' * (dtype == np.float32)}"
         )
-    return np.ascontiguousarray(acc), np.ascontiguousarray(pot)
+    return np.ascontiguousarray(acc), (np.ascontiguousarray(pot) if potential else None)
 
 
 def _maybe_host(x: Any) -> Any:

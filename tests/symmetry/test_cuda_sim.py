@@ -25,8 +25,12 @@ def test_gravity_cuda_bodies_and_targets():
     pos, mass = rng.normal(size=(13, 3)), rng.uniform(0.5, 2, 13)
     tgt = rng.normal(size=(6, 3))
     for targets in (None, tgt):
-        a, p = direct_gravity(pos, mass, eps=0.05, targets=targets, method="reference")
-        ac, pc = direct_gravity(pos, mass, eps=0.05, targets=targets, device="cuda", tile=4)
+        a, p = direct_gravity(
+            pos, mass, eps=0.05, targets=targets, method="reference", potential=True
+        )
+        ac, pc = direct_gravity(
+            pos, mass, eps=0.05, targets=targets, device="cuda", tile=4, potential=True
+        )
         assert np.allclose(ac, a, rtol=0, atol=1e-12 * np.abs(a).max())
         assert np.allclose(pc, p, rtol=0, atol=1e-12 * np.abs(p).max())
 
@@ -63,8 +67,10 @@ def test_masses_and_lengths_may_live_on_the_device():
     rng = np.random.default_rng(2)
     pos, m, e = rng.normal(size=(10, 3)), rng.uniform(1, 2, 10), rng.uniform(0.1, 0.2, 10)
     tgt, te = rng.normal(size=(4, 3)), rng.uniform(0.1, 0.2, 4)
-    a0, p0 = direct_gravity(pos, m, eps=e, method="reference")
-    a, p = direct_gravity(*map(DeviceOnly, (pos, m)), eps=DeviceOnly(e), device="cuda", tile=4)
+    a0, p0 = direct_gravity(pos, m, eps=e, method="reference", potential=True)
+    a, p = direct_gravity(
+        *map(DeviceOnly, (pos, m)), eps=DeviceOnly(e), device="cuda", tile=4, potential=True
+    )
     assert np.allclose(a, a0, rtol=0, atol=1e-12 * np.abs(a0).max())
     assert np.allclose(p, p0, rtol=0, atol=1e-12 * np.abs(p0).max())
     a0, _ = direct_gravity(pos, m, eps=e, targets=tgt, target_eps=te, method="reference")

@@ -18,7 +18,7 @@ def brute(pos, mass, eps, targets=None):
 def test_matches_brute_force(method):
     rng = np.random.default_rng(0)
     pos, mass = rng.normal(size=(150, 3)), rng.uniform(0.1, 1, 150)
-    acc, pot = direct_gravity(pos, mass, eps=0.05, method=method)
+    acc, pot = direct_gravity(pos, mass, eps=0.05, method=method, potential=True)
     a, p = brute(pos, mass, 0.05)
     assert np.allclose(acc, a, rtol=0, atol=RTOL * np.abs(a).max())
     assert np.allclose(pot, p, rtol=0, atol=RTOL * np.abs(p).max())
@@ -27,10 +27,10 @@ def test_matches_brute_force(method):
 def test_newtons_third_law_and_G():
     rng = np.random.default_rng(1)
     pos, mass = rng.normal(size=(300, 3)), rng.uniform(0.1, 1, 300)
-    acc, pot = direct_gravity(pos, mass, eps=0.01)
+    acc, pot = direct_gravity(pos, mass, eps=0.01, potential=True)
     momentum = (mass[:, None] * acc).sum(0)
     assert np.abs(momentum).max() < 1e-12 * (mass[:, None] * np.abs(acc)).sum()
-    acc2, pot2 = direct_gravity(pos, mass, eps=0.01, G=6.674e-11)
+    acc2, pot2 = direct_gravity(pos, mass, eps=0.01, G=6.674e-11, potential=True)
     assert np.allclose(acc2, 6.674e-11 * acc) and np.allclose(pot2, 6.674e-11 * pot)
     unit, _ = direct_gravity(pos, eps=0.01)
     assert np.allclose(unit, direct_gravity(pos, np.ones(300), eps=0.01)[0])
@@ -40,24 +40,24 @@ def test_targets_and_coincident_points():
     rng = np.random.default_rng(2)
     pos, mass = rng.normal(size=(80, 3)), rng.uniform(0.1, 1, 80)
     tgt = np.vstack([rng.normal(size=(5, 3)), pos[:2]])  # two targets sit on sources
-    acc, pot = direct_gravity(pos, mass, eps=0.1, targets=tgt)
+    acc, pot = direct_gravity(pos, mass, eps=0.1, targets=tgt, potential=True)
     a, p = brute(pos, mass, 0.1, tgt)
     assert acc.shape == (7, 3) and np.allclose(acc, a, atol=1e-12) and np.allclose(pot, p)
     # with eps = 0 a coincident pair contributes nothing (and no NaN)
-    acc0, pot0 = direct_gravity(np.zeros((2, 3)), eps=0.0)
+    acc0, pot0 = direct_gravity(np.zeros((2, 3)), eps=0.0, potential=True)
     assert np.array_equal(acc0, np.zeros((2, 3))) and np.array_equal(pot0, np.zeros(2))
 
 
 def test_float32_and_empty():
     rng = np.random.default_rng(3)
     pos = rng.normal(size=(64, 3)).astype(np.float32)
-    acc, pot = direct_gravity(pos, eps=0.1)
+    acc, pot = direct_gravity(pos, eps=0.1, potential=True)
     a, p = brute(pos, np.ones(64), 0.1)
     assert acc.dtype == np.float32 and np.allclose(acc, a, rtol=0, atol=1e-5 * np.abs(a).max())
     assert pot.dtype == np.float32 and np.allclose(pot, p, rtol=1e-5)
-    acc, pot = direct_gravity(np.zeros((0, 3)))
+    acc, pot = direct_gravity(np.zeros((0, 3)), potential=True)
     assert acc.shape == (0, 3) and pot.shape == (0,)
-    acc, pot = direct_gravity(np.zeros((0, 3)), targets=np.ones((2, 3)))
+    acc, pot = direct_gravity(np.zeros((0, 3)), targets=np.ones((2, 3)), potential=True)
     assert np.array_equal(acc, np.zeros((2, 3))) and np.array_equal(pot, np.zeros(2))
 
 
@@ -84,13 +84,13 @@ def test_spline_softening_matches_pytreegrav_brute_force():
     rng = np.random.default_rng(4)
     x, m = rng.normal(size=(300, 3)), rng.uniform(0.1, 1.0, 300)
     h = rng.uniform(0.05, 0.8, 300)  # many pairs inside the kernel's support
-    a, p = direct_gravity(x, m, eps=h, softening="spline")
+    a, p = direct_gravity(x, m, eps=h, softening="spline", potential=True)
     a0 = pytreegrav.Accel(x, m, h, method="bruteforce")
     p0 = pytreegrav.Potential(x, m, h, method="bruteforce")
     np.testing.assert_allclose(a, a0, rtol=1e-12, atol=1e-12 * np.abs(a0).max())
     np.testing.assert_allclose(p, p0, rtol=1e-12)
     t, th = rng.normal(size=(40, 3)), rng.uniform(0.0, 0.5, 40)
-    a, p = direct_gravity(x, m, eps=h, targets=t, target_eps=th, softening="spline")
+    a, p = direct_gravity(x, m, eps=h, targets=t, target_eps=th, softening="spline", potential=True)
     a0 = pytreegrav.AccelTarget(
         t, x, m, softening_target=th, softening_source=h, method="bruteforce"
     )
@@ -140,11 +140,11 @@ def test_two_bodies_at_extreme_separations(sep):
     pos = np.array([[0.0, 0.0, 0.0], [sep, 0.0, 0.0]])
     want = 1.0 / sep / sep
     for method in ("halved", "full", "reference"):
-        acc, pot = direct_gravity(pos, np.ones(2), method=method)
+        acc, pot = direct_gravity(pos, np.ones(2), method=method, potential=True)
         np.testing.assert_allclose(acc[:, 0], [want, -want], rtol=1e-15)
         assert np.array_equal(acc[:, 1:], np.zeros((2, 2)))
         np.testing.assert_allclose(pot, [-1 / sep, -1 / sep], rtol=1e-15)
-    acc, pot = direct_gravity(pos[:1], np.ones(1), targets=pos[1:] * 0.5, eps=sep)
+    acc, pot = direct_gravity(pos[:1], np.ones(1), targets=pos[1:] * 0.5, eps=sep, potential=True)
     np.testing.assert_allclose(acc[0, 0], -0.5 / (1.25**1.5 * sep * sep), rtol=1e-14)
 
 
@@ -155,17 +155,21 @@ def test_any_scale_is_the_unit_scale_field(scale, softening):
     pos, m, eps = rng.normal(size=(40, 3)), rng.uniform(0.5, 1.5, 40), rng.uniform(0, 0.2, 40)
     tgt = rng.normal(size=(7, 3))
     mass_scale = 1e-200 if scale < 1 else 1e200  # keeps the field inside float64
-    a1, p1 = direct_gravity(pos, m, eps=eps, softening=softening)
-    a, p = direct_gravity(pos * scale, m * mass_scale, eps=eps * scale, softening=softening)
+    a1, p1 = direct_gravity(pos, m, eps=eps, softening=softening, potential=True)
+    a, p = direct_gravity(
+        pos * scale, m * mass_scale, eps=eps * scale, softening=softening, potential=True
+    )
     f = scale * scale / mass_scale
     np.testing.assert_allclose(a * f, a1, rtol=1e-12, atol=1e-12 * np.abs(a1).max())
     np.testing.assert_allclose(p * scale / mass_scale, p1, rtol=1e-12)
     if softening == "plummer":  # one length: against the plain double loop
         a0, p0 = _pairwise(pos, m, 0.01)
-        a, p = direct_gravity(pos * scale, m * mass_scale, eps=0.1 * scale)
+        a, p = direct_gravity(pos * scale, m * mass_scale, eps=0.1 * scale, potential=True)
         np.testing.assert_allclose(a * f, a0, rtol=1e-12, atol=1e-12 * np.abs(a0).max())
         a0, p0 = _pairwise(pos, m, 0.01, tgt)
-        a, p = direct_gravity(pos * scale, m * mass_scale, eps=0.1 * scale, targets=tgt * scale)
+        a, p = direct_gravity(
+            pos * scale, m * mass_scale, eps=0.1 * scale, targets=tgt * scale, potential=True
+        )
         np.testing.assert_allclose(a * f, a0, rtol=1e-12, atol=1e-12 * np.abs(a0).max())
         np.testing.assert_allclose(p * scale / mass_scale, p0, rtol=1e-12)
 
@@ -175,8 +179,8 @@ def test_scaling_keeps_the_bits_of_ordinary_inputs():
     # the unscaled sum, which the G = 1 plain loop reproduces to rounding
     rng = np.random.default_rng(8)
     pos, m = rng.normal(size=(50, 3)), rng.uniform(0.5, 1.5, 50)
-    a, p = direct_gravity(pos * 1024.0, m * 64.0, eps=0.5)
-    a1, p1 = direct_gravity(pos, m, eps=0.5 / 1024.0)
+    a, p = direct_gravity(pos * 1024.0, m * 64.0, eps=0.5, potential=True)
+    a1, p1 = direct_gravity(pos, m, eps=0.5 / 1024.0, potential=True)
     assert np.array_equal(a * 1024.0**2 / 64.0, a1) and np.array_equal(p * 1024.0 / 64.0, p1)
 
 
@@ -194,9 +198,10 @@ def test_a_field_beyond_the_dtype_is_an_overflow_error():
 
 def test_scalar_arguments_are_checked_by_type_first():
     pos = np.array([[0.0, 0, 0], [1, 0, 0], [0, 2, 0]])
-    want = direct_gravity(pos, eps=0.1, G=2.0)
+    want = direct_gravity(pos, eps=0.1, G=2.0, potential=True)
     for eps, G in ((np.float32(0.1), np.int64(2)), (np.array(0.1), np.array(2.0))):
-        got = direct_gravity(pos, eps=eps, G=G)  # 0-d arrays said 'G must be a finite number'
+        # 0-d arrays said 'G must be a finite number'
+        got = direct_gravity(pos, eps=eps, G=G, potential=True)
         np.testing.assert_allclose(got[0], want[0], rtol=1e-7)
         np.testing.assert_allclose(got[1], want[1], rtol=1e-7)
     # a complex entry raised "float() argument must be ... not 'complex'" inside numpy

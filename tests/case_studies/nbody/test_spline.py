@@ -22,7 +22,7 @@ def _maxrel(a, b):
 
 def test_theta_zero_matches_pytreegrav_brute_force(bodies):
     pos, m, h = bodies
-    a, p = barnes_hut(pos, m, eps=h, theta=0.0, softening="spline")
+    a, p = barnes_hut(pos, m, eps=h, theta=0.0, softening="spline", potential=True)
     assert _maxrel(a, pytreegrav.Accel(pos, m, h, method="bruteforce")) < 1e-12
     assert _maxrel(p, pytreegrav.Potential(pos, m, h, method="bruteforce")) < 1e-12
 
@@ -57,8 +57,8 @@ def test_tree_error_is_tree_sized_and_below_pytreegrav(bodies):
 def test_direct_method_and_plummer_default_unchanged(bodies):
     pos, m, h = bodies
     tree = Octree.build(pos, m, eps=h, softening="spline")
-    a, p = tree.field(method="direct")
-    a0, p0 = direct_gravity(pos, m, eps=h, softening="spline")
+    a, p = tree.field(method="direct", potential=True)
+    a0, p0 = direct_gravity(pos, m, eps=h, softening="spline", potential=True)
     assert _maxrel(a, a0) < 1e-12 and _maxrel(p, p0) < 1e-12
     ap, _ = barnes_hut(pos, m, eps=0.05, theta=0.0)  # Plummer stays the default
     assert _maxrel(ap, direct_gravity(pos, m, eps=0.05)[0]) < 1e-12

@@ -1,0 +1,113 @@
+"""The arguments every N-body verb shares, checked one way: ``theta``, masses, renamed names.
+
+* ``theta`` (:func:`check_theta`): a real number (an int, a float, a NumPy
+  scalar or a 0-d array), finite and ``>= 0``; ``0`` is the exact sum (the
+  tree opens every node, the FMM pairs every leaf directly).  The FMM also
+  needs ``theta < 1``: it translates a cell's expansion to another cell's
+  centre, which converges only while their radii sum to less than their
+  distance.  The tree's walk also requires the target group to lie beyond
+  a node's largest radius, so any ``theta`` keeps its multipoles convergent.
+* Masses (:func:`check_masses`): finite and ``>= 0`` for the tree and the
+  FMM.  A cell stands for its bodies through their mass placed at their
+  centre of mass; with masses of both signs the total may be near 0 and the
+  centre anywhere (far outside the cell), so the opening test and the error
+  bounds mean nothing.  The direct sum is exact for any sign:
+  :func:`propopt.direct_gravity` (``method="direct"``) takes negative masses.
+* Renamed arguments (:func:`renamed`): the old keyword is still taken, with
+  a ``DeprecationWarning`` naming the new one.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import warnings
+from typing import Any
+
+import numpy as np
+
+from propopt.arrays import per_point, plain, real
+
+__all__ = ["DIRECT_HINT", "check_masses", "check_theta", "renamed"]
+
+DIRECT_HINT = "use method='direct' (propopt.direct_gravity) for masses of both signs"
+
+
+def check_theta(theta: Any, method: str = "tree") -> float:
+    """``theta`` as a float: finite, ``>= 0``, and ``< 1`` for ``method='fmm'``.
+
+    One line naming the value, the rule and what ``0`` means, e.g.
+    ``theta=1.5: the opening angle must be in [0, 1) for method='fmm' ...``.
+    """
+    t = real("theta", theta)  # a NumPy scalar or 0-d array too; not '0.5' or True
+    if method == "fmm":
+        if not (math.isfinite(t) and 0 <= t < 1):
+            raise ValueError(
+                f"theta={t!r}: the opening angle must be in [0, 1) for method='fmm' (two "
+                "cells' expansions converge only while their radii sum to less than their "
+                "distance; 0 sums every pair directly)"
+            )
+    elif not (math.isfinite(t) and t >= 0):
+        raise ValueError(
+            f"theta={t!r}: the opening angle must be finite and >= 0 for method='tree' "
+            "(0 opens every node: the exact sum)"
+        )
+    return t
+
+
+def check_masses(name: str, v: Any, n: int) -> np.ndarray:
+    """``(n,)`` float64 masses for the tree and the FMM: finite and ``>= 0`` (1 each for None).
+
+    A negative mass is refused with the reason and the way out
+    (``method='direct'``); a non-finite one names the body to fix or drop.
+    """
+    a = plain(name, v) if v is not None else None
+    if a is not None and a.dtype.kind in "fiub" and (a.ndim == 0 or a.shape == (n,)):
+        f = a.astype(np.float64)
+        if not np.isfinite(f).all():
+            if a.ndim == 0:
+                raise ValueError(f"{name}={f.item()!r}: masses must be finite and >= 0")
+            i = int(np.argmax(~np.isfinite(f)))
+            raise ValueError(
+                f"{name}[{i}] = {f[i]}: masses must be finite and >= 0 (fix or drop body {i})"
+            )
+        if (f < 0).any():
+            where = f"{name}={f.item()!r}" if a.ndim == 0 else None
+            if where is None:
+                i = int(np.argmax(f < 0))
+                where = f"{name}[{i}] = {f[i]}"
+            raise ValueError(
+                f"{where}: the tree and the FMM take masses >= 0 only (a cell acts through "
+                f"its centre of mass, which masses of both signs put anywhere); {DIRECT_HINT}"
+            )
+    return per_point(name, v, n, 1.0, "masses")
+
+
+def renamed(**old_to_new: str) -> Any:
+    """Decorator: take each old keyword ``old=`` as ``new=``, with a ``DeprecationWarning``.
+
+    ``@renamed(positions="pos")``: ``f(positions=x)`` warns
+    ``f(positions=...) is deprecated: pass pos=...`` and calls ``f(pos=x)``;
+    passing both is a ``TypeError``.
+    """
+
+    def wrap(fn: Any) -> Any:
+        @functools.wraps(fn)
+        def inner(*args: Any, **kwargs: Any) -> Any:
+            for old, new in old_to_new.items():
+                if old in kwargs:
+                    if new in kwargs:
+                        raise TypeError(
+                            f"{fn.__name__}() got both {old}= and {new}=: pass {new}= only"
+                        )
+                    warnings.warn(
+                        f"{fn.__name__}({old}=...) is deprecated: pass {new}=...",
+                        DeprecationWarning,
+                        stacklevel=2,
+                    )
+                    kwargs[new] = kwargs.pop(old)
+            return fn(*args, **kwargs)
+
+        return inner
+
+    return wrap

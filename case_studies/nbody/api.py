@@ -1,0 +1,228 @@
+"""One entry point for the gravitational field of point masses: :func:`field`.
+
+Every N-body verb of :mod:`case_studies.nbody` (and :func:`propopt.direct_gravity`)
+spells its arguments the same way and returns the same pair:
+
+========================  ==============================================================
+argument                  meaning (in every verb that takes it)
+========================  ==============================================================
+``pos``, ``mass``         ``(n, 3)`` positions; ``(n,)`` or scalar masses (1 each if None)
+``targets``               ``(m, 3)`` evaluation points (default the bodies, ``j = i`` left out)
+``eps``, ``target_eps``   softening lengths (one or one per body / target)
+``softening``             ``'plummer'`` or ``'spline'`` (``eps`` is then the support ``h``)
+``G``                     the gravitational constant
+``potential``             also compute the potentials (``False`` by default)
+``theta``                 opening angle, finite and ``>= 0`` (``< 1`` for the FMM); 0 exact
+``leaf_size``             the most bodies in a leaf of the (source) tree
+``method``, ``device``    which algorithm, and where it runs
+========================  ==============================================================
+
+and returns ``(acc, pot)``, ``pot`` None unless ``potential=True``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from propopt import direct_gravity
+from propopt.arrays import count, flag
+
+from ._args import check_theta
+
+__all__ = ["DEVICES", "METHODS", "OPTIONS", "field"]
+
+METHODS = ("tree", "fmm", "direct")
+"""The algorithms of :func:`field`: Barnes-Hut, the fast multipole method, the exact sum."""
+DEVICES = ("cpu", "cuda", "dask")
+"""Where :func:`field` runs: numba threads, numba.cuda, or a Dask cluster (``client=``)."""
+METHOD_DEVICES = {"tree": ("cpu", "cuda", "dask"), "fmm": ("cpu",), "direct": ("cpu", "cuda")}
+"""The devices each method runs on."""
+OPTIONS = {
+    "tree": ("theta", "leaf_size", "quadrupole", "group_size", "precision"),
+    "fmm": ("theta", "leaf_size", "tol", "order"),
+    "direct": (),
+}
+"""The method-specific arguments of :func:`field` that each method takes."""
+
+
+def field(
+    pos: Any,
+    mass: Any = None,
+    *,
+    method: str = "tree",
+    device: str = "cpu",
+    targets: Any = None,
+    target_eps: Any = None,
+    potential: bool = False,
+    eps: Any = 0.0,
+    softening: str = "plummer",
+    G: float = 1.0,
+    theta: float | None = None,
+    leaf_size: int | None = None,
+    tol: float | None = None,
+    order: int | None = None,
+    quadrupole: bool | None = None,
+    group_size: int | None = None,
+    precision: str | None = None,
+    client: Any = None,
+    chunk: int | None = None,
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Gravitational accelerations (and potentials) of point masses, by any method.
+
+    .. math:: a(x) = G \\sum_j m_j (x_j - x) / (|x_j - x|^2 + \\epsilon^2)^{3/2},
+              \\quad \\phi(x) = -G \\sum_j m_j / (|x_j - x|^2 + \\epsilon^2)^{1/2}
+
+    (Plummer softening; ``softening='spline'`` for the cubic-spline kernel).
+
+    Parameters
+    ----------
+    pos : array (n, 3)
+        Finite positions (float32 or float64).
+    mass : array (n,) or scalar, optional
+        Finite masses, 1 each by default.  ``>= 0`` for ``method='tree'``
+        and ``'fmm'``: a cell acts through its centre of mass, which masses
+        of both signs can put anywhere (far outside the cell), so the
+        opening test and the error bounds fail.  ``method='direct'`` is
+        exact for either sign.
+    method : {'tree', 'fmm', 'direct'}
+        Barnes-Hut (:func:`.barnes_hut`; ``theta``, ``quadrupole``,
+        ``group_size``, ``precision``), the fast multipole method
+        (:func:`.fmm`; ``tol``, ``order``, ``theta``), or the exact ``O(n m)``
+        sum (:func:`propopt.direct_gravity`).
+    device : {'cpu', 'cuda', 'dask'}
+        Numba threads; numba.cuda (``'tree'``, ``'direct'``); a Dask cluster
+        (``'tree'``: the tree built here, scattered once, ``targets`` in
+        chunks of ``chunk``; needs ``client`` and ``targets``).
+    targets : array (m, 3), optional
+        Evaluation points; default the bodies themselves (then ``j = i`` is
+        left out).
+    target_eps : float or array (m,), optional
+        Softening of the targets (default: ``eps`` when it is one number,
+        else 0); only with ``targets``.
+    potential : bool
+        Also compute the potentials (the tree skips their terms without).
+    eps : float or array (n,)
+        Softening length, ``>= 0``, one for all or one per body.
+    softening : {'plummer', 'spline'}
+        Plummer (a pair uses ``(eps_i^2 + eps_j^2) / 2``) or the cubic
+        spline of pytreegrav and Gadget (``eps`` is its support ``h``, a pair
+        uses ``max(h_i, h_j)``, Newtonian beyond it).
+    G : float
+        Gravitational constant.
+    theta : float, optional
+        Opening angle (``'tree'``: default 0.7; ``'fmm'``: overrides the one
+        chosen from ``tol``).  A real number (a NumPy scalar or 0-d array
+        too), finite and ``>= 0``; below 1 for the FMM.  0 is the exact sum.
+    leaf_size : int, optional
+        The most bodies in a leaf of the source tree (the FMM's target tree
+        too): 32 for the tree, 64 for the FMM by default.
+    tol : float, optional
+        The FMM's target relative force error (default 1e-3).
+    order : int, optional
+        The FMM's expansion order (default from ``tol``).
+    quadrupole, group_size, precision : optional
+        The tree's: quadrupole terms (True), targets per walk (256), the
+        arithmetic of the CPU walk's loops (``'float64'``).
+    client : distributed.Client, optional
+        For ``device='dask'``.
+    chunk : int, optional
+        Targets per Dask task (250,000).
+
+    Returns
+    -------
+    acc : ndarray (m, 3)
+    pot : ndarray (m,) or None
+        None unless ``potential=True``.
+
+    Raises
+    ------
+    ValueError
+        An unknown method or device, a device the method does not run on, or
+        an option of another method (``tol`` with ``method='tree'``): each
+        one line naming the argument, its value and what to pass instead.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from case_studies.nbody import field
+    >>> rng = np.random.default_rng(0)
+    >>> x, m = rng.normal(size=(2000, 3)), rng.uniform(size=2000)
+    >>> exact, _ = field(x, m, eps=0.01, method="direct")
+    >>> for method in ("tree", "fmm"):
+    ...     a, p = field(x, m, eps=0.01, method=method)
+    ...     err = np.linalg.norm(a - exact, axis=1) / np.linalg.norm(exact, axis=1)
+    ...     print(method, p is None, bool(np.median(err) < 1e-3))
+    tree True True
+    fmm True True
+    """
+    if method not in METHODS:
+        raise ValueError(f"method={method!r} is not one of {', '.join(map(repr, METHODS))}")
+    if device not in DEVICES:
+        raise ValueError(f"device={device!r} is not one of {', '.join(map(repr, DEVICES))}")
+    if device not in METHOD_DEVICES[method]:
+        where = [m for m in METHODS if device in METHOD_DEVICES[m]]
+        raise ValueError(
+            f"device={device!r}: method={method!r} runs on "
+            f"{', '.join(map(repr, METHOD_DEVICES[method]))}; pass another device, or "
+            f"method={' or '.join(map(repr, where))}"
+        )
+    given = dict(theta=theta, leaf_size=leaf_size, tol=tol, order=order, quadrupole=quadrupole,
+                 group_size=group_size, precision=precision)  # fmt: skip
+    for name, value in given.items():
+        if value is not None and name not in OPTIONS[method]:
+            takes = [m for m in METHODS if name in OPTIONS[m]]
+            raise ValueError(
+                f"{name}={value!r} is an option of method={' or '.join(map(repr, takes))}, "
+                f"not of method={method!r}: leave it out"
+            )
+    for name, value in (("client", client), ("chunk", chunk)):
+        if value is not None and device != "dask":
+            raise ValueError(f"{name}= is for device='dask' (got device={device!r}): leave it out")
+    potential = flag("potential", potential)
+    if targets is None and target_eps is not None:
+        raise ValueError("target_eps is given without targets: pass targets=, or leave it out")
+    if method == "direct":
+        return direct_gravity(pos, mass, eps=eps, G=G, targets=targets, target_eps=target_eps,
+                              softening=softening, device=device, potential=potential)  # fmt: skip
+    if method == "fmm":
+        from .fmm import LEAF_SIZE, TOL, fmm
+
+        if softening != "plummer":
+            raise ValueError(
+                f"softening={softening!r}: method='fmm' has Plummer softening only; "
+                "use method='tree' or 'direct' for 'spline'"
+            )
+        return fmm(pos, mass, tol=TOL if tol is None else tol, eps=eps, targets=targets,
+                   target_eps=target_eps, G=G, potential=potential, order=order,
+                   theta=None if theta is None else check_theta(theta, "fmm"),
+                   leaf_size=LEAF_SIZE if leaf_size is None else leaf_size)  # fmt: skip
+    from .barnes_hut import GROUP_SIZE, LEAF_SIZE, THETA, Octree
+
+    tree = Octree.build(pos, mass, eps=eps, softening=softening,
+                        leaf_size=LEAF_SIZE if leaf_size is None else leaf_size)  # fmt: skip
+    kw: dict[str, Any] = dict(
+        theta=THETA if theta is None else check_theta(theta, "tree"),
+        quadrupole=True if quadrupole is None else quadrupole,
+        group_size=GROUP_SIZE if group_size is None else group_size,
+        precision="float64" if precision is None else precision,
+        G=G,
+        potential=potential,
+    )
+    if target_eps is not None:
+        kw["target_eps"] = target_eps
+    if device == "dask":
+        from .distributed import field_dask
+
+        if client is None:
+            raise ValueError("device='dask' needs client= (a distributed.Client)")
+        if targets is None:
+            raise ValueError(
+                "device='dask' splits targets= into chunks: pass targets (e.g. the "
+                "bodies' positions), or use device='cpu' for the field at the bodies"
+            )
+        return field_dask(client, tree, targets,
+                          chunk=250_000 if chunk is None else count("chunk", chunk),
+                          **kw)  # fmt: skip
+    return tree.field(targets, device=device, **kw)
