@@ -89,6 +89,18 @@ def per_body(name: str, v: Any, n: int, default: float, what: str) -> np.ndarray
     return per_point(name, v, n, default, what)
 
 
+def _segment_max(v: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """``max(v[start[i]:end[i]])`` for every node ``i`` (non-empty, possibly nested runs).
+
+    ``np.maximum.reduceat(v, start)`` alone reduces ``v[start[i]:start[i + 1]]``:
+    in pre-order a parent's next node is its first child, which starts where
+    the parent does, so a parent got its first body's value, not its bodies'
+    largest.  Interleaving the ends gives each node its own run.
+    """
+    idx = np.column_stack([start, end]).ravel()
+    return np.maximum.reduceat(np.append(v, v[:1]), idx)[::2]
+
+
 def _groups(keys: np.ndarray, group_size: int) -> tuple[np.ndarray, np.ndarray, int]:
     start, end, _, leaf, _ = build_topology(keys, group_size)
     gs, ge = start[leaf], end[leaf]
@@ -294,7 +306,7 @@ class Octree:
         nodes[:, 12] = (hi - lo).max(axis=1) ** 2 if k else 0.0
         nodes[:, 13] = 0.0  # the largest spline support h of each node's bodies
         if softening == "spline" and k and n:
-            nodes[:, 13] = np.sqrt(np.maximum.reduceat(src[4], start))
+            nodes[:, 13] = np.sqrt(_segment_max(src[4], start, end))
         uni = float(src[4, 0]) if n and np.all(e == e[0]) else (0.0 if n == 0 else None)
         return cls(
             n, order, src, keys, start, end, nxt, leaf, level, rows, lo, hi, nodes,

@@ -449,3 +449,20 @@ def test_coincident_bodies_take_their_unit_from_the_softening(scale):
         assert np.all(acc_f == 0)
         # the fmm's near field runs in float32: the self pair cancels to ~1e-7 of 1/eps
         np.testing.assert_allclose(pot_f, -(n - 1) / eps, rtol=1e-6, atol=1e-6 / eps)
+
+
+@pytest.mark.parametrize("j", [0, 50, 99])
+def test_spline_node_support_is_the_largest_of_its_bodies(j):
+    # a node is used whole only beyond the largest h of its bodies; a parent took
+    # its first body's h instead, so a heavy body with a wide support anywhere but
+    # first in a cluster pulled a target inside that support with Newton's force
+    rng = np.random.default_rng(0)
+    pos = np.vstack([rng.uniform(-0.01, 0.01, size=(100, 3)), [[0.5, 0.0, 0.0]]])
+    h, m = np.full(101, 1e-3), np.ones(101)
+    h[j], m[j] = 1.0, 100.0
+    tree = Octree.build(pos, m, eps=h, softening="spline", leaf_size=4)
+    want = [np.sqrt(tree.src[4, s:e].max()) for s, e in zip(tree.start, tree.end)]
+    np.testing.assert_array_equal(tree.nodes[:, 13], want)
+    a0, _ = pp.direct_gravity(pos, m, eps=h, softening="spline")
+    a, _ = tree.field(theta=0.7, group_size=1)
+    assert abs(a[100, 0] / a0[100, 0] - 1) < 1e-5
