@@ -14,6 +14,7 @@ import numpy as np
 from numba import njit
 
 from propopt.separability.expansions import l2l, l2p, m2l_many_scaled, m2m, p2m
+from propopt.symmetry import spline_kernel
 from propopt.threads import take
 
 from ._walk import CLOSE, TINY, near_field, near_field_checked
@@ -178,12 +179,16 @@ def _grow(a, n):  # pragma: no cover - numba
 
 
 @njit(cache=True, **_INTERNAL)
-def _traverse(a0, trec, srec, theta, cheap, far, near, st):  # pragma: no cover - numba
+def _traverse(a0, trec, srec, theta, cheap, far, near, st, th, sh,
+              spline):  # fmt: skip  # pragma: no cover - numba
     """Dual-tree traversal of target subtree ``a0`` against the source tree.
 
     ``trec``, ``srec`` (k, 8): per node ``cx, cy, cz, radius, weight, leaf,
     next, count`` (one cache line a visit).  A pair of cells is well
-    separated (one M2L, into ``far``) when ``r_a + r_b < theta |z_a - c_b|``;
+    separated (one M2L, into ``far``) when ``r_a + r_b < theta |z_a - c_b|``
+    and, with ``spline``, ``r_a + r_b + max(h_a, h_b) < |z_a - c_b|`` (``th``,
+    ``sh``: each node's largest spline support, so that every pair of the two
+    cells is Newtonian);
     a pair of leaves that is not goes to ``near`` (P2P); otherwise the larger
     cell (a leaf never) is split.  A target leaf takes any source cell
     directly (``near``: its bodies are contiguous) when ``n_a n_b <= cheap``,
@@ -217,7 +222,9 @@ def _traverse(a0, trec, srec, theta, cheap, far, near, st):  # pragma: no cover 
             near[nn, 0] = a
             near[nn, 1] = b
             nn += 1
-        elif r * r < th2 * (dx * dx + dy * dy + dz * dz):
+        elif r * r < th2 * (dx * dx + dy * dy + dz * dz) and (
+            not spline or (r + max(th[a], sh[b])) ** 2 < dx * dx + dy * dy + dz * dz
+        ):
             if nf == far.shape[0]:
                 far = _grow(far, nf)
             far[nf, 0] = a
@@ -288,9 +295,39 @@ def _near_checked(px, py, pz, e, nb, nq, c, thr2):  # pragma: no cover - numba
     return near_field_checked(px, py, pz, e, nb, nq, c, thr2)
 
 
+@njit(cache=True, fastmath=True, error_model="numpy", **_INTERNAL)
+def _near_spline(tx, ty, tz, th2, nb, nq):  # pragma: no cover - numba
+    """The near field with the cubic spline of support ``h = max(h_t, h_j)`` (float64).
+
+    ``th2`` and ``nb[4]`` hold ``h^2``; beyond ``h`` a pair is Newtonian
+    (:func:`propopt.symmetry.spline_kernel`); a pair at one point with
+    ``h = 0`` adds nothing.  Returns ``(psi, grad)`` as :func:`_near` does:
+    ``psi = -sum m p`` (positive) and ``grad = sum m g d``.
+    """
+    psi = 0.0
+    gx = 0.0
+    gy = 0.0
+    gz = 0.0
+    for k in range(nq):
+        dx = nb[0, k] - tx
+        dy = nb[1, k] - ty
+        dz = nb[2, k] - tz
+        r2 = dx * dx + dy * dy + dz * dz
+        h2 = max(th2, nb[4, k])
+        if r2 == 0.0 and h2 == 0.0:
+            continue
+        g, p = spline_kernel(r2, np.sqrt(h2))
+        w = nb[3, k]
+        psi -= w * p
+        gx += w * g * dx
+        gy += w * g * dy
+        gz += w * g * dz
+    return psi, gx, gy, gz
+
+
 @njit(cache=True, nogil=True, error_model="numpy")
 def solve(counter, items, trec, srec, T, S, M, theta, cheap, rec, mono, trip, mtrip, mptr, grad,
-          c, checked, selfpairs, L, out):  # fmt: skip  # pragma: no cover
+          c, checked, selfpairs, th, sh, spline, L, out):  # fmt: skip  # pragma: no cover
     """Everything after the upward pass, one target subtree per item, until no item is left.
 
     Serial and GIL-free: every thread that runs it takes the next item from the
@@ -314,6 +351,11 @@ def solve(counter, items, trec, srec, T, S, M, theta, cheap, rec, mono, trip, mt
     is the derivative recurrence of :func:`m2l_many_scaled` in that dtype.  No two items
     write the same cell or target.  ``out[t] = (dpsi/dx, dpsi/dy, dpsi/dz, psi)``.
 
+    With ``spline`` (float64 only, ``checked`` off) the near field is
+    :func:`_near_spline`, the tree's ``e2`` hold ``h^2`` and the far field
+    is Newtonian (the traversal keeps pairs of cells within their largest
+    ``h`` of each other for the near field; ``th``, ``sh``).
+
     In float32 the near field counts each target's pairs closer than
     ``CLOSE`` times its leaf's radius (:mod:`._walk`); a target with any but
     itself (``selfpairs``: the targets are the sources, in the same order) has
@@ -331,7 +373,8 @@ def solve(counter, items, trec, srec, T, S, M, theta, cheap, rec, mono, trip, mt
         far = np.empty((256, 2), np.int64)
         near = np.empty((256, 2), np.int64)
         st = np.empty((256, 2), np.int64)
-        far, nf, near, nn, st = _traverse(a0, trec, srec, theta, cheap, far, near, st)
+        far, nf, near, nn, st = _traverse(a0, trec, srec, theta, cheap, far, near, st, th, sh,
+                                          spline)  # fmt: skip
         fptr = np.empty(k + 1, np.int64)
         fcols = np.empty(nf, np.int64)
         _group(far, nf, a0, k, fptr, fcols)
@@ -414,7 +457,9 @@ def solve(counter, items, trec, srec, T, S, M, theta, cheap, rec, mono, trip, mt
                 tb[1] = py - by
                 tb[2] = pz - bz
                 tb[3] = te2[t]
-                if checked:
+                if spline:
+                    p2, g2x, g2y, g2z = _near_spline(px, py, pz, te2[t], nb, nq)
+                elif checked:
                     p2, g2x, g2y, g2z, close = _near_checked(
                         tb[0], tb[1], tb[2], tb[3], nb, nq, c, tb[4]
                     )

@@ -189,15 +189,11 @@ def field(
     if method == "fmm":
         from .fmm import LEAF_SIZE, TOL, fmm
 
-        if softening != "plummer":
-            raise ValueError(
-                f"softening={softening!r}: method='fmm' has Plummer softening only; "
-                "use method='tree' or 'direct' for 'spline'"
-            )
         return fmm(pos, mass, tol=TOL if tol is None else tol, eps=eps, targets=targets,
                    target_eps=target_eps, G=G, potential=potential, order=order,
                    theta=None if theta is None else check_theta(theta, "fmm"),
-                   leaf_size=LEAF_SIZE if leaf_size is None else leaf_size)  # fmt: skip
+                   leaf_size=LEAF_SIZE if leaf_size is None else leaf_size,
+                   softening=softening)  # fmt: skip
     from .barnes_hut import GROUP_SIZE, LEAF_SIZE, THETA, Octree
 
     tree = Octree.build(pos, mass, eps=eps, softening=softening,

@@ -253,8 +253,6 @@ def test_renamed_arguments_warn_and_name_the_new_spelling():
         (dict(device="dask", targets=np.zeros((2, 3))), r"^device='dask' needs client="),
         (dict(target_eps=0.1), r"^target_eps is given without targets: pass targets=, or "
          r"leave it out$"),
-        (dict(method="fmm", softening="spline"), r"^softening='spline': method='fmm' has "
-         r"Plummer softening only"),
         (dict(softening="gauss"), r"^softening='gauss' is not one of 'plummer', 'spline'$"),
     ],
 )  # fmt: skip
@@ -276,12 +274,67 @@ def test_target_eps_without_targets_is_refused_by_every_verb():
             call()
 
 
-def test_spline_softening_by_field_tree_and_direct():
-    pos, _, m = plummer_sphere(400, seed=3)
-    h = np.random.default_rng(1).uniform(0.02, 0.1, 400)
+def _spline64(pos, m, h, targets=None, th=None):
+    """Float64 cubic-spline field (Monaghan and Lattanzio; pytreegrav's kernel), pair
+    support ``max(h_i, h_j)``, written out here: shares no code with propopt."""
+    T = pos if targets is None else targets
+    th = h if targets is None else th
+    acc, pot = np.zeros((len(T), 3)), np.zeros(len(T))
+    for i, t in enumerate(T):
+        d = pos - t
+        r = np.sqrt((d * d).sum(1))
+        H = np.maximum(th[i], h)
+        q = r / np.where(H > 0, H, 1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            newton_g, newton_p = 1 / r**3, -1 / r
+            g_in = (32 / 3 + q**2 * (32 * q - 38.4)) / H**3
+            p_in = (-2.8 + q**2 * (16 / 3 + q**2 * (6.4 * q - 9.6))) / H
+            g_out = (64 / 3 - 48 * q + 38.4 * q**2 - 32 / 3 * q**3 - 1 / 15 / q**3) / H**3
+            p_out = (-3.2 + 1 / 15 / q + q**2 * (32 / 3 + q * (-16 + q * (9.6 - 32 / 15 * q)))) / H
+            g = np.where(q >= 1, newton_g, np.where(q <= 0.5, g_in, g_out))
+            p = np.where(q >= 1, newton_p, np.where(q <= 0.5, p_in, p_out))
+        skip = (r == 0) & (H == 0)
+        if targets is None:
+            skip[i] = True
+        g, p = np.where(skip, 0, g), np.where(skip, 0, p)
+        acc[i] = (m[:, None] * g[:, None] * d).sum(0)
+        pot[i] = (m * p).sum()
+    return acc, pot
+
+
+@pytest.mark.parametrize("method", ["tree", "fmm", "direct"])
+def test_spline_softening_of_every_method_against_its_definition(method):
+    pos, _, m = plummer_sphere(600, seed=3)
+    rng = np.random.default_rng(1)
+    h = rng.uniform(0.02, 0.3, 600)  # many pairs inside a support
+    a0, p0 = _spline64(pos, m, h)
+    for theta in (None, 0.0) if method != "direct" else (None,):
+        a, p = field(pos, m, eps=h, softening="spline", method=method, theta=theta,
+                     potential=True)  # fmt: skip
+        exact = method == "direct" or theta == 0.0
+        # the tree at theta 0.7 (p99 ~ 3e-3 here), the FMM at tol 1e-3
+        bound = 1e-10 if exact else {"tree": 1e-2, "fmm": 1e-3}[method]
+        assert np.quantile(_relerr(a, a0), 0.99) < bound
+        assert np.median(np.abs(p / p0 - 1)) < bound
+    t, th = rng.normal(size=(100, 3)), rng.uniform(0, 0.2, 100)
+    a0, p0 = _spline64(pos, m, h, t, th)
+    a, p = field(pos, m, eps=h, targets=t, target_eps=th, softening="spline", method=method,
+                 potential=True)  # fmt: skip
+    bound = {"tree": 1e-2, "fmm": 1e-3, "direct": 1e-10}[method]
+    assert np.quantile(_relerr(a, a0), 0.99) < bound
+    assert np.median(np.abs(p / p0 - 1)) < bound
+
+
+def test_fmm_spline_keeps_tol_and_is_exact_at_theta_zero(sphere):
+    pos, m, _ = sphere
+    h = np.full(len(m), 2.8 * EPS)  # pytreegrav's h for the softening EPS
     a0, p0 = pp.direct_gravity(pos, m, eps=h, softening="spline", potential=True)
-    a, p = field(pos, m, eps=h, softening="spline", method="direct", potential=True)
-    np.testing.assert_array_equal(a, a0)
-    a, p = field(pos, m, eps=h, softening="spline", theta=0.0, potential=True)
+    for tol in (1e-3, 1e-6):
+        a, p = fmm(pos, m, eps=h, softening="spline", tol=tol, potential=True)
+        assert np.quantile(_relerr(a, a0), 0.99) <= tol
+        assert np.median(np.abs(p / p0 - 1)) <= tol
+    a, p = fmm(pos, m, eps=h, softening="spline", theta=0.0, potential=True)
     np.testing.assert_allclose(a, a0, rtol=1e-10, atol=1e-12 * np.abs(a0).max())
     np.testing.assert_allclose(p, p0, rtol=1e-10)
+    with pytest.raises(ValueError, match=r"^softening='gauss' is not one of 'plummer', 'spline'"):
+        fmm(pos, m, softening="gauss")
