@@ -246,7 +246,10 @@ def moments(points: Any, masses: Any = None) -> Moments:
     points : array (n, 3)
         Finite Cartesian coordinates; ``n = 0`` gives :meth:`Moments.zero`.
     masses : array (n,) or float, optional
-        Finite, ``>= 0``; default 1 each.
+        Finite, ``>= 0``; default 1 each.  Negative masses are refused: the
+        moments are taken about the centre of mass, which masses of both
+        signs can put anywhere (their total may be 0), and the truncation
+        error bound then fails.  Take the moments of each sign apart.
 
     Returns
     -------
@@ -282,7 +285,15 @@ def moments(points: Any, masses: Any = None) -> Moments:
     True
     """
     x = _points("points", points) if np.size(points) else np.zeros((0, 3))
-    w = per_point("masses", masses, x.shape[0], 1.0, "masses")
+    w = per_point("masses", masses, x.shape[0], 1.0, "masses", nonnegative=False)
+    if (w < 0).any():
+        i = int(np.argmax(w < 0))
+        where = f"masses={w[i]}" if np.ndim(masses) == 0 else f"masses[{i}] = {w[i]}"
+        raise ValueError(
+            f"{where}: masses must be finite and >= 0 (the moments are about the "
+            "centre of mass, which masses of both signs put anywhere); take the moments of "
+            "each sign apart"
+        )
     # exact units: coordinates and masses divided by powers of two near their
     # largest, the row multiplied back; the same bits for ordinary inputs, and
     # points near 1e150 keep S2 ~ 1e300 where y**2 * y would overflow on the way

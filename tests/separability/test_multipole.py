@@ -294,3 +294,12 @@ def test_field_softening_and_merge_arguments():
         mo.field(np.zeros((1, 3)) + 9, softening="a")
     with pytest.raises(TypeError, match="merge takes Moments, got list"):
         mo.merge([1])
+
+
+def test_negative_masses_are_refused_with_the_reason():
+    # the moments are about the centre of mass: masses of both signs put it anywhere
+    msg = r"the moments are about the centre of mass, .*; take the moments of each sign apart$"
+    with pytest.raises(ValueError, match=rf"^masses\[1\] = -1.0: masses must be .*{msg}"):
+        moments(np.zeros((2, 3)), [1.0, -1.0])
+    with pytest.raises(ValueError, match=rf"^masses=-2.0: masses must be .*{msg}"):
+        moments(np.zeros((2, 3)), -2.0)
