@@ -17,9 +17,30 @@ the sides alternating call by call in each round:
   state update and the conv update as no-ops), and the weight-read floor:
   the model's parameter bytes over the copy bandwidth measured in this run
   (every decoded token reads every weight once);
+* for Mamba-1's prefill also "propopt, last-token logits": the accelerated
+  model called with ``logits_to_keep=1``, the work llama.cpp does;
 * llama.cpp as a peer, when llama-cpp-python is installed and ``--gguf``
-  names a GGUF of the same model (see the probes' README for the
-  conversion); otherwise a line says why it was skipped.
+  names a GGUF of the same Mamba-1 model; otherwise a line says why it was
+  skipped.  On the threads torch uses: prefill tokens/s at ``--L`` tokens
+  (last-token logits, the same token ids), decode tokens/s over ``--new``
+  greedy tokens after the same 16-token prompt (tokens 2..new), and the
+  largest difference between llama.cpp's logits and transformers' on that
+  prompt, next to transformers' float32 against the model in float64 (the
+  two are alike when it is the same model, a few 1e-3 at 130m).
+  ``OMP_WAIT_POLICY`` (below) applies to llama.cpp's OpenMP threads too.
+
+The GGUF is made in three steps: save the benchmark's seeded Mamba-1 model
+(``--quick`` saves the 2-layer one), convert it with llama.cpp's
+``convert_hf_to_gguf.py`` (``$LLAMA`` below: a llama.cpp checkout, or
+``vendor/llama.cpp`` in the llama-cpp-python sdist, ``pip download
+--no-binary :all: --no-deps llama-cpp-python``; with no tokenizer files it
+writes llama.cpp's built-in GPT-NeoX vocabulary, Mamba-130m's), and pass it
+with ``--gguf``::
+
+    python -m benchmarks.hf_mamba --save-hf /tmp/m130
+    PYTHONPATH=$LLAMA/gguf-py python $LLAMA/convert_hf_to_gguf.py /tmp/m130 --outtype f32 \\
+        --outfile /tmp/m130.gguf
+    python -m benchmarks.hf_mamba --models mamba --gguf /tmp/m130.gguf
 
 Timings are medians over ``--rounds`` (3); the load average of the machine
 is printed before and after, since other processes change every figure.
@@ -33,6 +54,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -59,6 +81,14 @@ def build(which: str, quick: bool) -> Any:
     if which == "mamba":
         return MambaForCausalLM(MambaConfig(**cfg)).eval()
     return Mamba2ForCausalLM(Mamba2Config(**cfg)).eval()
+
+
+def token_ids(vocab_size: int, n: int) -> Any:
+    """The ``(1, n)`` token ids (seeded): the prefill input; its first 16 are the prompt."""
+    import torch
+
+    g = torch.Generator().manual_seed(1)
+    return torch.randint(0, vocab_size, (1, n), generator=g)
 
 
 # ------------------------------------------------------------------ sides
@@ -88,6 +118,17 @@ def propopt_path(model: Any) -> Iterator[None]:
         yield
     finally:
         restore(model)
+
+
+@contextlib.contextmanager
+def propopt_last_logits(model: Any) -> Iterator[None]:
+    """propopt's path, the model called with ``logits_to_keep=1`` (the last token's logits only)."""
+    with propopt_path(model):
+        model.forward = functools.partial(type(model).forward, model, logits_to_keep=1)
+        try:
+            yield
+        finally:
+            del model.forward
 
 
 def _zeros_scan(hidden_states: Any, dt: Any, A: Any, B: Any, C: Any, *a: Any, **kw: Any) -> Any:
@@ -201,16 +242,17 @@ def sides_for(which: str) -> dict[str, Callable[[Any], Any]]:
     return sides
 
 
-def report(which: str, args: argparse.Namespace, bw: tuple[float, float]) -> None:
+def report(which: str, args: argparse.Namespace, bw: tuple[float, float]) -> dict[str, float]:
+    """Print ``which``'s figures; return propopt's seconds ("prefill", "prefill last", "decode")."""
     import torch
 
+    ours: dict[str, float] = {}
     model = build(which, args.quick)
     c = model.config
     print(f"{which}: {c.num_hidden_layers} layers, hidden {c.hidden_size}, vocab {c.vocab_size}, "
           f"{param_bytes(model) / 2**20:.0f} MiB of float32 parameters")  # fmt: skip
     sides = sides_for(which)
-    g = torch.Generator().manual_seed(1)
-    ids = torch.randint(0, c.vocab_size, (1, args.L), generator=g)
+    ids = token_ids(c.vocab_size, args.L)
 
     def prefill(n: int) -> Callable[[], Any]:
         def run() -> Any:
@@ -220,11 +262,17 @@ def report(which: str, args: argparse.Namespace, bw: tuple[float, float]) -> Non
         return run
 
     if "prefill" in args.what:
-        t = alternating(model, sides, prefill(args.L), prefill(64), args.rounds)
+        psides = dict(sides)
+        if which == "mamba":
+            psides["propopt, last-token logits"] = propopt_last_logits
+        t = alternating(model, psides, prefill(args.L), prefill(64), args.rounds)
         print(f"  prefill, batch 1, {args.L} tokens (median of {args.rounds} alternating rounds):")
         _lines(t, lambda s: args.L / s, "tok/s", t["propopt"])
+        ours["prefill"] = t["propopt"]
+        if which == "mamba":
+            ours["prefill last"] = t["propopt, last-token logits"]
     if "decode" not in args.what:
-        return
+        return ours
 
     prompt = ids[:, :PROMPT]
 
@@ -255,10 +303,12 @@ def report(which: str, args: argparse.Namespace, bw: tuple[float, float]) -> Non
     n = args.new - 1
     print(f"  decode, batch 1, {args.new} greedy tokens after {PROMPT}, tokens 2..{args.new}:")
     _lines(td, lambda s: n / s, "tok/s", td["propopt"])
+    ours["decode"] = td["propopt"]
     nbytes = param_bytes(model)
     for what, b in zip(("copy", "read-only"), bw):
         print(f"    {'floor: weight reads, ' + what:32s} {b / nbytes:9.1f} tok/s  "
               f"({nbytes / 2**20:.0f} MiB at {b / 2**30:.1f} GiB/s)")  # fmt: skip
+    return ours
 
 
 def _lines(t: dict[str, float], rate: Callable[[float], float], unit: str, ours: float) -> None:
@@ -267,7 +317,11 @@ def _lines(t: dict[str, float], rate: Callable[[float], float], unit: str, ours:
         print(f"    {name:32s} {rate(s):9.1f} {unit}  ({s:.3f} s){rel}")
 
 
-def llama_cpp_peer(args: argparse.Namespace) -> None:
+def llama_cpp_peer(args: argparse.Namespace, ours: dict[str, float]) -> None:
+    """llama.cpp's prefill and decode of the GGUF ``--gguf``, and its logits against transformers'.
+
+    ``ours``: propopt's Mamba-1 seconds from :func:`report` in this run (may be empty).
+    """
     try:
         from llama_cpp import Llama
     except ImportError:
@@ -276,30 +330,85 @@ def llama_cpp_peer(args: argparse.Namespace) -> None:
     if not args.gguf:
         print(
             "llama.cpp: llama-cpp-python is installed but no --gguf model was given; "
-            "peer skipped (convert a saved model with llama.cpp's convert_hf_to_gguf.py)"
+            "peer skipped (make one with --save-hf and llama.cpp's convert_hf_to_gguf.py)"
         )
         return
-    threads = os.cpu_count() or 1
+    import torch
+
+    threads = torch.get_num_threads()  # numba's too (printed at the start)
+    model = build("mamba", args.quick)
+    vocab = model.config.vocab_size
+    ids = token_ids(vocab, args.L)
+    toks = ids[0].tolist()
+    prompt = toks[:PROMPT]
+
+    # the same model? all PROMPT positions' logits, llama.cpp against transformers, and
+    # transformers' float32 against the model in float64 (the size of float32 rounding here)
+    check = Llama(model_path=args.gguf, n_threads=threads, n_threads_batch=threads,
+                  n_ctx=256, n_batch=PROMPT, n_ubatch=PROMPT, logits_all=True,
+                  verbose=False)  # fmt: skip
+    if check.n_vocab() < vocab:
+        print(f"llama.cpp: {args.gguf} has {check.n_vocab()} tokens, the model {vocab}; "
+              "not this benchmark's model (see --save-hf); peer skipped")  # fmt: skip
+        return
+    check.eval(prompt)
+    theirs = np.asarray(check.scores[:PROMPT, :vocab], dtype=np.float64)
+    with torch.no_grad():
+        ref = model(ids[:, :PROMPT], use_cache=False).logits[0].double().numpy()
+        ref64 = model.double()(ids[:, :PROMPT], use_cache=False).logits[0].numpy()
+    diff, rounding = float(np.abs(theirs - ref).max()), float(np.abs(ref - ref64).max())
+    print(f"llama.cpp ({args.gguf}, {threads} threads): logits of the {PROMPT}-token prompt, "
+          f"max |llama.cpp - transformers| {diff:.1e}, |transformers - float64| {rounding:.1e} "
+          f"(largest logit {np.abs(ref).max():.1f})"
+          + ("" if diff < 10 * rounding + 1e-4 else "; NOT the same model"))  # fmt: skip
+    del check, model
+
     llm = Llama(model_path=args.gguf, n_threads=threads, n_threads_batch=threads,
                 n_ctx=max(4096, args.L + 256), n_batch=args.L, n_ubatch=args.L,
                 verbose=False)  # fmt: skip
-    toks = np.random.default_rng(0).integers(100, 50000, args.L).tolist()
-    best = float("inf")
+    llm.reset()
+    llm.eval(toks[:64])  # warm-up
+    pre = []
     for _ in range(args.rounds):
         llm.reset()
         t0 = time.perf_counter()
-        llm.eval(toks)
-        best = min(best, time.perf_counter() - t0)
-    print(f"llama.cpp ({args.gguf}, {threads} threads): prefill {args.L / best:.1f} tok/s")
-    llm.reset()
-    n, t0 = 0, 0.0
-    for _ in llm.generate(toks[:PROMPT], top_k=1, temp=0.0, reset=True):
-        n += 1
-        if n == 1:
-            t0 = time.perf_counter()  # after the prompt and the first token
-        if n > args.new - 1:
-            break
-    print(f"llama.cpp: decode {(n - 1) / (time.perf_counter() - t0):.1f} tok/s")
+        llm.eval(toks)  # last-token logits only
+        pre.append(time.perf_counter() - t0)
+    tp = float(np.median(pre))
+    last = ours.get("prefill last")
+    rel = f"  propopt, last-token logits {tp / last:.2f}x this" if last else ""
+    print(f"    {'llama.cpp prefill, ' + str(args.L) + ' tokens':32s} {args.L / tp:9.1f} tok/s  "
+          f"({tp:.3f} s){rel}")  # fmt: skip
+
+    def decode() -> float:
+        """Seconds of tokens 2..new, greedy, after the prompt and the first token."""
+        llm.reset()
+        n, t0 = 0, 0.0
+        for _ in llm.generate(prompt, top_k=1, temp=0.0, reset=True):
+            n += 1
+            if n == 1:
+                t0 = time.perf_counter()
+            if n == args.new:
+                break
+        return time.perf_counter() - t0
+
+    decode()  # warm-up
+    td = float(np.median([decode() for _ in range(args.rounds)]))
+    n = args.new - 1
+    rel = f"  propopt {td / ours['decode']:.2f}x this" if ours.get("decode") else ""
+    print(f"    {'llama.cpp decode, ' + str(args.new) + ' greedy':32s} {n / td:9.1f} tok/s  "
+          f"({td:.3f} s){rel}")  # fmt: skip
+
+
+def save_hf(directory: str, quick: bool) -> None:
+    """Write the benchmark's Mamba-1 model (seeded) with ``save_pretrained``, for conversion."""
+    model = build("mamba", quick)
+    model.save_pretrained(directory)
+    c = model.config
+    print(
+        f"saved mamba ({c.num_hidden_layers} layers, vocab {c.vocab_size}) to {directory}; "
+        "convert it with llama.cpp's convert_hf_to_gguf.py (see this module's docstring)"
+    )
 
 
 def main() -> None:
@@ -311,7 +420,12 @@ def main() -> None:
     ap.add_argument("--models", default="mamba,mamba2")
     ap.add_argument("--what", default="prefill,decode")
     ap.add_argument("--gguf", default=None, help="a GGUF of the same model, for llama.cpp")
+    ap.add_argument("--save-hf", default=None, metavar="DIR",
+                    help="save the Mamba-1 model to DIR (to convert to GGUF), exit")  # fmt: skip
     args = ap.parse_args()
+    if args.save_hf:
+        save_hf(args.save_hf, args.quick)
+        return
     args.L = args.L or (256 if args.quick else 2048)
     args.new = args.new or (16 if args.quick else 128)
     args.rounds = args.rounds or (1 if args.quick else 3)
@@ -326,9 +440,12 @@ def main() -> None:
     bw = bandwidths(64 if args.quick else 512)
     print(f"OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}; bandwidth read by a copy "
           f"{bw[0] / 2**30:.1f} GiB/s, by a sum {bw[1] / 2**30:.1f} GiB/s")  # fmt: skip
+    ours: dict[str, float] = {}
     for which in args.models.split(","):
-        report(which, args, bw)
-    llama_cpp_peer(args)
+        got = report(which, args, bw)
+        if which == "mamba":
+            ours = got
+    llama_cpp_peer(args, ours)
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
 
 
