@@ -14,22 +14,32 @@ are in the same run.  A token whose decay ``exp(dt A)`` is exactly zero
 (``dt A`` below :data:`CUT_BELOW`, ``-inf`` included) *cuts* its head's run
 there: ``cs`` restarts at it, as at a sequence start, so that no two
 infinities are ever subtracted (``-inf - -inf`` is nan, where the
-recurrence has ``exp(-inf) = 0``), and a (chunk, head) holding a cut takes
-the explicit mask, which selects zero across it.
+recurrence has ``exp(-inf) = 0``).
 
-**Separability of the mask.**  Inside a run the decay is a product,
-``exp(cs_i - cs_j) = u_i v_j`` with ``u_i = exp(cs_i - r)`` and
-``v_j = exp(r - cs_j)`` for any centre ``r``: the semiseparable mask has
-rank one.  So the chunk's output for all heads at once is one GEMM,
+Per chunk ``c`` and head ``h`` the scan needs (:mod:`._ssd_host` runs the
+matrix products over all heads at once)::
 
-    y_c = u o ( [ (C_c B_c^T) o mask | C_c o carry ] @ [ v dt o X_c ; e^r H_{c-1} ] )
+    y_i = e_i (C_i H_{c-1}) + sum_{j <= i, same run} (C_i . B_j) exp(cs_i - cs_j) dt_j x_j
+    H_c = a_c H_{c-1} + sum_j w_j x_j B_j^T
 
-with a head-independent left operand (``mask``: same run, ``j <= i``;
-``carry``: tokens before the chunk's first sequence start) and the per-head
-scalings moved into the right operand and the output.  ``u`` and ``v`` stay
-inside float range when the chunk's range of ``cs`` is at most
-:data:`SEPARABLE_RANGE`; a (chunk, head) beyond it is *unsafe* and computed
-from the explicit mask ``exp(cs_i - cs_j)`` instead (:func:`pair_operands`).
+with ``e_i = exp(cs_i)`` on the tokens the carry reaches (before the
+chunk's first sequence start and the head's first cut; 0 after),
+``a_c = exp(cs_end)`` (0 if the chunk holds a start or a cut) and
+``w_j = exp(cs_end - cs_j) dt_j`` on the chunk's last run (0 before it).
+
+**The intra-chunk term** (:func:`finish`) is the only per-head product.
+It goes by tiles of ``R`` rows starting at ``i0``: for ``j < i0`` the decay
+factors through the tile's first row,
+
+    exp(cs_i - cs_j) = exp(cs_i - cs_i0) exp(cs_i0 - cs_j),
+
+so the tile is ``u_i sum_j (C B^T)_ij (v_j x_j)`` with the head-independent
+``C B^T`` read as it is, and only the ``R x R`` triangle at the diagonal
+takes an ``exp`` per entry.  When every decay of the (chunk, head) is at
+most 1 (``dt A <= 0``: ``cs`` never increases inside a run) both factors
+are at most 1 and nothing overflows; otherwise (``A > 0``, or negative
+``dt`` with ``dt_limit`` allowing them) the tile's coefficients are built
+one ``exp(cs_i - cs_j)`` each.  The products run in :func:`._ssd_tile.tile`.
 """
 
 from __future__ import annotations
@@ -41,16 +51,30 @@ from numba import njit, prange, types
 from numba.extending import overload
 
 from ._exp import fexp
+from ._ssd_tile import ROWS, epilogue, tile
 
 # No nnan/ninf: NaN and inf must propagate.
 FASTMATH = {"contract", "reassoc", "nsz", "arcp"}
 
-#: Largest range ``max(cs) - min(cs)`` over a chunk for which a head is
-#: computed through the rank-one factors ``u_i v_j``.  They then lie in
-#: ``[exp(-R/2), exp(R/2)]``: float32 keeps ``exp(40) = 2.4e17`` of headroom
-#: below its overflow (3.4e38) for the GEMM's sums; float64 ``exp(300)``.
-#: The factors are evaluated in float64 and rounded once (0.5 ulp each).
-SEPARABLE_RANGE = {np.dtype(np.float32): 80.0, np.dtype(np.float64): 600.0}
+#: numba keys its on-disk cache on this file only: change this line when
+#: editing what the kernels compile in from ``_exp``, ``_lanes`` or ``_ssd_tile``.
+DEPENDS_ON = "_ssd_tile: tile, epilogue + loops (R x 4 vector accumulators); _exp: fexp"
+
+#: Whether (chunk, head) pairs whose decays are all at most 1 use the
+#: factored decays (one ``exp`` per token and tile; see the module).  False
+#: builds every coefficient with its own ``exp`` (the path of ``A > 0``).
+FACTORED = True
+
+#: Decays ``exp(cs_i - cs_j)`` below ``exp(DECAY_FLOOR)`` (2^-64 in float32,
+#: 2^-512 in float64) count as 0: such a term changes an output or a state
+#: by less than 2^-64 of what the same token gives undecayed, and it keeps
+#: subnormal numbers out of the products, where each one costs a microcode
+#: assist (seen: the state products of a Mamba2-130m layer, whose decays
+#: reach exp(-240) in one token, at 7-11 GFLOP/s against 90-115 without).
+DECAY_FLOOR = {
+    np.dtype(np.float32): -64 * math.log(2.0),
+    np.dtype(np.float64): -512 * math.log(2.0),
+}
 
 #: A token's decay ``exp(dt A)`` counts as exactly zero (a cut) when ``dt A``
 #: (in float64) is below this: ``exp(-746)`` is 0 in float64 (its smallest
@@ -83,30 +107,45 @@ def _softplus(v):  # type: ignore[no-untyped-def]
     return math.log1p(fexp(v)) if v <= 20.0 else v
 
 
+@njit(cache=True)
+def _normal(v, tiny):  # type: ignore[no-untyped-def]
+    # flush to zero below the smallest normal number (as fexp does)
+    return v if abs(v) >= tiny or v != v else 0.0
+
+
+@njit(cache=True)
+def _decay64(d, floor):  # type: ignore[no-untyped-def]
+    """``exp(d)`` in float64, 0 below :data:`DECAY_FLOOR` (``floor``)."""
+    return math.exp(d) if d >= floor else 0.0
+
+
+@njit(fastmath=FASTMATH, cache=True)
+def _decay(d, floor, one):  # type: ignore[no-untyped-def]
+    """``fexp(d)`` (``d`` float64) in the dtype of ``one``, 0 below ``floor``."""
+    return fexp(as_dtype_of(d, one)) if d >= floor else one - one
+
+
 @njit(parallel=True, cache=True)
-def prep(dt, A, bias, softplus, lo, hi, starts, run0, first, Q, limit,
-         dtp, cs, u, vdt, a, s1, er, safe, bad):  # type: ignore[no-untyped-def]  # fmt: skip
-    """Processed ``dt``, chunk-local ``cs`` and, per chunk, the factors of its mask.
+def prep(dt, A, bias, softplus, lo, hi, starts, run0, first, Q, factored, tiny, floor,
+         dtp, cs, w, e, a, mono, bad):  # type: ignore[no-untyped-def]  # fmt: skip
+    """Processed ``dt``, chunk-local ``cs``, and the per-token and per-chunk decays.
 
     ``dt`` (b, l, h); ``starts`` (b, l) uint8, 1 where a sequence starts;
     ``run0[b, t]`` the first token of ``t``'s run; ``first[b, c]`` the offset of
     the chunk's first sequence start (``Q`` if none).  Writes ``dtp``, ``cs``
     (b, h, l) (``cs`` in float64, restarting at every chunk and sequence
-    start, and at every cut of the head); ``u``, ``vdt`` (b, l, h); and per
-    (b, c, h) the chunk's decay ``a`` (0 if a sequence starts or the head is
-    cut in it), ``s1``, ``er``, ``safe`` and ``bad``.
+    start, and at every cut of the head); ``w`` and ``e`` (b, l, h), the
+    state weights and the carry's reach (see the module); and per (b, c, h)
+    the chunk's decay ``a``, ``mono`` (1: every decay at most 1 and
+    ``factored``) and ``bad``.
 
     A processed ``dt`` that is not finite, or a decay ``dt A`` that is nan or
     ``+inf``, is taken as 0 here (so that it reaches no other token) and
     flagged in ``bad``: the caller recomputes its sequence
-    (:mod:`._ssd_nonfinite`).
-
-    Safe heads (no cut, range of ``cs`` over the chunk <= ``limit``), centre
-    ``r = (min + max) / 2``: ``u_t = exp(cs_t - r)``, ``vdt_t = exp(r - cs_t) dt_t``,
-    ``s1 = exp(cs_end - r)`` (scales the chunk's state), ``er = exp(r)`` (scales
-    the carried state).  Unsafe heads: ``u = 1``, ``vdt_t = exp(cs_end - cs_t) dt_t``
-    on the chunk's last run of the head (0 before it), ``s1 = er = 1``.  The
-    factors are evaluated in float64 and rounded once.
+    (:mod:`._ssd_nonfinite`).  The decays are evaluated in float64 and
+    rounded once, those below ``exp(floor)`` taken as 0 (:data:`DECAY_FLOOR`);
+    a weight ``w`` below ``tiny`` (the dtype's smallest normal number) is
+    taken as 0, as :func:`._exp.fexp` takes its results.
     """
     nb, L, H = dt.shape
     nck = a.shape[1]
@@ -118,10 +157,10 @@ def prep(dt, A, bias, softplus, lo, hi, starts, run0, first, Q, limit,
             t0 = c * Q
             t1 = min(t0 + Q, L)
             acc = 0.0
-            lo_cs = np.inf
-            hi_cs = -np.inf
             cut = -1  # the head's last cut in the chunk
+            cut0 = t1  # and its first
             flagged = False
+            grows = False
             for t in range(t0, t1):
                 if starts[b, t]:
                     acc = 0.0
@@ -137,102 +176,55 @@ def prep(dt, A, bias, softplus, lo, hi, starts, run0, first, Q, limit,
                     v = as_dtype_of(0.0, v)
                     la = 0.0
                 dtp[b, h, t] = v
+                grows |= la > 0.0
                 if is_cut(la):
                     acc = 0.0
                     cut = t
+                    cut0 = min(cut0, t)
                 else:
                     acc += la
                 cs[b, h, t] = acc
-                lo_cs = min(lo_cs, acc)
-                hi_cs = max(hi_cs, acc)
             bad[b, c, h] = flagged
+            mono[b, c, h] = factored and not grows
             end = cs[b, h, t1 - 1]
-            a[b, c, h] = math.exp(end) if first[b, c] >= t1 - t0 and cut < 0 else 0.0
-            ok = cut < 0 and hi_cs - lo_cs <= limit
-            safe[b, c, h] = ok
-            if ok:
-                r = 0.5 * (lo_cs + hi_cs)
-                for t in range(t0, t1):
-                    u[b, t, h] = math.exp(cs[b, h, t] - r)
-                    vdt[b, t, h] = math.exp(r - cs[b, h, t]) * dtp[b, h, t]
-                s1[b, c, h] = math.exp(end - r)
-                er[b, c, h] = math.exp(r)
-            else:
-                jl = max(run0[b, t1 - 1], cut)  # the head's last run
-                for t in range(t0, t1):
-                    u[b, t, h] = 1.0
-                    w = math.exp(end - cs[b, h, t]) * dtp[b, h, t] if t >= jl else 0.0
-                    vdt[b, t, h] = w
-                s1[b, c, h] = 1.0
-                er[b, c, h] = 1.0
+            a[b, c, h] = _decay64(end, floor) if first[b, c] >= t1 - t0 and cut < 0 else 0.0
+            jl = max(run0[b, t1 - 1], cut)  # the head's last run
+            reach = min(t0 + first[b, c], cut0)  # the carry's: tokens before it
+            for t in range(t0, t1):
+                cst = cs[b, h, t]
+                wt = _decay64(end - cst, floor) * dtp[b, h, t]
+                w[b, t, h] = _normal(wt, tiny) if t >= jl else 0.0
+                e[b, t, h] = _decay64(cst, floor) if t < reach else 0.0
 
 
 @njit(parallel=True, fastmath=FASTMATH, cache=True)
-def left_operand(CB, C, run0, first, c0, Q, Lm, Bm, B):  # type: ignore[no-untyped-def]
-    """``Lm[b, g, ci] = [CB o mask | C o carry]`` and ``Bm[b, g, ci] = (B o lastrun)^T``.
-
-    Chunks ``c0 .. c0 + nc`` of length ``Qc``; ``CB[b, g, ci]`` = ``C B^T``.
-    """
-    nb, G, nc, Qc, W = Lm.shape
-    N = W - Qc
-    L = run0.shape[1]
-    for task in prange(nb * G * nc):
-        b = task // (G * nc)
-        r = task - b * (G * nc)
-        g = r // nc
-        ci = r - g * nc
-        c = c0 + ci
-        t0 = c * Q
-        fc = first[b, c]
-        for i in range(Qc):
-            row = Lm[b, g, ci, i]
-            j0 = run0[b, t0 + i] - t0
-            for j in range(Qc):
-                row[j] = CB[b, g, ci, i, j] if j0 <= j <= i else 0.0
-            cr = C[b, t0 + i, g]
-            for n in range(N):
-                row[Qc + n] = cr[n] if i < fc else 0.0
-        jl = run0[b, min(t0 + Qc, L) - 1] - t0
-        for n in range(N):
-            col = Bm[b, g, ci, n]
-            for i in range(Qc):
-                col[i] = B[b, t0 + i, g, n] if i >= jl else 0.0
-
-
-@njit(parallel=True, fastmath=FASTMATH, cache=True)
-def fill_x(x, vdt, c0, nc, Qc, Q, R):  # type: ignore[no-untyped-def]
-    """``R[b, c, Q - Qc + i, h p .. (h + 1) p] = x[b, t, h] vdt[b, t, h]`` (chunks ``c0 ..``)."""
-    nb, _, H, P = x.shape
-    row0 = Q - Qc
-    n = nc * Qc
-    for task in prange(nb * n):
-        b = task // n
-        r = task - b * n
-        ci = r // Qc
-        i = r - ci * Qc
-        t = (c0 + ci) * Q + i
-        dst = R[b, c0 + ci, row0 + i]
+def fill_x(x, w, out):  # type: ignore[no-untyped-def]
+    """``out[b, t, h, p] = w[b, t, h] x[b, t, h, p]``: the state products' right operand."""
+    nb, L, H, P = x.shape
+    for task in prange(nb * L):
+        b = task // L
+        t = task - b * L
         for h in range(H):
-            w = vdt[b, t, h]
+            wt = w[b, t, h]
             src = x[b, t, h]
+            dst = out[b, t, h]
             for p in range(P):
-                dst[h * P + p] = src[p] * w
+                dst[p] = src[p] * wt
 
 
 @njit(parallel=True, fastmath=FASTMATH, cache=True)
-def pass_states(S, a, s1, er, h0, R, final):  # type: ignore[no-untyped-def]
-    """Carry scan over chunks, ``H_c = a_c H_{c-1} + s1_c S_c``.
+def pass_states(S, a, h0, final):  # type: ignore[no-untyped-def]
+    """Carry scan over chunks, ``H_c = a_c H_{c-1} + S_c``, in place.
 
-    Writes ``er_c H_{c-1}`` into the state rows of chunk ``c``'s right operand,
-    ``R[b, c, Q + n]`` (columns ``h p .. (h + 1) p``).  ``S``: (b, g, c, n, hg p)
-    chunk states from zero (before ``s1``); ``a``, ``s1``, ``er``: (b, c, h);
-    ``h0`` and ``final``: (b, h, p, n), the states before and after the sequence.
+    ``S`` (b, g, c, n, hg p) holds each chunk's state from zero and is
+    overwritten with ``H_{c-1}``, the state entering chunk ``c``; ``a``
+    (b, c, h); ``h0`` and ``final`` (b, h, p, n), the states before and after
+    the sequence.  Parallel over (b, g, n).
     """
     nb, G, nck, N, W = S.shape
     H = a.shape[2]
     hg = H // G
     P = W // hg
-    Q = R.shape[2] - N
     for task in prange(nb * G * N):
         b = task // (G * N)
         r = task - b * (G * N)
@@ -243,122 +235,121 @@ def pass_states(S, a, s1, er, h0, R, final):  # type: ignore[no-untyped-def]
             for p in range(P):
                 st[hh * P + p] = h0[b, g * hg + hh, p, n]
         for c in range(nck):
-            dst = R[b, c, Q + n]
-            cur = S[b, g, c, n]
+            row = S[b, g, c, n]
             for hh in range(hg):
-                h = g * hg + hh
-                ac = a[b, c, h]
-                sc = s1[b, c, h]
-                ec = er[b, c, h]
+                ac = a[b, c, g * hg + hh]
                 for p in range(P):
                     k = hh * P + p
-                    dst[h * P + p] = ec * st[k]
-                    st[k] = ac * st[k] + sc * cur[k]
+                    cur = row[k]
+                    row[k] = st[k]
+                    st[k] = ac * st[k] + cur
         for hh in range(hg):
             for p in range(P):
                 final[b, g * hg + hh, p, n] = st[hh * P + p]
 
 
-@njit(parallel=True, fastmath=FASTMATH, cache=True)
-def pair_operands(pairs, Lm, c0, Q, cs, dtp, A, run0, x, R, one, Lp, Rp):  # type: ignore[no-untyped-def]
-    """Operands of the unsafe (batch, chunk, head) pairs, with the explicit mask.
-
-    ``Lp[k] = [ (CB o mask)_ij exp(cs_i - cs_j) dt_j | exp(cs_i) (C o carry)_i ]`` and
-    ``Rp[k] = [X_h ; H_{c-1, h}]``; then zeroes the pair's columns of ``R`` so
-    that the all-heads GEMM adds nothing to them.  Pairs (distinct) are in
-    chunks ``c0 ..`` of length ``Qc = Lp.shape[1]``.  The mask is selected,
-    not multiplied: only ``j`` in ``i``'s run of the head (after its sequence
-    start and its last cut) gets an ``exp``, whose argument is then <= 0 for
-    ``A <= 0`` (across a start ``cs_i - cs_j`` may be large and its ``exp``
-    inf, and ``0 * inf`` is nan); the carry reaches the tokens before the
-    head's first cut.
-    """
-    K, Qc, W = Lp.shape
-    N = W - Qc
-    H, P = x.shape[2], x.shape[3]
-    G = Lm.shape[1]
-    hg = H // G
-    row0 = Q - Qc
-    for k in prange(K):
-        b, c, h = pairs[k, 0], pairs[k, 1], pairs[k, 2]
-        g = h // hg
-        ci = c - c0
-        t0 = c * Q
-        ah = np.float64(A[h])
-        jc = -1  # the head's last cut at or before token i (as prep finds it)
-        for i in range(Qc):
-            if is_cut(np.float64(dtp[b, h, t0 + i]) * ah):
-                jc = i
-            j0 = max(run0[b, t0 + i] - t0, jc)
-            csi = cs[b, h, t0 + i]
-            src = Lm[b, g, ci, i]
-            dst = Lp[k, i]
-            for j in range(Qc):
-                if j0 <= j <= i:
-                    e = fexp(as_dtype_of(csi - cs[b, h, t0 + j], one))
-                    dst[j] = src[j] * e * dtp[b, h, t0 + j]
+@njit(fastmath=FASTMATH, cache=True)
+def _head_tile(b, c, h, t0, i0, R, Lc, cs, dtp, j0, s, fac, one, floor, v, u, Dm, Mt, ones,
+               xf, yf, xo, HP, P):  # type: ignore[no-untyped-def]  # fmt: skip
+    """Rows ``i0 .. i0 + R`` of one (chunk, head): ``y = s y + intra`` (see :func:`finish`)."""
+    zero = one - one
+    jlo = j0[0]
+    yo = xo + i0 * HP
+    if fac:
+        # off the diagonal: exp(cs_i - cs_i0) exp(cs_i0 - cs_j), both <= 1
+        csr = cs[b, h, t0:]
+        dtr = dtp[b, h, t0:]
+        ci0 = csr[i0]
+        for j in range(jlo, i0):
+            v[j] = _decay(ci0 - csr[j], floor, one) * dtr[j]
+        for k in range(R):
+            u[k] = _decay(csr[i0 + k] - ci0, floor, one) if j0[k] <= i0 else zero
+        tile(R, Lc, i0, 0, jlo, i0, v, 0, xf, xo, HP, u, yf, yo, HP, s, P)
+        # the diagonal triangle: one exp per entry
+        for k in range(R):
+            i = i0 + k
+            ci = csr[i]
+            for m in range(R):
+                j = i0 + m
+                if j0[k] <= j <= i:
+                    Dm[k, m] = Lc[i, j] * _decay(ci - csr[j], floor, one) * dtr[j]
                 else:
-                    dst[j] = 0.0
-            if jc < 0:
-                ei = fexp(as_dtype_of(csi, one))
-                for n in range(N):
-                    dst[Qc + n] = src[Qc + n] * ei
-            else:
-                for n in range(N):
-                    dst[Qc + n] = 0.0
-            xr = x[b, t0 + i, h]
-            for p in range(P):
-                Rp[k, i, p] = xr[p]
-        for n in range(N):
-            for p in range(P):
-                Rp[k, Qc + n, p] = R[b, c, Q + n, h * P + p]
-        # Each pair reads, then clears, only its own head's columns.  Explicit
-        # loops: a slice assignment outside a prange is a parallel region of its own.
-        for i in range(row0, Q + N):
-            for p in range(P):
-                R[b, c, i, h * P + p] = 0.0
+                    Dm[k, m] = zero
+            u[k] = one
+            s[k] = one
+        tile(R, Dm, 0, -i0, i0, i0 + R, ones, -i0, xf, xo, HP, u, yf, yo, HP, s, P)
+    else:
+        # every coefficient selected and exponentiated (decays above 1 allowed)
+        csr = cs[b, h, t0:]
+        dtr = dtp[b, h, t0:]
+        for k in range(R):
+            i = i0 + k
+            ci = csr[i]
+            for j in range(jlo, i0 + R):
+                if j0[k] <= j <= i:
+                    Mt[k, j] = Lc[i, j] * _decay(ci - csr[j], floor, one) * dtr[j]
+                else:
+                    Mt[k, j] = zero
+            u[k] = one
+        tile(R, Mt, 0, 0, jlo, i0 + R, ones, 0, xf, xo, HP, u, yf, yo, HP, s, P)
 
 
 @njit(parallel=True, fastmath=FASTMATH, cache=True)
-def put_pairs(pairs, Yp, Q, y):  # type: ignore[no-untyped-def]
-    """``y[b, c Q + i, h] = Yp[k, i]`` for the unsafe pairs."""
-    K, Qc, _ = Yp.shape
-    for k in prange(K):
-        b, c, h = pairs[k, 0], pairs[k, 1], pairs[k, 2]
-        for i in range(Qc):
-            for p in range(Yp.shape[2]):
-                y[b, c * Q + i, h, p] = Yp[k, i, p]
+def finish(y, x, z, has_z, has_d, Dv, CB, cs, dtp, A, run0, e, mono, Q, one, floor, nonfinite):  # type: ignore[no-untyped-def]
+    """``y = (e y + intra + D x) silu(z)`` in place; flags tokens with an inf or nan.
 
-
-@njit(parallel=True, fastmath=FASTMATH, cache=True)
-def finish(y, u, x, z, has_z, has_d, Dv, one, nonfinite):  # type: ignore[no-untyped-def]
-    """``y = u y + D x``, times ``silu(z)``, in place; flags tokens with an inf or nan.
-
-    ``nonfinite[b, t, h]``: 1 where ``y[b, t, h]`` holds an inf or nan, else 0.
+    On entry ``y[b, t, h]`` holds ``C_t H_{c-1}`` (the carried state's
+    output); ``CB[b, g, c]`` (Q, Q) is ``C B^T`` of the chunk (its first
+    ``Qc x Qc`` for a shorter last chunk).  Parallel over (b, c); each task
+    goes by tiles of :data:`._ssd_tile.ROWS` rows, every head of a tile in
+    turn, so that the rows of ``x``, ``y`` and ``z`` it reads are contiguous
+    (per head, rows lie ``H P`` numbers apart, which the hardware prefetchers
+    do not follow).  ``nonfinite[b, t, h]``: 1 where ``y[b, t, h]`` holds an
+    inf or nan, else 0.
     """
     nb, L, H, P = y.shape
-    zero = one - one
-    for task in prange(nb * L):
-        b = task // L
-        t = task - b * L
-        for h in range(H):
-            out = y[b, t, h]
-            s = u[b, t, h]
-            if has_d:
-                xr = x[b, t, h]
-                dr = Dv[h]
-                for p in range(P):
-                    out[p] = s * out[p] + dr[p] * xr[p]
-            else:
-                for p in range(P):
-                    out[p] = s * out[p]
-            if has_z:
-                zr = z[b, t, h]
-                for p in range(P):
-                    zp = zr[p]
-                    out[p] = out[p] * (zp / (one + fexp(-zp)))
-            # 0 * v is nan exactly for an inf or nan v (no nnan/ninf: not folded away)
-            acc = zero
-            for p in range(P):
-                acc += out[p] * zero
-            nonfinite[b, t, h] = acc != acc
+    G = CB.shape[1]
+    hg = H // G
+    nck = -(-L // Q)
+    HP = H * P
+    yf = y.reshape(-1)
+    xf = x.reshape(-1)
+    zf = z.reshape(-1)
+    Df = Dv.reshape(-1)
+    for task in prange(nb * nck):
+        b = task // nck
+        c = task - b * nck
+        t0 = c * Q
+        Qc = min(Q, L - t0)
+        v = np.empty(Q, y.dtype)
+        ones = np.empty(Q, y.dtype)
+        for j in range(Q):
+            ones[j] = one
+        u = np.empty(ROWS, y.dtype)
+        s = np.empty(ROWS, y.dtype)
+        j0 = np.empty(ROWS, np.int64)
+        Dm = np.zeros((ROWS, ROWS), y.dtype)
+        Mt = np.empty((ROWS, Q), y.dtype)
+        jc = np.full(H, -1, np.int64)  # each head's last cut at or before the row
+        i0 = 0
+        while i0 < Qc:
+            R = min(ROWS, Qc - i0)
+            for h in range(H):
+                ah = np.float64(A[h])
+                for k in range(R):
+                    i = i0 + k
+                    if is_cut(np.float64(dtp[b, h, t0 + i]) * ah):  # as prep finds it
+                        jc[h] = i
+                    j0[k] = max(run0[b, t0 + i] - t0, jc[h])  # row i's run starts there
+                    s[k] = e[b, t0 + i, h]
+                xo = (b * L + t0) * HP + h * P
+                _head_tile(b, c, h, t0, i0, R, CB[b, h // hg, c], cs, dtp, j0, s, mono[b, c, h],
+                           one, floor, v, u, Dm, Mt, ones, xf, yf, xo, HP, P)  # fmt: skip
+            for k in range(R):
+                t = t0 + i0 + k
+                for h in range(H):
+                    ro = (b * L + t) * HP + h * P
+                    nan = epilogue(yf, ro, xf, ro, Df, h * P if has_d else 0, zf, P, has_d,
+                                   has_z)  # fmt: skip
+                    nonfinite[b, t, h] = nan != nan
+            i0 += R

@@ -4,35 +4,40 @@ The scan is the three-phase chunked scan of :func:`propopt.associative_scan`
 written out with the SSD's chunk as the piece (the carry pass over a few
 dozen chunks is sequential; there is no depth to win):
 
-1. **local** (every chunk on its own): ``C B^T`` of the chunk (a GEMM), the
-   head-independent left operand ``[C B^T o mask | C o carry]``
-   (:func:`._ssd_cpu.left_operand`), the right operand's token rows
-   ``v dt o X`` (:func:`._ssd_cpu.fill_x`), and the chunk's end state from
-   zero ``S'_c = (B o lastrun)^T (v dt o X)`` (a GEMM for all heads);
-2. **carry**: ``H_c = a_c H_{c-1} + s1_c S'_c`` over the chunks, the
+1. **local** (every chunk on its own): the decays (:func:`._ssd_cpu.prep`),
+   ``C B^T`` of the chunk (a GEMM, shared by the heads of a group), the
+   state products' right operand ``w o X`` (:func:`._ssd_cpu.fill_x`) and the
+   chunk's end state from zero ``S_c = B_c^T (w o X_c)`` (a GEMM for all
+   heads);
+2. **carry**: ``H_c = a_c H_{c-1} + S_c`` over the chunks, the
    linear-recurrence monoid ``(a1, S1) . (a2, S2) = (a1 a2, a2 S1 + S2)``
-   (:func:`._ssd_cpu.pass_states`, parallel over the state), written
-   scaled by ``exp(r)`` into the right operand's state rows;
-3. **fix-up**: one GEMM per chunk, ``y_c = L_c @ R_c`` (diagonal block and
-   carried state at once), then ``u``, ``D`` and the gate
-   (:func:`._ssd_cpu.finish`).  (Chunk, head) pairs whose decay is too wide
-   for the rank-one factors get the explicit mask (:func:`._ssd_cpu.pair_operands`).
+   (:func:`._ssd_cpu.pass_states`, parallel over the state, in place);
+3. **fix-up**: the carried states' outputs ``C_c H_{c-1}`` (a GEMM for all
+   heads, straight into ``y``), then per chunk the intra-chunk term, ``D``
+   and the gate (:func:`._ssd_cpu.finish`, tiles of rows in vector code).
 
-Tried and rejected (batch 1, L 4096, 32 heads x 64, dstate 128, float32,
-one thread, the 2-core machine shared with other work):
+Only the intra-chunk term is per head, and it is the one product outside
+BLAS: ``(C B^T o L_h) X_h`` with ``L_h`` the head's decays.  Tried and
+rejected (batch 1, L 4096, 32 heads x 64, dstate 128, float32, one thread,
+the 2-core machine shared with other work):
 
-* The explicit mask per head, as mamba_ssm's kernels do: ``M_h = C B^T o L_h
-  o dt`` built per (chunk, head) and ``M_h X_h`` as 32 small products per
-  chunk.  Those products ran at 22-24 GFLOP/s (64 x 64 x 64 and 128 x 128 x
-  64), building ``M`` cost 27-53 ms and writing and reading it and the
-  per-head outputs 4 more passes over 32-64 MB: 262 ms at chunk 64.  The
-  rank-one factors make the same work one (64 x 192) @ (192 x 2048) product
-  per chunk (37-42 GFLOP/s) with no per-head matrices; the explicit mask
-  stays as the fallback for wide decays.
-* Writing each chunk's state straight into the next chunk's right operand
-  (a strided ``out=`` of torch's batched matmul): 12x slower than a
-  contiguous output (torch copies through a temporary), and per-chunk 2-D
-  products were no better; the states go to their own array.
+* ``M_h = C B^T o L_h o dt`` built per (chunk, head) and ``M_h X_h`` as small
+  BLAS products, as mamba_ssm's kernels do: 22-24 GFLOP/s (64 x 64 x 64 and
+  128 x 128 x 64), building ``M`` cost 27-53 ms and writing and reading it 4
+  more passes over 32-64 MB.  The tiles of :mod:`._ssd_tile` read ``C B^T``
+  as it is, take one ``exp`` per token and tile, and run at 70-80 GFLOP/s.
+* The mask's rank-one factors ``exp(cs_i - r) exp(r - cs_j)`` over a whole
+  chunk, which fold the intra-chunk term into the carried state's GEMM
+  (``[C B^T o mask | C] @ [v dt o X ; e^r H]``, one product for all heads):
+  the factors overflow once a chunk's decay spans more than 80 e-folds, and
+  at the Mamba2-130m shape (chunk 256, ``dt`` up to 10, ``A`` down to -24)
+  85% of the (chunk, head) pairs did, each then computed with its own
+  explicit mask: 70-140 ms a layer, against 13 ms of GEMM work.
+* Writing each chunk's state straight into the next chunk's operand (a
+  strided ``out=`` of torch's batched matmul): 12x slower than a contiguous
+  output (torch copies through a temporary); the states go to their own
+  array.  A transposed operand (``B_c^T`` as a view) ran at 7 GFLOP/s
+  against 70-100 for a contiguous copy.
 * NumPy's stacked ``matmul`` for the GEMMs: 1-30 GFLOP/s against torch's
   36-80 (for some of these shapes NumPy's batched loop is not BLAS).  NumPy
   is the fallback when torch is missing, with one 2-D product per chunk.
@@ -48,6 +53,8 @@ from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
+
+from propopt import threads
 
 from . import _ssd_cpu
 
@@ -162,7 +169,7 @@ def chunk_meta(starts: np.ndarray, Q: int) -> tuple[np.ndarray, np.ndarray]:
 
 def forward(x: np.ndarray, dt: np.ndarray, A: np.ndarray, B: np.ndarray, C: np.ndarray,
             Q: int, Dv: np.ndarray | None, z: np.ndarray | None, bias: np.ndarray,
-            softplus: bool, dt_limit: tuple[float, float], h0: np.ndarray,
+            softplus: bool, dt_limit: tuple[float, float], h0: np.ndarray | None,
             starts: np.ndarray,
             cu_seqlens: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, Any, bool]:  # fmt: skip
     """The chunked scan on validated, contiguous arrays of the compute dtype.
@@ -170,82 +177,109 @@ def forward(x: np.ndarray, dt: np.ndarray, A: np.ndarray, B: np.ndarray, C: np.n
     Returns ``(y, final_states, varlen_states or None, clean)``: ``clean`` is
     False when a ``dt`` or decay was not finite (taken as 0,
     :func:`._ssd_cpu.prep`) or an output or state came out inf or nan; the
-    caller then recomputes (:mod:`._ssd_nonfinite`).
+    caller then recomputes (:mod:`._ssd_nonfinite`).  ``h0`` None: the
+    state before the sequence is zero.
+
+    The numba kernels run under propopt's thread policy
+    (:func:`propopt.threads.sized`), and so do torch's GEMMs: they run on at
+    most that many threads (torch's own count if lower).  With one core
+    taken by another process, torch's two threads made the call 1.3x slower
+    than one (72 against 54 ms at the Mamba2-130m shape).
     """
+    with threads.sized() as n, gemm_threads(n):
+        return _forward(x, dt, A, B, C, Q, Dv, z, bias, softplus, dt_limit, h0, starts,
+                        cu_seqlens)  # fmt: skip
+
+
+@contextmanager
+def gemm_threads(n: int) -> Iterator[None]:
+    """Run the enclosed GEMMs on at most ``n`` threads (torch's count is lowered, then restored)."""
+    if GEMM_BACKEND != "torch" or n >= _torch.get_num_threads():
+        yield
+        return
+    before = _torch.get_num_threads()
+    _torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        _torch.set_num_threads(before)
+
+
+def _forward(x: np.ndarray, dt: np.ndarray, A: np.ndarray, B: np.ndarray, C: np.ndarray,
+             Q: int, Dv: np.ndarray | None, z: np.ndarray | None, bias: np.ndarray,
+             softplus: bool, dt_limit: tuple[float, float], h0: np.ndarray | None,
+             starts: np.ndarray,
+             cu_seqlens: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, Any, bool]:  # fmt: skip  # noqa: E501
     nb, L, H, P = x.shape
     G, N = B.shape[2], B.shape[3]
     hg = H // G
     W = hg * P  # columns of one group
     T = x.dtype
-    one = T.type(1)
     nck = -(-L // Q)
     run0, first = chunk_meta(starts, Q)
     dtp = np.empty((nb, H, L), T)
     cs = np.empty((nb, H, L))
-    u, vdt = np.empty((nb, L, H), T), np.empty((nb, L, H), T)
-    a, s1, er = (np.empty((nb, nck, H), T) for _ in range(3))
-    safe, flagged = np.empty((nb, nck, H), np.uint8), np.empty((nb, nck, H), np.uint8)
+    w, e = np.empty((nb, L, H), T), np.empty((nb, L, H), T)
+    a = np.empty((nb, nck, H), T)
+    mono, flagged = np.empty((nb, nck, H), np.uint8), np.empty((nb, nck, H), np.uint8)
     lo, hi = (T.type(v) for v in dt_limit)
-    _ssd_cpu.prep(dt, A, bias, softplus, lo, hi, starts, run0, first, Q,
-                  _ssd_cpu.SEPARABLE_RANGE[T], dtp, cs, u, vdt, a, s1, er, safe,
-                  flagged)  # fmt: skip
+    tiny = float(np.finfo(T).tiny)
+    floor = _ssd_cpu.DECAY_FLOOR[T]
+    _ssd_cpu.prep(dt, A, bias, softplus, lo, hi, starts, run0, first, Q, _ssd_cpu.FACTORED,
+                  tiny, floor, dtp, cs, w, e, a, mono, flagged)  # fmt: skip
     Ct = np.ascontiguousarray(C.transpose(0, 2, 1, 3))  # (b, g, l, n)
     Bt = np.ascontiguousarray(B.transpose(0, 2, 1, 3))
-    # R[b, c]: the chunk's right operand, Q rows of (v dt o X) then N state rows.
-    R = scratch((nb, nck, Q + N, H * P), T)
+    # y holds w o X (the state products' right operand) until the carry-in
+    # products overwrite it with C H_{c-1}
+    y = np.empty((nb, L, H, P), T)
+    _ssd_cpu.fill_x(x, w, y)
+    CB = scratch((nb, G, nck, Q, Q), T)
     S = scratch((nb, G, nck, N, W), T)
     ranges = [(0, L // Q, Q)] if L >= Q else []
     if L % Q:
         ranges.append((L // Q, 1, L % Q))
-    lefts = []
-    for c0, nc, Qc in ranges:  # phase 1: every chunk on its own
-        t0, t1, row0 = c0 * Q, c0 * Q + nc * Qc, Q - Qc
-        CB = np.empty((nb, G, nc, Qc, Qc), T)
+    yv = y.reshape(nb, L, H * P)
+    for c0, nc, Qc in ranges:  # every chunk on its own: C B^T and the state from zero
+        t0, t1 = c0 * Q, c0 * Q + nc * Qc
         rows, fold = _batching(nb, G, nc * Qc == L)
         for b in rows:
             for g in range(G):
                 Cc = fold(Ct[b, g, t0:t1].reshape(-1, nc, Qc, N))
-                Bc = fold(Bt[b, g, t0:t1].reshape(-1, nc, Qc, N))
-                matmul(Cc, Bc.transpose(0, 2, 1), fold(CB[b, g]))
-        Lm = np.empty((nb, G, nc, Qc, Qc + N), T)
-        Bm = np.empty((nb, G, nc, N, Qc), T)
-        _ssd_cpu.left_operand(CB, C, run0, first, c0, Q, Lm, Bm, B)
-        _ssd_cpu.fill_x(x, vdt, c0, nc, Qc, Q, R)
-        for b in rows:
-            for g in range(G):
-                matmul(fold(Bm[b, g]), fold(R[b, c0:c0 + nc, row0:Q, g * W:(g + 1) * W]),
-                       fold(S[b, g, c0:c0 + nc]))  # fmt: skip
-        lefts.append(Lm)
+                # B^T of each chunk, contiguous: torch's batched product with a
+                # transposed operand ran at 7 GFLOP/s here, against 70-100
+                BTc = np.ascontiguousarray(fold(Bt[b, g, t0:t1].reshape(-1, nc, Qc, N))
+                                           .transpose(0, 2, 1))  # fmt: skip
+                matmul(Cc, BTc, fold(CB[b, g, c0 : c0 + nc, :Qc, :Qc]))
+                Xc = fold(yv[b, t0:t1].reshape(-1, nc, Qc, H * P)[..., g * W : (g + 1) * W])
+                matmul(BTc, Xc, fold(S[b, g, c0 : c0 + nc]))
     final = np.empty((nb, H, P, N), T)
-    _ssd_cpu.pass_states(S, a, s1, er, h0, R, final)  # phase 2: carries
-    release(S)
+    zero_h0 = h0 is None or not h0.any()
+    if h0 is None:
+        h0 = np.zeros((nb, H, P, N), T)
+    _ssd_cpu.pass_states(S, a, h0, final)  # the carries: S becomes H_{c-1}
+    if zero_h0:  # the first chunk carries nothing: no product, and e = 0 discards y there
+        e[:, : min(Q, L)] = 0
     varlen = None
-    if cu_seqlens is not None:  # before phase 3 clears the unsafe pairs' columns of R
-        varlen = varlen_states(x, B, A, cs, dtp, run0, first, R, u, safe, cu_seqlens, Q)
-    y = np.empty((nb, L, H, P), T)
-    for (c0, nc, Qc), Lm in zip(ranges, lefts):  # phase 3: each chunk from its carry
-        t0, t1, row0 = c0 * Q, c0 * Q + nc * Qc, Q - Qc
-        bad = np.argwhere(safe[:, c0 : c0 + nc] == 0)
-        if len(bad):  # unsafe (batch, chunk, head): the explicit mask
-            bad[:, 1] += c0
-            Lp = np.empty((len(bad), Qc, Qc + N), T)
-            Rp = np.empty((len(bad), Qc + N, P), T)
-            _ssd_cpu.pair_operands(bad, Lm, c0, Q, cs, dtp, A, run0, x, R, one, Lp, Rp)
-            Yp = np.empty((len(bad), Qc, P), T)
-            matmul(Lp, Rp, Yp)
-        rows, fold = _batching(nb, G, nc * Qc == L)
+    if cu_seqlens is not None:
+        varlen = varlen_states(x, B, A, cs, dtp, run0, S, e, cu_seqlens, Q)
+    for c0, nc, Qc in ranges:  # each chunk's carried state: y = C H_{c-1}
+        skip = 1 if zero_h0 and c0 == 0 else 0
+        if nc == skip:
+            continue
+        t0, t1, m = (c0 + skip) * Q, c0 * Q + nc * Qc, nc - skip
+        rows, fold = _batching(nb, G, m * Qc == L)
         for b in rows:
-            yb = fold(y[b, t0:t1].reshape(-1, nc, Qc, H * P))
             for g in range(G):
-                matmul(fold(Lm[b, g]), fold(R[b, c0:c0 + nc, row0:, g * W:(g + 1) * W]),
-                       yb[:, :, g * W:(g + 1) * W])  # fmt: skip
-        if len(bad):
-            _ssd_cpu.put_pairs(bad, Yp, Q, y)
+                Cc = fold(Ct[b, g, t0:t1].reshape(-1, m, Qc, N))
+                Yc = fold(yv[b, t0:t1].reshape(-1, m, Qc, H * P)[..., g * W : (g + 1) * W])
+                matmul(Cc, fold(S[b, g, c0 + skip : c0 + nc]), Yc)
+    release(S)
     zz = z if z is not None else np.zeros((1, 1, 1, 1), T)  # contiguous: one compiled kernel
     nonfinite = np.empty((nb, L, H), np.uint8)
-    _ssd_cpu.finish(y, u, x, zz, z is not None, Dv is not None,
-                    Dv if Dv is not None else np.zeros((1, 1), T), one, nonfinite)  # fmt: skip
-    release(R)
+    _ssd_cpu.finish(y, x, zz, z is not None, Dv is not None,
+                    Dv if Dv is not None else np.zeros((1, 1), T), CB, cs, dtp, A, run0, e,
+                    mono, Q, T.type(1), floor, nonfinite)  # fmt: skip
+    release(CB)
     clean = not (flagged.any() or nonfinite.any() or not np.isfinite(final).all()
                  or (varlen is not None and not np.isfinite(varlen).all()))  # fmt: skip
     return y, final, varlen, clean
@@ -271,18 +305,16 @@ def _batching(nb: int, G: int, whole_rows: bool) -> tuple[Any, Any]:
 
 
 def varlen_states(x: np.ndarray, B: np.ndarray, A: np.ndarray, cs: np.ndarray,
-                  dtp: np.ndarray, run0: np.ndarray, first: np.ndarray, R: np.ndarray,
-                  u: np.ndarray, safe: np.ndarray, cu: np.ndarray,
-                  Q: int) -> np.ndarray:  # fmt: skip
+                  dtp: np.ndarray, run0: np.ndarray, Hprev: np.ndarray, e: np.ndarray,
+                  cu: np.ndarray, Q: int) -> np.ndarray:  # fmt: skip
     """State after the last token of each packed sequence (batch 1): (nseq, h, p, n).
 
-    The state at token ``t`` of chunk ``c`` is the carry ``exp(cs_t) H_{c-1}``
-    (if neither a sequence start nor a cut of the head comes before ``t`` in
-    the chunk) plus the tokens of ``t``'s run of the head,
-    ``sum_j exp(cs_t - cs_j) dt_j B_j x_j^T``; both masks are selections.
-    Empty sequences get zeros.  ``R[0, c, Q:]`` holds ``exp(r) H_{c-1}`` for
-    safe heads, so the carry is ``u_t R`` there (``exp(cs_t) R`` for unsafe
-    heads, whose ``r`` is 0).
+    The state at token ``t`` of chunk ``c`` is the carry ``e_t H_{c-1}``
+    (``e_t = exp(cs_t)`` if neither a sequence start nor a cut of the head
+    comes before ``t`` in the chunk, else 0) plus the tokens of ``t``'s run of
+    the head, ``sum_j exp(cs_t - cs_j) dt_j B_j x_j^T``; both masks are
+    selections.  ``Hprev[0, g, c]`` (n, hg p) is ``H_{c-1}``.  Empty sequences
+    get zeros.
     """
     _, _, H, P = x.shape
     G, N = B.shape[2], B.shape[3]
@@ -300,17 +332,15 @@ def varlen_states(x: np.ndarray, B: np.ndarray, A: np.ndarray, cs: np.ndarray,
         cut = np.where(la < _ssd_cpu.CUT_BELOW, np.arange(c * Q, t + 1), -1).max(axis=1)
         run = np.arange(jm, t + 1) >= np.maximum(jm, cut)[:, None]  # (h, k)
         gap = np.where(run, cs[0, :, t, None] - cs[0, :, jm : t + 1], -np.inf)
-        w = (np.exp(gap) * dtp[0, :, jm : t + 1]).T
-        Xs = x[0, jm : t + 1] * w[:, :, None].astype(x.dtype)  # (k, h, p)
+        wt = (np.exp(gap) * dtp[0, :, jm : t + 1]).T
+        Xs = x[0, jm : t + 1] * wt[:, :, None].astype(x.dtype)  # (k, h, p)
         for g in range(G):
             hs = slice(g * hg, (g + 1) * hg)
             St = np.empty((N, hg * P), x.dtype)
             matmul(np.ascontiguousarray(B[0, jm:t + 1, g].T),
                    np.ascontiguousarray(Xs[:, hs].reshape(-1, hg * P)), St)  # fmt: skip
-            out[s, hs] = St.reshape(N, hg, P).transpose(1, 2, 0)
-            if t - c * Q < first[0, c]:
-                carry = R[0, c, Q:, hs.start * P : hs.stop * P].reshape(N, hg, P)
-                scale = np.where(safe[0, c, hs], u[0, t, hs], np.exp(cs[0, hs, t]))
-                add = scale.astype(x.dtype)[:, None, None] * carry.transpose(1, 2, 0)
-                out[s, hs] += np.where((cut[hs] < 0)[:, None, None], add, 0)
+            carry = Hprev[0, g, c].reshape(N, hg, P).transpose(1, 2, 0)
+            et = e[0, t, hs]
+            add = et[:, None, None] * np.where((et != 0)[:, None, None], carry, 0)
+            out[s, hs] = St.reshape(N, hg, P).transpose(1, 2, 0) + add
     return out

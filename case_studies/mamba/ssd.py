@@ -2,9 +2,9 @@
 
 Methods:
 
-* ``'cpu'``: numba kernels for the elementwise work and BLAS GEMMs, with
-  the chunk's semiseparable mask factored into rank one (:mod:`._ssd_cpu`,
-  :mod:`._ssd_host`);
+* ``'cpu'``: BLAS GEMMs for the chunk states and their outputs (all heads
+  at once), numba kernels for the rest, the intra-chunk products in
+  explicit vector code (:mod:`._ssd_host`, :mod:`._ssd_cpu`, :mod:`._ssd_tile`);
 * ``'torch'``: the same three phases in torch operations (explicit mask),
   differentiable by autograd and usable on any torch device (:mod:`._ssd_torch`);
 * ``'reference'``: the recurrence token by token (:mod:`._ssd_reference`).
@@ -62,9 +62,12 @@ def ssd_scan(
       each chunk's end state from zero, a scan of the chunk states with the
       linear-recurrence monoid ``(a1, S1) . (a2, S2) = (a1 a2, a2 S1 + S2)``,
       and each chunk finished from its carry (the three-phase scan);
-    * **separability** makes the chunk work matrix products: ``L`` restricted
-      to a chunk is ``u_i v_j`` below the diagonal (rank one), so one GEMM
-      serves all heads (``method='cpu'``).
+    * **separability** makes the chunk work matrix products: the states and
+      their outputs are GEMMs shared by all heads (``B^T (w o X)``,
+      ``C H``), and inside a chunk ``L`` factors through any token between
+      ``s`` and ``t``, ``L[t, s] = L[t, r] L[r, s]``, so the per-head
+      intra-chunk product reads ``C B^T`` as it is with one ``exp`` per
+      token and tile of rows (``method='cpu'``).
 
     Parameters
     ----------
@@ -121,14 +124,14 @@ def ssd_scan(
 
     Notes
     -----
-    ``method='cpu'`` works in ``O(seqlen (chunk_size + dstate) nheads headdim)``
-    multiply-adds, nearly all in GEMMs, and ``O(seqlen / chunk_size nheads
-    headdim dstate)`` extra memory for the chunk states.  The mask's rank-one
-    factors are used where a chunk's decay spans at most
-    ``_ssd_cpu.SEPARABLE_RANGE`` (80 e-folds in float32); a (chunk, head)
-    beyond it is computed with the explicit mask.  float32 results agree with
-    a float64 recurrence to within 1e-6 of ``max |y|`` (4-8e-7 at the 2.7B
-    shape).  An inf or nan in the inputs gives the recurrence's infs and nans:
+    ``method='cpu'`` works in ``O(seqlen (chunk_size / 2 + 2 dstate) nheads
+    headdim)`` multiply-adds (the states' two GEMMs and the intra-chunk
+    triangle) and ``O(seqlen / chunk_size nheads headdim dstate)`` extra
+    memory for the chunk states.  Decays ``exp(dt_{s+1} A + ... + dt_t A)``
+    below 2^-64 (float32; 2^-512 in float64) are taken as 0
+    (``_ssd_cpu.DECAY_FLOOR``: subnormal numbers slow the products ten-fold).
+    float32 results agree with a float64 recurrence to within 1e-6 of
+    ``max |y|``.  An inf or nan in the inputs gives the recurrence's infs and nans:
     it reaches no earlier token and no other packed sequence, forward or
     backward (each (row, head, sequence) that holds one is recomputed token
     by token, at the cost of ``method='reference'`` for that sequence; see
@@ -329,14 +332,13 @@ def _host_forward(a: dict[str, Any], Q: int, flags: dict[str, Any], st: np.ndarr
                   cu: Any) -> tuple[Any, Any, Any, bool]:  # fmt: skip
     x = np.ascontiguousarray(a["x"])
     T = x.dtype
-    nb, _, H, P = x.shape
-    N = a["B"].shape[3]
+    H, P = x.shape[2], x.shape[3]
     Dv = None
     if a["D"] is not None:
         Dv = np.ascontiguousarray(np.broadcast_to(a["D"][:, None] if a["D"].ndim == 1 else a["D"],
                                                   (H, P)))  # fmt: skip
     h0 = a["initial_states"]
-    h0 = np.zeros((nb, H, P, N), T) if h0 is None else np.ascontiguousarray(h0)
+    h0 = None if h0 is None else np.ascontiguousarray(h0)
     bias = np.zeros(H, T) if a["dt_bias"] is None else np.ascontiguousarray(a["dt_bias"])
     return _ssd_host.forward(
         x, np.ascontiguousarray(a["dt"]), np.ascontiguousarray(a["A"]),
@@ -352,8 +354,7 @@ def phase_times(fn: Any, rounds: int = 3) -> dict[str, float]:
     ``fn`` runs :func:`ssd_scan` (``method='cpu'``); its numba kernels and its GEMMs are
     wrapped with timers for the calls, then restored.
     """
-    names = ("prep", "left_operand", "fill_x", "pass_states", "pair_operands",
-             "put_pairs", "finish")  # fmt: skip
+    names = ("prep", "fill_x", "pass_states", "finish")
     acc: dict[str, list[float]] = {}
     cur: dict[str, float] = {}
     saved = {n: getattr(_ssd_cpu, n) for n in names}

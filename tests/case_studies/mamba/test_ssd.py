@@ -128,17 +128,39 @@ def test_dt_limit_and_no_softplus():
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_explicit_mask_path(dtype, monkeypatch):
-    # Every (chunk, head) through the explicit mask, then a workload whose
-    # decay spans far beyond the rank-one factors' range on one head.
+    # Every (chunk, head) with one exp per mask entry (the path of growing
+    # decays), then the factored decays on a head whose decay spans far
+    # beyond float range within a chunk, then a growing head (A > 0).
     d = make(L=50, dtype=dtype)
     si = packed_seq_idx(2, 50, [7, 30])
     exact = oracle(**d, softplus=True, seq_idx=si)[0]
-    monkeypatch.setattr(_ssd_cpu, "SEPARABLE_RANGE", {np.dtype(dtype): -1.0})
+    monkeypatch.setattr(_ssd_cpu, "FACTORED", False)
     assert rel_err(ssd_scan(**d, chunk_size=16, dt_softplus=True, seq_idx=si), exact) <= TOL[dtype]
     monkeypatch.undo()
     d["A"][1] = -300.0  # exp(dt A) ~ 1e-10 per token on head 1
     exact = oracle(**d, softplus=True)[0]
     assert rel_err(ssd_scan(**d, chunk_size=16, dt_softplus=True), exact) <= TOL[dtype]
+    d["A"][2] = 0.05  # the state grows on head 2: still finite over 50 tokens
+    y, fin = ssd_scan(**d, chunk_size=16, dt_softplus=True, seq_idx=si, return_final_states=True)
+    ey, ef = oracle(**d, softplus=True, seq_idx=si)
+    assert rel_err(y, ey) <= TOL[dtype] and rel_err(fin, ef) <= TOL[dtype]
+
+
+@pytest.mark.parametrize("factored", [True, False])
+@pytest.mark.parametrize("P, chunk", [(16, 16), (80, 37), (64, 64)])
+def test_vector_tiles(P, chunk, factored, monkeypatch):
+    # float32 with P a multiple of 16: the intra-chunk tiles' vector code
+    # (blocks of 64 channels, then of 16), with sequence starts, a head cut
+    # at every token (A = -inf), a shorter last chunk and an initial state.
+    monkeypatch.setattr(_ssd_cpu, "FACTORED", factored)
+    d = make(nb=1, L=100, H=3, P=P, G=1, N=8, dtype=np.float32, seed=40)
+    d["A"][1] = -np.inf
+    si = packed_seq_idx(1, 100, [7, 30, 61])
+    init = np.random.default_rng(41).normal(size=(1, 3, P, 8)).astype(np.float32)
+    y, fin = ssd_scan(**d, chunk_size=chunk, dt_softplus=True, seq_idx=si, initial_states=init,
+                      return_final_states=True)  # fmt: skip
+    ry, rf = oracle(**d, softplus=True, seq_idx=si, initial_states=init)
+    assert rel_err(y, ry) <= TOL[np.float32] and rel_err(fin, rf) <= TOL[np.float32]
 
 
 def test_numpy_gemms(monkeypatch):
