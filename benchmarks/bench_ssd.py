@@ -8,7 +8,10 @@ float32 (the Mamba-2 2.7B head shape), 2 cores, measured in one run:
   ``2 m n k``) at >= 40% of the machine's sgemm roof, measured as NumPy's
   float32 2048^3 product in the same run;
 * a packed row of variable-length sequences within 1.2x of an unpacked batch
-  with the same number of tokens.
+  with the same number of tokens;
+* one layer of a Hugging Face Mamba2-130m prefill (:class:`SsdForwardHfMamba2`:
+  L 2048, 24 heads of 64, dstate 128, chunk 256, ``dt`` spanning 1e-7 .. 10)
+  in at most 25 ms.
 Inputs: :func:`ssd_inputs` (Mamba-2's A and dt).
 The two sides of a ratio alternate call by call (:func:`alternating_medians`).
 """
@@ -54,6 +57,45 @@ def ssd_inputs(
     B = torch.randn(batch, L, ngroups, dstate, generator=g)
     C = torch.randn(batch, L, ngroups, dstate, generator=g)
     return dict(x=x, dt=dt, A=A, B=B, C=C)
+
+
+def hf_mamba2_inputs(L: int = 2048, initial_states: bool = False, seed: int = 0) -> dict:
+    """One layer's ``ssd_scan`` arguments at a Hugging Face Mamba2-130m prefill, as torch tensors.
+
+    24 heads of 64, dstate 128, one group, chunk 256, float32, batch 1, with
+    transformers' initialization of the random-weight model
+    (``benchmarks/hf_mamba.py``): ``A = -(1 .. 24)``, ``dt_bias`` the inverse
+    softplus of a log-uniform ``dt`` in [1e-3, 1e-1]; the projections' raw
+    ``dt`` ~ N(0, 2.75^2), ``z`` ~ N(0, 2.77^2), ``x``, ``B``, ``C`` ~ N(0, 1),
+    ``D = 1``, as measured on that model's first layers.  After the softplus
+    ``dt`` spans 1e-7 .. 10 (median 0.01): a chunk's decay often underflows.
+    """
+    import math
+
+    import torch
+
+    H, P, N = 24, 64, 128
+    g = torch.Generator().manual_seed(seed)
+    lo, hi = math.log(1e-3), math.log(1e-1)
+    dt0 = torch.exp(lo + (hi - lo) * torch.rand(H, generator=g))
+    d = dict(
+        x=torch.randn(1, L, H, P, generator=g),
+        dt=2.75 * torch.randn(1, L, H, generator=g),
+        A=-torch.arange(1.0, H + 1),
+        B=torch.randn(1, L, 1, N, generator=g),
+        C=torch.randn(1, L, 1, N, generator=g),
+        chunk_size=256,
+        D=torch.ones(H),
+        z=2.77 * torch.randn(1, L, H, P, generator=g),
+        dt_bias=dt0 + torch.log(-torch.expm1(-dt0)),
+        initial_states=None,
+        dt_softplus=True,
+        dt_limit=(0.0, float("inf")),
+        return_final_states=True,
+    )
+    if initial_states:
+        d["initial_states"] = 0.1 * torch.randn(1, H, P, N, generator=g)
+    return d
 
 
 def alternating_medians(fns: dict[str, object], rounds: int = 5) -> dict[str, float]:
@@ -208,6 +250,48 @@ class SsdForward2p7B(Benchmark):
         return flops / secs / max(before, sgemm_roof())
 
     track_gemm_fraction_of_sgemm_roof.unit = "fraction"
+
+
+class SsdForwardHfMamba2(Benchmark):
+    """One layer of a Hugging Face Mamba2-130m prefill (as ``case_studies.mamba.hf`` calls it).
+
+    L 2048, 24 heads of 64, dstate 128, 1 group, chunk 256, float32, the
+    softplus of ``dt + dt_bias``, ``D``, the gate ``z`` and the final state;
+    inputs :func:`hf_mamba2_inputs`, with and without an initial state.  The
+    model adds 24 of these to its prefill.
+    """
+
+    params = [[2048], [False, True]]
+    param_names = ["L", "initial_states"]
+
+    def setup(self, L, initial_states):
+        self.d = hf_mamba2_inputs(L, initial_states)
+        self.ours()
+
+    def ours(self):
+        return ssd_scan(**self.d)
+
+    def torch_method(self):
+        return ssd_scan(**self.d, method="torch")
+
+    def time_ssd_scan(self, L, initial_states):
+        self.ours()
+
+    def track_speedup_vs_torch_method(self, L, initial_states):
+        t = alternating_medians({"torch": self.torch_method, "ours": self.ours}, rounds=3)
+        return t["torch"] / t["ours"]
+
+    track_speedup_vs_torch_method.unit = "x"
+
+    def track_rel_error(self, L, initial_states):
+        import torch
+
+        d64 = {k: v.to(torch.float64) if torch.is_tensor(v) else v for k, v in self.d.items()}
+        exact, _ = ssd_scan(**d64, method="reference")
+        got = self.ours()[0].to(torch.float64)
+        return max(float((got - exact).abs().max() / exact.abs().max()), 1e-300)
+
+    track_rel_error.unit = "max |err| / max |y|"
 
 
 class SsdPacked(Benchmark):

@@ -67,6 +67,15 @@ except ImportError:  # pragma: no cover - exercised by forcing GEMM_BACKEND
 GEMM_BACKEND = "torch" if _torch is not None else "numpy"
 
 
+#: Longest chunk ``method='cpu'`` uses (a longer ``chunk_size`` is cut to it).
+#: The state products cost the same per token at any chunk size; the
+#: intra-chunk triangle costs ``chunk / 2`` multiply-adds per token and
+#: channel, and the carry pass a pass over ``dstate / chunk`` numbers per
+#: token and channel.  At the Mamba2-130m shape (24 heads of 64, dstate 128,
+#: 2048 tokens, one thread) chunks of 32 / 64 / 128 / 256 took 41 / 34-35 /
+#: 36-41 / 38-41 ms of CPU time.
+CPU_CHUNK = 64
+
 #: Scratch arrays kept between calls (the chunks' right operands and states),
 #: at most this many bytes.  Fresh arrays of that size cost their page
 #: faults on first touch: filling 100 MB took 21 ms fresh and 9 ms reused

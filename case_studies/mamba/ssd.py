@@ -81,8 +81,9 @@ def ssd_scan(
     chunk_size : int
         Tokens per chunk: the cost/accuracy-neutral knob (the result does not
         depend on it beyond rounding).  Work is ``O(seqlen chunk_size)`` per
-        head for the chunks and ``O(seqlen headdim dstate)`` for the states;
-        64 or 128 are fastest on CPU (see docs/mamba.md).
+        head for the chunks and ``O(seqlen headdim dstate)`` for the states.
+        ``method='cpu'`` takes it as an upper bound and uses chunks of at most
+        ``_ssd_host.CPU_CHUNK`` (64) tokens, its fastest (see docs/mamba.md).
     D : array (nheads,) or (nheads, headdim), optional
         Skip connection ``D x``.
     z : array like ``x``, optional
@@ -255,7 +256,7 @@ def _check_chunk(chunk_size: Any) -> int:
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)):
         raise TypeError(f"chunk_size must be an int, got {chunk_size!r}")
     if chunk_size < 1:
-        raise ValueError(f"chunk_size={chunk_size}, must be >= 1 (64 or 128 are fastest)")
+        raise ValueError(f"chunk_size={chunk_size}, must be >= 1 (64 is fastest on CPU)")
     return int(chunk_size)
 
 
@@ -330,6 +331,7 @@ def _run_cpu(args: dict[str, Any], Q: int, flags: dict[str, Any], starts: Any, c
 
 def _host_forward(a: dict[str, Any], Q: int, flags: dict[str, Any], st: np.ndarray,
                   cu: Any) -> tuple[Any, Any, Any, bool]:  # fmt: skip
+    Q = min(Q, _ssd_host.CPU_CHUNK)
     x = np.ascontiguousarray(a["x"])
     T = x.dtype
     H, P = x.shape[2], x.shape[3]

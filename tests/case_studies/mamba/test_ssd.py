@@ -147,12 +147,14 @@ def test_explicit_mask_path(dtype, monkeypatch):
 
 
 @pytest.mark.parametrize("factored", [True, False])
-@pytest.mark.parametrize("P, chunk", [(16, 16), (80, 37), (64, 64)])
+@pytest.mark.parametrize("P, chunk", [(16, 16), (80, 37), (64, 64), (64, 90)])
 def test_vector_tiles(P, chunk, factored, monkeypatch):
     # float32 with P a multiple of 16: the intra-chunk tiles' vector code
     # (blocks of 64 channels, then of 16), with sequence starts, a head cut
-    # at every token (A = -inf), a shorter last chunk and an initial state.
+    # at every token (A = -inf), a shorter last chunk and an initial state;
+    # chunks longer than method='cpu' takes by default as well.
     monkeypatch.setattr(_ssd_cpu, "FACTORED", factored)
+    monkeypatch.setattr(_ssd_host, "CPU_CHUNK", 256)
     d = make(nb=1, L=100, H=3, P=P, G=1, N=8, dtype=np.float32, seed=40)
     d["A"][1] = -np.inf
     si = packed_seq_idx(1, 100, [7, 30, 61])
@@ -168,6 +170,15 @@ def test_numpy_gemms(monkeypatch):
     exact = oracle(**d, softplus=True)[0]
     monkeypatch.setattr(_ssd_host, "GEMM_BACKEND", "numpy")
     assert rel_err(ssd_scan(**d, chunk_size=16, dt_softplus=True), exact) <= 1e-10
+
+
+def test_cpu_chunk_cap(monkeypatch):
+    # method='cpu' cuts chunks to CPU_CHUNK tokens; any cut gives the same result.
+    d = make(L=90)
+    exact = oracle(**d, softplus=True)[0]
+    for cap in (5, 64, 1000):
+        monkeypatch.setattr(_ssd_host, "CPU_CHUNK", cap)
+        assert rel_err(ssd_scan(**d, chunk_size=80, dt_softplus=True), exact) <= 1e-10
 
 
 def test_chunk_size_and_threads_agnostic():
