@@ -52,10 +52,17 @@ def parser(prog: str = "python -m propopt capstone") -> argparse.ArgumentParser:
     return p
 
 
-def run(problems: Sequence[str], sizes: Sequence[str], progress: Progress) -> list[Row]:
+def run(
+    problems: Sequence[str],
+    sizes: Sequence[str],
+    progress: Progress,
+    skipped: dict[str, str] | None = None,
+) -> list[Row]:
     """Each problem at each size, largest first; rows ordered by size, then problem.
 
     Their kernels are compiled ahead on every core first (:mod:`capstone.ahead`).
+    A problem that cannot run here (:class:`~capstone.reviews.common.Skipped`)
+    has no rows; its reason goes into ``skipped`` under its name.
 
     torch is imported before anything is timed: importing it after numba's
     threads have started makes the next parallel regions slow for a moment.
@@ -63,6 +70,7 @@ def run(problems: Sequence[str], sizes: Sequence[str], progress: Progress) -> li
     import torch  # noqa: F401
 
     from .ahead import compile_ahead
+    from .reviews.common import Skipped
 
     compile_ahead(problems, sizes, progress)
     found: dict[tuple[str, str], list[Row]] = {}
@@ -70,7 +78,12 @@ def run(problems: Sequence[str], sizes: Sequence[str], progress: Progress) -> li
         module = ALL[name]
         for size in reversed(sizes):
             progress.start(f"{name} ({size})", module.PLAN_S[size], module.TICKS[size])
-            found[name, size] = module.review(size, progress)
+            try:
+                found[name, size] = module.review(size, progress)
+            except Skipped as e:
+                found[name, size] = []
+                if skipped is not None:
+                    skipped[name] = str(e)
             progress.finish()
     return [r for size in sizes for name in problems for r in found[name, size]]
 
@@ -121,7 +134,8 @@ def _run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     record = machine.record()
     progress = Progress(plan_seconds(problems, sizes))
-    rows = run(problems, sizes, progress)
+    skipped: dict[str, str] = {}
+    rows = run(problems, sizes, progress, skipped)
     progress.close()
     elapsed = time.perf_counter() - t0
     shown = [r for r in rows if r.size == args.size]
@@ -130,6 +144,8 @@ def _run(args: argparse.Namespace) -> int:
         "seconds": round(elapsed, 1),
         "rows": [r.to_dict() for r in rows],
     }
+    if skipped:
+        doc["skipped"] = skipped
     if args.json:
         print(json.dumps({**doc, "rows": [r.to_dict() for r in shown]}, indent=2))
     else:
@@ -140,6 +156,8 @@ def _run(args: argparse.Namespace) -> int:
         print(table(shown))
         if any(r.busy for r in shown):
             print("busy: other processes kept cores busy during that row; its ratio may not hold")
+    for name, reason in skipped.items():
+        print(f"capstone: {name} skipped: {reason}", file=sys.stderr)
     if args.figures:
         from .figures import write_json
 

@@ -15,7 +15,7 @@ no two pages can disagree and no page can drift from the measurement.
 
 Blocks: ``machine`` (the CPU and its roofs), ``review`` (the whole table),
 ``compare`` (one line per comparison, for the README) and one per problem
-(``scan``, ``mamba``, ``topk``, ``nbody``, ``lowrank``).
+(``scan``, ``mamba``, ``topk``, ``nbody``, ``lowrank``, ``hf``).
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ FAMILIES = {
     "topk": ("top-", "streaming top-"),
     "nbody": ("N-body",),
     "lowrank": ("rank-",),
+    "hf": ("Hugging Face",),
 }
 
 

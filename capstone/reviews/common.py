@@ -1,4 +1,4 @@
-"""What the reviews share: the device label, errors of each kind, GPU rows."""
+"""What the reviews share: the device label, errors of each kind, GPU rows, skipping."""
 
 from __future__ import annotations
 
@@ -11,6 +11,13 @@ import numpy as np
 from propopt.threads import usable_cpus
 
 from ..rows import Row
+
+
+class Skipped(Exception):
+    """A review that cannot run here (an optional peer library is missing): its one-line reason.
+
+    The run goes on without the review's rows and reports the reason after the table.
+    """
 
 
 def cpu_device() -> str:

@@ -12,6 +12,19 @@ TINY = {
     "topk": {"SIZES": {"small": (20_000, 5000)}},
     "nbody": {"SIZES": {"small": 400}, "SAMPLE": 50},
     "lowrank": {"SIZES": {"small": 120}},
+    "hf": {
+        "MODEL": dict(
+            vocab_size=1000,
+            hidden_size=768,
+            state_size=16,
+            num_hidden_layers=2,
+            expand=2,
+            conv_kernel=4,
+        ),
+        "TOKENS": {"small": 64},
+        "NEW": {"small": 4},
+        "FLOOR_ROUNDS": {"small": 1},
+    },
 }
 PEERS = {
     "scan": 3,
@@ -19,6 +32,7 @@ PEERS = {
     "topk": 2,
     "nbody": 2,  # the exact sum and pytreegrav (in the bench extra)
     "lowrank": 2,
+    "hf": 2,  # prefill and decode, both against transformers' path
 }
 
 
@@ -33,8 +47,9 @@ def _shrink(monkeypatch, name):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(TINY))
 def test_review_rows(name, monkeypatch):
-    if name in ("nbody", "lowrank"):
-        pytest.importorskip("pytreegrav" if name == "nbody" else "sklearn")
+    need = {"nbody": "pytreegrav", "lowrank": "sklearn", "hf": "transformers"}
+    if name in need:
+        pytest.importorskip(need[name])
     mod = _shrink(monkeypatch, name)
     rows = mod.review("small", Progress(1.0, min_interval_s=1e9))
     assert len(rows) == PEERS[name]
@@ -43,8 +58,49 @@ def test_review_rows(name, monkeypatch):
         assert r.device.startswith("cpu")
         limit = {"ids": 0, "median rel": 5e-3}.get(r.error_kind, 1e-4)
         assert 0 <= r.error <= limit, (r.problem, r.peer, r.error)
-        if name == "mamba":  # forward and floor timed in rounds of their own
+        if name in ("mamba", "hf"):  # forward and floor timed in rounds of their own
             assert r.floor_x is not None and r.floor_x > 0 and r.floor_ratio == r.floor_x
+            assert r.floor_ms is not None and r.floor_ms > 0
+
+
+@pytest.mark.slow
+def test_the_hf_floor_is_a_patch_of_the_block_only():
+    """The no-op floor changes transformers' functions inside its block and restores them."""
+    pytest.importorskip("transformers")
+    import torch
+    from transformers.models.mamba import modeling_mamba
+
+    from capstone.reviews import hf
+
+    before = modeling_mamba.mamba_selective_scan
+    model = hf.build({**TINY["hf"]["MODEL"], "num_hidden_layers": 1})
+    ids = hf.token_ids(1000, 8)
+    with torch.no_grad():
+        ref = model(ids, use_cache=False).logits
+        with hf.noop_floor():
+            assert modeling_mamba.mamba_selective_scan is not before
+            floor = model(ids, use_cache=False).logits
+        assert modeling_mamba.mamba_selective_scan is before
+        assert torch.equal(model(ids, use_cache=False).logits, ref)
+        assert not torch.allclose(floor, ref)
+        twin = hf.accelerated_twin(model)  # the same tensors, its own modules
+        assert twin.lm_head.weight is model.lm_head.weight and twin is not model
+        assert torch.allclose(twin(ids, use_cache=False).logits, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_a_review_that_cannot_run_is_skipped_in_one_line(monkeypatch, capsys):
+    """Without transformers the hf row is left out, the reason printed, the exit status 0."""
+    from capstone import ahead, cli
+    from capstone.reviews import hf
+
+    def missing():
+        raise common.Skipped("transformers is not installed; pip install 'propopt[hf]'")
+
+    monkeypatch.setattr(hf, "transformers_mamba", missing)
+    monkeypatch.setattr(ahead, "compile_ahead", lambda *a: None)
+    assert cli.main(["--size", "small", "--only", "hf"]) == 0
+    err = [line for line in capsys.readouterr().err.splitlines() if "skipped" in line]
+    assert err == ["capstone: hf skipped: transformers is not installed; pip install 'propopt[hf]'"]
 
 
 def test_floor_ratio_is_the_interleaved_one_when_measured():
