@@ -126,18 +126,20 @@ def _decay(d, floor, one):  # type: ignore[no-untyped-def]
 
 
 @njit(parallel=True, cache=True)
-def prep(dt, A, bias, softplus, lo, hi, starts, run0, first, Q, factored, tiny, floor,
-         dtp, cs, w, e, a, mono, bad):  # type: ignore[no-untyped-def]  # fmt: skip
-    """Processed ``dt``, chunk-local ``cs``, and the per-token and per-chunk decays.
+def prep(dt, A, bias, softplus, lo, hi, starts, run0, first, Q, factored, tiny, floor, x, wx,
+         dtp, cs, e, a, mono, bad):  # type: ignore[no-untyped-def]  # fmt: skip
+    """Processed ``dt``, chunk-local ``cs``, the decays, and the state products' right operand.
 
     ``dt`` (b, l, h); ``starts`` (b, l) uint8, 1 where a sequence starts;
     ``run0[b, t]`` the first token of ``t``'s run; ``first[b, c]`` the offset of
     the chunk's first sequence start (``Q`` if none).  Writes ``dtp``, ``cs``
     (b, h, l) (``cs`` in float64, restarting at every chunk and sequence
-    start, and at every cut of the head); ``w`` and ``e`` (b, l, h), the
-    state weights and the carry's reach (see the module); and per (b, c, h)
-    the chunk's decay ``a``, ``mono`` (1: every decay at most 1 and
-    ``factored``) and ``bad``.
+    start, and at every cut of the head); ``wx[b, t, h] = w x[b, t, h]``
+    (b, l, h, p) with the state weights ``w`` and ``e`` (b, l, h), the
+    carry's reach (see the module); and per (b, c, h) the chunk's decay
+    ``a``, ``mono`` (1: every decay at most 1 and ``factored``) and ``bad``.
+    Parallel over (b, c), every head of a token in turn (rows of ``x`` and
+    ``wx`` contiguous).
 
     A processed ``dt`` that is not finite, or a decay ``dt A`` that is nan or
     ``+inf``, is taken as 0 here (so that it reaches no other token) and
@@ -149,67 +151,62 @@ def prep(dt, A, bias, softplus, lo, hi, starts, run0, first, Q, factored, tiny, 
     """
     nb, L, H = dt.shape
     nck = a.shape[1]
-    for k in prange(nb * H):
-        b = k // H
-        h = k - b * H
-        ah = np.float64(A[h])
-        for c in range(nck):
-            t0 = c * Q
-            t1 = min(t0 + Q, L)
-            acc = 0.0
-            cut = -1  # the head's last cut in the chunk
-            cut0 = t1  # and its first
-            flagged = False
-            grows = False
-            for t in range(t0, t1):
-                if starts[b, t]:
-                    acc = 0.0
+    P = x.shape[3]
+    for task in prange(nb * nck):
+        b = task // nck
+        c = task - b * nck
+        t0 = c * Q
+        t1 = min(t0 + Q, L)
+        acc = np.zeros(H)
+        cut = np.full(H, -1, np.int64)  # each head's last cut in the chunk
+        cut0 = np.full(H, t1, np.int64)  # and its first
+        flagged = np.zeros(H, np.bool_)
+        grows = np.zeros(H, np.bool_)
+        for t in range(t0, t1):
+            st = starts[b, t]
+            for h in range(H):
+                if st:
+                    acc[h] = 0.0
                 v = dt[b, t, h] + bias[h]
                 if softplus:
                     v = _softplus(v)
                 # min/max written out so that NaN stays NaN
                 v = lo if v < lo else v
                 v = hi if v > hi else v
-                la = np.float64(v) * ah
+                la = np.float64(v) * np.float64(A[h])
                 if not (math.isfinite(v) and la < np.inf):  # nan or inf dt, nan or +inf dt A
-                    flagged = True
+                    flagged[h] = True
                     v = as_dtype_of(0.0, v)
                     la = 0.0
                 dtp[b, h, t] = v
-                grows |= la > 0.0
+                grows[h] |= la > 0.0
                 if is_cut(la):
-                    acc = 0.0
-                    cut = t
-                    cut0 = min(cut0, t)
+                    acc[h] = 0.0
+                    cut[h] = t
+                    cut0[h] = min(cut0[h], t)
                 else:
-                    acc += la
-                cs[b, h, t] = acc
-            bad[b, c, h] = flagged
-            mono[b, c, h] = factored and not grows
-            end = cs[b, h, t1 - 1]
-            a[b, c, h] = _decay64(end, floor) if first[b, c] >= t1 - t0 and cut < 0 else 0.0
-            jl = max(run0[b, t1 - 1], cut)  # the head's last run
-            reach = min(t0 + first[b, c], cut0)  # the carry's: tokens before it
-            for t in range(t0, t1):
-                cst = cs[b, h, t]
-                wt = _decay64(end - cst, floor) * dtp[b, h, t]
-                w[b, t, h] = _normal(wt, tiny) if t >= jl else 0.0
-                e[b, t, h] = _decay64(cst, floor) if t < reach else 0.0
-
-
-@njit(parallel=True, fastmath=FASTMATH, cache=True)
-def fill_x(x, w, out):  # type: ignore[no-untyped-def]
-    """``out[b, t, h, p] = w[b, t, h] x[b, t, h, p]``: the state products' right operand."""
-    nb, L, H, P = x.shape
-    for task in prange(nb * L):
-        b = task // L
-        t = task - b * L
+                    acc[h] += la
+                cs[b, h, t] = acc[h]
+        jl = np.empty(H, np.int64)
+        reach = np.empty(H, np.int64)
+        end = np.empty(H)
         for h in range(H):
-            wt = w[b, t, h]
-            src = x[b, t, h]
-            dst = out[b, t, h]
-            for p in range(P):
-                dst[p] = src[p] * wt
+            bad[b, c, h] = flagged[h]
+            mono[b, c, h] = factored and not grows[h]
+            end[h] = cs[b, h, t1 - 1]
+            a[b, c, h] = _decay64(end[h], floor) if first[b, c] >= t1 - t0 and cut[h] < 0 else 0.0
+            jl[h] = max(run0[b, t1 - 1], cut[h])  # the head's last run
+            reach[h] = min(t0 + first[b, c], cut0[h])  # the carry's: tokens before it
+        for t in range(t0, t1):
+            for h in range(H):
+                cst = cs[b, h, t]
+                wt = _normal(_decay64(end[h] - cst, floor) * dtp[b, h, t], tiny)
+                wt = wt if t >= jl[h] else 0.0
+                e[b, t, h] = _decay64(cst, floor) if t < reach[h] else 0.0
+                src = x[b, t, h]
+                dst = wx[b, t, h]
+                for p in range(P):
+                    dst[p] = src[p] * wt
 
 
 @njit(parallel=True, fastmath=FASTMATH, cache=True)

@@ -4,11 +4,10 @@ The scan is the three-phase chunked scan of :func:`propopt.associative_scan`
 written out with the SSD's chunk as the piece (the carry pass over a few
 dozen chunks is sequential; there is no depth to win):
 
-1. **local** (every chunk on its own): the decays (:func:`._ssd_cpu.prep`),
-   ``C B^T`` of the chunk (a GEMM, shared by the heads of a group), the
-   state products' right operand ``w o X`` (:func:`._ssd_cpu.fill_x`) and the
-   chunk's end state from zero ``S_c = B_c^T (w o X_c)`` (a GEMM for all
-   heads);
+1. **local** (every chunk on its own): the decays and the state products'
+   right operand ``w o X`` (:func:`._ssd_cpu.prep`), ``C B^T`` of the chunk
+   (a GEMM, shared by the heads of a group) and the chunk's end state from
+   zero ``S_c = B_c^T (w o X_c)`` (a GEMM for all heads);
 2. **carry**: ``H_c = a_c H_{c-1} + S_c`` over the chunks, the
    linear-recurrence monoid ``(a1, S1) . (a2, S2) = (a1 a2, a2 S1 + S2)``
    (:func:`._ssd_cpu.pass_states`, parallel over the state, in place);
@@ -228,20 +227,19 @@ def _forward(x: np.ndarray, dt: np.ndarray, A: np.ndarray, B: np.ndarray, C: np.
     run0, first = chunk_meta(starts, Q)
     dtp = np.empty((nb, H, L), T)
     cs = np.empty((nb, H, L))
-    w, e = np.empty((nb, L, H), T), np.empty((nb, L, H), T)
+    e = np.empty((nb, L, H), T)
     a = np.empty((nb, nck, H), T)
     mono, flagged = np.empty((nb, nck, H), np.uint8), np.empty((nb, nck, H), np.uint8)
     lo, hi = (T.type(v) for v in dt_limit)
     tiny = float(np.finfo(T).tiny)
     floor = _ssd_cpu.DECAY_FLOOR[T]
-    _ssd_cpu.prep(dt, A, bias, softplus, lo, hi, starts, run0, first, Q, _ssd_cpu.FACTORED,
-                  tiny, floor, dtp, cs, w, e, a, mono, flagged)  # fmt: skip
-    Ct = np.ascontiguousarray(C.transpose(0, 2, 1, 3))  # (b, g, l, n)
-    Bt = np.ascontiguousarray(B.transpose(0, 2, 1, 3))
     # y holds w o X (the state products' right operand) until the carry-in
     # products overwrite it with C H_{c-1}
     y = np.empty((nb, L, H, P), T)
-    _ssd_cpu.fill_x(x, w, y)
+    _ssd_cpu.prep(dt, A, bias, softplus, lo, hi, starts, run0, first, Q, _ssd_cpu.FACTORED,
+                  tiny, floor, x, y, dtp, cs, e, a, mono, flagged)  # fmt: skip
+    Ct = np.ascontiguousarray(C.transpose(0, 2, 1, 3))  # (b, g, l, n)
+    Bt = np.ascontiguousarray(B.transpose(0, 2, 1, 3))
     CB = scratch((nb, G, nck, Q, Q), T)
     S = scratch((nb, G, nck, N, W), T)
     ranges = [(0, L // Q, Q)] if L >= Q else []

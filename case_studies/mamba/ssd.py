@@ -356,7 +356,7 @@ def phase_times(fn: Any, rounds: int = 3) -> dict[str, float]:
     ``fn`` runs :func:`ssd_scan` (``method='cpu'``); its numba kernels and its GEMMs are
     wrapped with timers for the calls, then restored.
     """
-    names = ("prep", "fill_x", "pass_states", "finish")
+    names = ("prep", "pass_states", "finish")
     acc: dict[str, list[float]] = {}
     cur: dict[str, float] = {}
     saved = {n: getattr(_ssd_cpu, n) for n in names}
