@@ -59,6 +59,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
+from unittest import mock
 
 import numpy as np
 
@@ -176,14 +177,8 @@ def noop_floor(model: Any) -> Iterator[None]:
                         "mamba_selective_state_update": _zeros_update}  # fmt: skip
     new["causal_conv1d_fn"] = lambda x, w, b=None, activation=None, **kw: x
     new["causal_conv1d_update"] = lambda x, state, w, b=None, activation=None, **kw: x
-    saved = {k: getattr(mod, k) for k in new}
-    for k, v in new.items():
-        setattr(mod, k, v)
-    try:
+    with mock.patch.multiple(mod, **new):  # put back on exit, even after an error
         yield
-    finally:
-        for k, v in saved.items():
-            setattr(mod, k, v)
 
 
 # ------------------------------------------------------------------ timing

@@ -32,6 +32,7 @@ import copy
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
+from unittest import mock
 
 from ..measure import Comparison, best_torch_threads, compare, compiling_only, torch_threads
 from ..progress import Progress
@@ -146,14 +147,8 @@ def noop_floor() -> Iterator[None]:
         "causal_conv1d_fn": _identity_conv,
         "causal_conv1d_update": _identity_conv,
     }
-    saved = {k: getattr(mod, k) for k in new}
-    for k, v in new.items():
-        setattr(mod, k, v)
-    try:
+    with mock.patch.multiple(mod, **new):  # put back on exit, even after an error
         yield
-    finally:
-        for k, v in saved.items():
-            setattr(mod, k, v)
 
 
 @contextlib.contextmanager

@@ -540,14 +540,14 @@ def _decode_plan(self: Any, input_ids: Any, cache: Any) -> list[tuple[Any, ...]]
                 return None
             norm = layer.norm
             common = (views(norm.weight), norm.variance_epsilon, views(mix.in_proj.weight),
-                      views.bias(mix.in_proj), views.once(conv_state), views(mix.conv1d.weight)[:, 0],
-                      views.bias(mix.conv1d))  # fmt: skip
+                      views.bias(mix.in_proj), views.once(conv_state),
+                      views(mix.conv1d.weight)[:, 0], views.bias(mix.conv1d))  # fmt: skip
             out = (views(mix.out_proj.weight), views.bias(mix.out_proj))
             if isinstance(mix, m2):
                 n = mix.norm
                 plan.append((True, *common, views(mix.A_log), views(mix.D), views(mix.dt_bias),
-                             views.once(ssm_state), views(n.weight), n.variance_epsilon, mix.n_groups,
-                             *out))  # fmt: skip
+                             views.once(ssm_state), views(n.weight), n.variance_epsilon,
+                             mix.n_groups, *out))  # fmt: skip
             else:
                 plan.append((False, *common, views(mix.x_proj.weight), views(mix.dt_proj.weight),
                              views.bias(mix.dt_proj), views(mix.A_log), views(mix.D),
