@@ -54,7 +54,7 @@ undone by deleting one attribute.
 
 from __future__ import annotations
 
-import types
+import copy
 import weakref
 from typing import Any
 
@@ -106,8 +106,32 @@ def is_usable_for(module: Any) -> bool:
 def is_accelerated(module: Any) -> bool:
     """Whether :func:`accelerate` patched ``module`` (a mixer or a causal LM), not yet restored."""
     f = vars(module).get("forward")
-    return isinstance(f, types.MethodType) and f.__func__ in (
-        _mamba_forward, _mamba2_forward, _lm_forward)  # fmt: skip
+    return isinstance(f, _Forward) and f.__func__ in (_mamba_forward, _mamba2_forward, _lm_forward)
+
+
+class _Forward:
+    """``fn`` bound to a module through a weak reference.
+
+    A bound method stored on the module would make a reference cycle
+    (module, its ``__dict__``, the method, the module): a deleted model would
+    then wait for Python's cycle collector, which runs on counts of objects,
+    not bytes, so the weights of many discarded models could pile up.
+    """
+
+    __slots__ = ("__func__", "__weakref__", "_module")
+
+    def __init__(self, fn: Any, module: Any) -> None:
+        self.__func__ = fn
+        self._module = weakref.ref(module)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.__func__(self._module(), *args, **kwargs)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _Forward:  # a copied model calls itself
+        return _Forward(self.__func__, copy.deepcopy(self._module(), memo))
+
+    def __reduce__(self) -> tuple[Any, ...]:  # pickling, as a bound method pickles
+        return (_Forward, (self.__func__, self._module()))
 
 
 def accelerate(model: Any) -> Any:
@@ -169,10 +193,10 @@ def accelerate(model: Any) -> Any:
     for mod in model.modules():
         if is_usable_for(mod):
             fwd = _mamba_forward if isinstance(mod, m1) else _mamba2_forward
-            mod.forward = types.MethodType(fwd, mod)
+            mod.forward = _Forward(fwd, mod)
     for mod in model.modules():
         if _is_causal_lm(mod) and "forward" not in vars(mod):
-            mod.forward = types.MethodType(_lm_forward, mod)
+            mod.forward = _Forward(_lm_forward, mod)
     return model
 
 

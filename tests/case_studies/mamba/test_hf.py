@@ -338,6 +338,27 @@ def test_restore_is_exact(which):
     hf.restore(model)  # a second restore is a no-op
 
 
+def test_a_deleted_accelerated_model_is_freed_at_once():
+    """No reference cycle: the weights go with the last reference, not at the next
+    cycle collection (which counts objects, not bytes)."""
+    import gc
+    import weakref
+
+    gc.disable()
+    try:
+        model = hf.accelerate(model_for("mamba"))
+        with torch.no_grad():
+            model.generate(_ids(model, 1, 4), max_new_tokens=2, do_sample=False)
+        ref = weakref.ref(model)
+        del model
+        assert ref() is None
+    finally:
+        gc.enable()
+    twin = copy.deepcopy(hf.accelerate(model_for("mamba2")))  # a copy calls itself
+    assert twin.forward._module() is twin
+    assert twin.backbone.layers[0].mixer.forward._module() is twin.backbone.layers[0].mixer
+
+
 def test_mixers_off_the_cpu_are_left_alone():
     model = model_for("mamba")
     mixers = [layer.mixer for layer in model.backbone.layers]
