@@ -17,6 +17,13 @@
   freed heap memory back to the system (``malloc_trim``): those tests build
   full-size models (hundreds of MiB to GiB each), and a worker that ran many
   of them grew to 15-19 GB and was killed on a 24 GiB machine.
+* Under pytest-xdist each worker's torch gets its share of the cores
+  (``torch.set_num_threads``), restored after the test.  torch's default is
+  every core in every worker, and its threads spin between the thousands of
+  small ops of transformers' reference paths: two workers on 2 cores made a
+  full-size float64 Mamba training step 7-9x slower than alone (10.7 s
+  against 74-94 s; 18 s with one thread each), and one such step ran past
+  the 600 s timeout in CI.
 """
 
 import ctypes
@@ -79,6 +86,28 @@ def _malloc_trim() -> None:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):  # not glibc
         pass
+
+
+def _xdist_share() -> int | None:
+    """Cores per pytest-xdist worker, or None when not running under xdist."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers <= 1:
+        return None
+    return max(1, (os.cpu_count() or 1) // workers)
+
+
+@pytest.fixture(autouse=True)
+def _torch_threads_per_worker():  # type: ignore[no-untyped-def]
+    share, torch = _xdist_share(), sys.modules.get("torch")
+    if share is None or torch is None or torch.get_num_threads() <= share:
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(share)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 @pytest.fixture(autouse=True)
