@@ -391,7 +391,8 @@ def _mamba_token(self: Any, hidden_states: Any, conv_state: Any, ssm_state: Any)
         db = torch.zeros(self.dt_proj.weight.shape[0], dtype=ct) if bias is None else bias
         return K.mamba_token(xz, cs, cw, cb, _np(self.x_proj.weight, ct),
                              _np(self.dt_proj.weight, ct), _np(db, ct),
-                             _np(self.A_log.float(), ct), _np(self.D, ct), hs)  # fmt: skip
+                             _np(-torch.exp(self.A_log.float()), ct), _np(self.D, ct),
+                             hs)  # fmt: skip
 
     return _token(self, hidden_states, conv_state, ssm_state, step)
 
@@ -444,10 +445,12 @@ def _mamba2_forward(self: Any, hidden_states: Any, cache: Any = None, attention_
 
 
 def _mamba2_token(self: Any, hidden_states: Any, conv_state: Any, ssm_state: Any) -> Any:
+    import torch
+
     def step(zxbcdt: Any, ct: Any, cs: Any, cw: Any, cb: Any, hs: Any) -> Any:
         n = self.norm
-        A_log = _np(self.A_log.float(), ct)  # A = -exp(A_log) in float32, as transformers
-        return K.mamba2_token(zxbcdt, cs, cw, cb, A_log, _np(self.D, ct),
+        A = _np(-torch.exp(self.A_log.float()), ct)  # in float32, as transformers
+        return K.mamba2_token(zxbcdt, cs, cw, cb, A, _np(self.D, ct),
                               _np(self.dt_bias, ct), hs, _np(n.weight, ct),
                               n.variance_epsilon, self.n_groups)  # fmt: skip
 
@@ -503,6 +506,7 @@ class _Views:
     def __init__(self) -> None:
         self._seen: dict[int, tuple[Any, int, np.ndarray]] = {}
         self._zeros: dict[int, np.ndarray] = {}
+        self._A: dict[int, tuple[Any, int, int, np.ndarray]] = {}
 
     def __call__(self, t: Any) -> np.ndarray:
         ptr = t.data_ptr()
@@ -521,6 +525,20 @@ class _Views:
         if t.dtype != torch.float32 or t.device.type != "cpu" or not t.is_contiguous():
             raise _NotCovered
         return t.detach().numpy()  # type: ignore[no-any-return]
+
+    def A(self, A_log: Any) -> np.ndarray:
+        """``-exp(A_log)`` in float32 (as transformers), kept while ``A_log`` is unchanged
+        (the same tensor, data pointer and version: in-place updates count)."""
+        import torch
+
+        key = (A_log.data_ptr(), A_log._version)
+        hit = self._A.get(id(A_log))
+        if hit is not None and hit[0] is A_log and hit[1:3] == key:
+            return hit[3]
+        with torch.no_grad():
+            A = self.once(-torch.exp(A_log.float()))
+        self._A[id(A_log)] = (A_log, *key, A)
+        return A
 
     def bias(self, lin: Any) -> np.ndarray:
         """A linear or conv layer's bias, zeros where it has none."""
@@ -569,12 +587,12 @@ def _decode_plan(self: Any, input_ids: Any, cache: Any) -> list[tuple[Any, ...]]
             out = (views(mix.out_proj.weight), views.bias(mix.out_proj))
             if isinstance(mix, m2):
                 n = mix.norm
-                plan.append((True, *common, views(mix.A_log), views(mix.D), views(mix.dt_bias),
+                plan.append((True, *common, views.A(mix.A_log), views(mix.D), views(mix.dt_bias),
                              views.once(ssm_state), views(n.weight), n.variance_epsilon,
                              mix.n_groups, *out))  # fmt: skip
             else:
                 plan.append((False, *common, views(mix.x_proj.weight), views(mix.dt_proj.weight),
-                             views.bias(mix.dt_proj), views(mix.A_log), views(mix.D),
+                             views.bias(mix.dt_proj), views.A(mix.A_log), views(mix.D),
                              views.once(ssm_state), *out))  # fmt: skip
         bb = self.backbone
         head = (views(bb.norm_f.weight), bb.norm_f.variance_epsilon,

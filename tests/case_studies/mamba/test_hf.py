@@ -187,6 +187,7 @@ def test_decode_sees_changed_weights_and_falls_back(which, monkeypatch):
         mixer.out_proj.weight.mul_(3.0)  # in place
         mixer.in_proj.weight = torch.nn.Parameter(mixer.in_proj.weight * 0.5)  # replaced
         model.lm_head.weight.add_(0.01)  # tied to the embeddings: both change
+        model.backbone.layers[0].mixer.A_log.sub_(0.5)  # A = -exp(A_log) is derived and kept
         fast = model.generate(ids, **kw, output_logits=True, return_dict_in_generate=True)
         ref = hf.restore(copy.deepcopy(model)).generate(
             ids, **kw, output_logits=True, return_dict_in_generate=True)  # fmt: skip
