@@ -166,6 +166,6 @@ def _run(args: argparse.Namespace) -> int:
     if args.plot:
         from .plots import write_plots
 
-        for path in write_plots(rows, args.plot):
+        for path in write_plots(doc, args.plot):
             print(f"wrote {path}", file=sys.stderr)
     return 0

@@ -13,6 +13,11 @@ from that JSON, and ``python -m capstone.figures --check`` (run by the tests)
 fails when a committed block differs from what the committed JSON gives, so
 no two pages can disagree and no page can drift from the measurement.
 
+The README's charts (``docs/img/speedup.png`` and ``roofline.png``) are
+drawn from the same JSON (with matplotlib) and stamped with its digest
+(:func:`capstone.plots.digest`); ``--check`` also fails when a chart was
+drawn from another run, or carries no stamp.
+
 Blocks: ``machine`` (the CPU and its roofs), ``review`` (the whole table),
 ``compare`` (one line per comparison, for the README) and one per problem
 (``scan``, ``mamba``, ``topk``, ``nbody``, ``lowrank``, ``hf``).
@@ -28,10 +33,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from . import plots
 from .rows import Row, markdown
 
 ROOT = Path(__file__).resolve().parent.parent
 JSON = ROOT / "docs" / "figures.json"
+IMG = "docs/img"
 PAGES = ("README.md", "docs/*.md")
 BLOCK = re.compile(r"(<!-- figures:([a-z]+) -->\n)(.*?)(<!-- /figures:\2 -->)", re.S)
 
@@ -119,6 +126,18 @@ def update(doc: dict[str, Any], root: Path = ROOT, check: bool = False) -> list[
     return stale
 
 
+def stale_charts(doc: dict[str, Any], root: Path = ROOT) -> list[str]:
+    """The charts under ``docs/img`` not stamped with ``doc``'s digest."""
+    run = plots.digest(doc)
+    return [f"{IMG}/{name}" for name in plots.CHARTS
+            if plots.stamp_of(root / IMG / name) != run]  # fmt: skip
+
+
+def draw(doc: dict[str, Any], root: Path = ROOT) -> list[Path]:
+    """Redraw the charts under ``docs/img`` from ``doc`` (the default size's rows)."""
+    return plots.write_plots(doc, root / IMG, rows=_rows(doc))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m capstone.figures",
@@ -130,11 +149,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     doc = json.loads(Path(args.json).read_text())
     stale = update(doc, check=args.check)
-    if args.check and stale:
-        print("figures differ from " + args.json + ": " + ", ".join(stale), file=sys.stderr)
-        return 1
-    if not args.check:
-        print(f"rewrote {len(stale)} block(s) from {args.json}", file=sys.stderr)
+    if args.check:
+        stale += stale_charts(doc)
+        if stale:
+            print(f"figures differ from {args.json}: {', '.join(stale)}; run "
+                  "python -m capstone.figures", file=sys.stderr)  # fmt: skip
+            return 1
+        return 0
+    print(f"rewrote {len(stale)} block(s) from {args.json}", file=sys.stderr)
+    for path in draw(doc):
+        print(f"drew {path.relative_to(ROOT)}", file=sys.stderr)
     return 0
 
 

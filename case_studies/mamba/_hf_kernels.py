@@ -385,18 +385,18 @@ def _gemv(W, bias, x, out, accumulate, one):  # type: ignore[no-untyped-def]
             for b in range(nb):
                 _dot_rows(W, r, x[b], out, b, bias, accumulate, zero)
             r += 4
-        for r in range(r, r1):
-            wr = W[r]
+        for rr in range(r, r1):
+            wr = W[rr]
             for b in range(nb):
                 xb = x[b]
                 acc = zero
                 for j in range(k):
                     acc += wr[j] * xb[j]
-                v = acc + bias[r]
+                v = acc + bias[rr]
                 if accumulate:
-                    out[b, r] += v
+                    out[b, rr] += v
                 else:
-                    out[b, r] = v
+                    out[b, rr] = v
 
 
 @njit(fastmath=FASTMATH, cache=True)

@@ -1,11 +1,14 @@
 """Each fenced figures block of README.md and docs/*.md is what docs/figures.json gives."""
 
+import copy
 import json
 import shutil
+import struct
+import zlib
 
 import pytest
 
-from capstone import figures
+from capstone import figures, plots
 
 
 def _doc():
@@ -43,3 +46,38 @@ def test_an_unknown_block_is_an_error(tmp_path):
     (tmp_path / "README.md").write_text("<!-- figures:nosuch -->\nx\n<!-- /figures:nosuch -->\n")
     with pytest.raises(KeyError, match="nosuch"):
         figures.update(_doc(), root=tmp_path, check=True)
+
+
+def test_committed_charts_come_from_the_committed_json():
+    assert figures.stale_charts(_doc()) == [], "run `python -m capstone.figures`"
+
+
+def test_a_chart_from_another_run_is_found(tmp_path):
+    pytest.importorskip("matplotlib")
+    doc = _doc()
+    paths = figures.draw(doc, root=tmp_path)
+    assert [p.name for p in paths] == list(plots.CHARTS)
+    assert figures.stale_charts(doc, root=tmp_path) == []
+    import matplotlib.image
+
+    assert matplotlib.image.imread(paths[0]).ndim == 3  # still a valid PNG after the stamp
+    other = copy.deepcopy(doc)
+    other["rows"][0]["speedup"] *= 2  # another run
+    charts = [f"{figures.IMG}/{c}" for c in plots.CHARTS]
+    assert figures.stale_charts(other, root=tmp_path) == charts
+    (tmp_path / figures.IMG / "roofline.png").write_bytes(b"\x89PNG\r\n\x1a\n")  # no stamp
+    assert figures.stale_charts(doc, root=tmp_path) == [f"{figures.IMG}/roofline.png"]
+
+
+def test_stamp_round_trip(tmp_path):
+    path = tmp_path / "x.png"
+    # the smallest PNG: a 1x1 grey image
+    ihdr = b"IHDR" + bytes([0, 0, 0, 1, 0, 0, 0, 1, 8, 0, 0, 0, 0])
+    idat = b"IDAT" + zlib.compress(b"\x00\x80")
+    chunk = lambda b: struct.pack(">I", len(b) - 4) + b + struct.pack(">I", zlib.crc32(b))  # noqa: E731
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(ihdr) + chunk(idat) + chunk(b"IEND"))
+    assert plots.stamp_of(path) is None
+    plots.stamp(path, "0123abcd")
+    assert plots.stamp_of(path) == "0123abcd"
+    assert path.read_bytes().endswith(chunk(b"IEND"))
+    assert plots.stamp_of(tmp_path / "missing.png") is None
