@@ -567,6 +567,12 @@ def scan_cases() -> None:
         Either(Value([1.0, 3.0, 6.0]), "elems"),
     )
     case("Python scalar", lambda: S(pp.add, 5.0), Error("elems"))
+    case("out= of the result's shape", lambda: S(pp.add, x17(), out=np.empty(17)), Value(ref17))
+    case("out= in place", lambda: (lambda x: S(pp.add, x, out=x))(x17()), Value(ref17))
+    case("out= one short", lambda: S(pp.add, x17(), out=np.empty(16)), Error("out", "shape"))
+    case("out= float32 for float64", lambda: S(pp.add, x17(), out=np.empty(17, np.float32)),
+         Error("out", "dtype"))  # fmt: skip
+    case("out= a list", lambda: S(pp.add, x17(), out=[0.0] * 17), Error("out"))
     case("0-d array", lambda: S(pp.add, np.array(5.0)), Error("elems"))
     case("generator", lambda: S(pp.add, (float(i) for i in range(3))), Error("elems"))
     case("empty float64", lambda: S(pp.add, np.zeros(0)), Value(np.zeros(0), dtype="float64"))

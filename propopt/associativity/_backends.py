@@ -46,6 +46,8 @@ class ScanPlan:
     exclusive: bool
     identity: Leaves | None = None
     needs_grad: bool = field(init=False)
+    #: NumPy arrays the CPU kernels write the result into (``out=``), or None
+    out: Leaves | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         self.needs_grad = any(getattr(x, "requires_grad", False) for x in self.leaves)
@@ -168,9 +170,9 @@ def _run_cpu(plan: ScanPlan) -> Leaves:
         import torch
 
         views = [_dispatch.to_numpy_view(x) for x in plan.leaves]
-        out = _cpu.scan(plan.fn, views, plan.axis, plan.reverse, plan.exclusive)
+        out = _cpu.scan(plan.fn, views, plan.axis, plan.reverse, plan.exclusive, out=plan.out)
         return [torch.from_numpy(o) for o in out]
-    return _cpu.scan(plan.fn, plan.leaves, plan.axis, plan.reverse, plan.exclusive)
+    return _cpu.scan(plan.fn, plan.leaves, plan.axis, plan.reverse, plan.exclusive, out=plan.out)
 
 
 def _run_cuda(plan: ScanPlan) -> Leaves:

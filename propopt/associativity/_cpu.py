@@ -397,11 +397,14 @@ def scan(
     exclusive: bool,
     *,
     block: int | None = None,
+    out: Sequence[np.ndarray] | None = None,
 ) -> list[np.ndarray]:
     """Scan NumPy arrays of one shape and dtype along ``axis``.
 
     Short scans (at most two blocks) run on the calling thread; longer ones
-    take the threads :func:`propopt.threads.sized` grants the call.
+    take the threads :func:`propopt.threads.sized` grants the call.  ``out``:
+    C-contiguous arrays of the result's shape and dtype, sharing no memory
+    with ``leaves``, to write into (returned as the result).
     """
     shape = leaves[0].shape
     dtype = leaves[0].dtype
@@ -409,9 +412,12 @@ def scan(
     p = math.prod(shape[:axis])
     q = math.prod(shape[axis + 1 :])
     xs = [np.ascontiguousarray(x).reshape(p, n, q) for x in leaves]
-    if n * p * q * dtype.itemsize >= 1 << 17:  # above glibc's first mmap threshold
-        settle_allocator()
-    os_ = [np.empty((p, n, q), dtype) for _ in leaves]
+    if out is not None:
+        os_ = [o.reshape(p, n, q) for o in out]  # C-contiguous: views
+    else:
+        if n * p * q * dtype.itemsize >= 1 << 17:  # above glibc's first mmap threshold
+            settle_allocator()
+        os_ = [np.empty((p, n, q), dtype) for _ in leaves]
     rev, excl = bool(reverse), bool(exclusive)
     mod = kernels(monoid, dtype, rev, excl)
     ident = mod.IDENTITY
@@ -442,7 +448,7 @@ def scan(
                 for r in range(p):
                     xr, orow = [x[r] for x in xs], [o[r] for o in os_]
                     mod.scan_cols_chunked(*xr, *orow, rev, excl, T, *ident)
-    return [o.reshape(shape) for o in os_]
+    return list(out) if out is not None else [o.reshape(shape) for o in os_]
 
 
 def _rows_here(

@@ -41,6 +41,7 @@ def associative_scan(
     method: ScanMethod = "auto",
     check: bool | None = None,
     reset: Any = None,
+    out: Any = None,
 ) -> Any:
     """Scan ``elems`` with an associative combine, in parallel.
 
@@ -108,10 +109,21 @@ def associative_scan(
         ``axis`` (a segmentation per row).  It scans the monoid transformer
         :func:`propopt.associativity.segmented` over ``(flag, element)``
         pairs, so every combine and backend takes it; see the Notes.
+    out : array or pytree of arrays, optional
+        Where to write the result, as ``np.cumsum(x, out=...)``: the
+        structure of ``elems``, each leaf an array of the same type (NumPy
+        array, or torch tensor on the same device), shape and dtype as the
+        result leaf, and writable.  It is returned.  The CPU kernels write
+        straight into C-contiguous NumPy arrays and CPU tensors, so a scan
+        repeated into one buffer allocates nothing and faults in no new pages
+        (a fresh 64 MiB result is mapped and faulted in on every call); other
+        paths compute the result and copy it in.  ``out`` may be ``elems``
+        itself (an in-place scan).  Not for dask arrays, which are lazy.
 
     Returns
     -------
-    Same structure, array types, dtypes and device as ``elems``.  A masked
+    Same structure, array types, dtypes and device as ``elems``; ``out``
+    when given.  A masked
     array (``np.ma``) gives a masked array: as in ``np.cumsum``, a masked
     element counts as the identity and its output is masked.  Other ndarray
     subclasses (``np.matrix``...) are scanned, and returned, as plain ndarrays.
@@ -228,6 +240,9 @@ def associative_scan(
             )
         leaves = _masked.fill(leaves, mask, fill_with)
         elems = _pytree.unflatten(treedef, leaves)
+    outs = None
+    if out is not None:
+        outs = _check_out(out, treedef, leaves if given is None else given, kind, paths)
     law_fn = fn  # the law is checked on the caller's combine, before segmenting it
     if reset is not None:
         from . import _segments
@@ -240,6 +255,8 @@ def associative_scan(
         exclusive, ident = False, None
     plan = _backends.ScanPlan(fn, combine, leaves, kind, ax, reverse, exclusive, ident)
     chosen = _backends.choose(method, plan)
+    if outs is not None and chosen == "cpu" and reset is None and given is None and mask is None:
+        plan.out = _direct_out(outs, leaves)
 
     n = leaves[0].shape[ax]
     auto = check is None and kind != _dispatch.DASK and not isinstance(law_fn, Monoid)
@@ -271,7 +288,74 @@ def associative_scan(
         out = _half.narrow(out, given, kind)
     if mask is not None:
         out = _masked.remask(out, mask)
+    if outs is not None:
+        for dst, src in zip(outs, out):
+            if dst is not src:
+                _copy_into(dst, src)
+        out = outs
     return _pytree.unflatten(treedef, out)
+
+
+# ------------------------------------------------------------------ out=
+def _check_out(out: Any, treedef: _pytree.TreeDef, leaves: Leaves, kind: str,
+               paths: Sequence[str]) -> Leaves:  # fmt: skip
+    """The leaves of ``out=``, each checked against the result leaf it receives."""
+    if kind == _dispatch.DASK:
+        raise ValueError(
+            "out= cannot receive a scan of dask arrays, which are lazy: use the returned "
+            "array (or da.store it)"
+        )
+    outs, out_def = _pytree.flatten(out)
+    if out_def != treedef:
+        raise ValueError(
+            f"out= is {out_def.describe()} but elems is {treedef.describe()}: pass arrays "
+            "in the structure of elems"
+        )
+    for dst, src, path in zip(outs, leaves, paths):
+        name = "out" + path[len("elems") :]
+        if _dispatch.array_kind(dst) != kind or _dispatch.device_of(dst) != _dispatch.device_of(
+            src
+        ):
+            raise TypeError(
+                f"{name} is {_dispatch.describe(dst)} but {path} is {_dispatch.describe(src)}; "
+                "out= takes arrays of the type and device of elems"
+            )
+        if tuple(dst.shape) != tuple(src.shape) or dst.dtype != src.dtype:
+            raise ValueError(
+                f"{name} has shape {tuple(dst.shape)} and dtype {dst.dtype} but the result "
+                f"has shape {tuple(src.shape)} and dtype {src.dtype}; allocate it with "
+                f"np.empty_like({path}) or torch.empty_like({path})"
+            )
+        if isinstance(dst, np.ndarray) and not dst.flags.writeable:
+            raise ValueError(f"{name} is read-only; pass a writable array")
+        if getattr(dst, "requires_grad", False):
+            raise ValueError(f"{name} requires grad; out= takes tensors outside autograd")
+    return outs
+
+
+def _direct_out(outs: Leaves, leaves: Leaves) -> Leaves | None:
+    """NumPy views of ``outs`` the CPU kernels can write into, or None (copy in after)."""
+    views = [_dispatch.to_numpy_view(o) for o in outs]
+    if not all(v.flags.c_contiguous for v in views):
+        return None
+    ins = [_dispatch.to_numpy_view(x) for x in leaves]
+    if any(np.may_share_memory(v, x) for v in views for x in ins):
+        return None  # in place: the three phases read an element after writing its block
+    return views
+
+
+def _copy_into(dst: Any, src: Any) -> None:
+    if isinstance(dst, np.ndarray):
+        np.copyto(dst, src)
+    elif _dispatch.array_kind(dst) in (_dispatch.TORCH, _dispatch.TORCH_CUDA):
+        import torch
+
+        with torch.no_grad():
+            dst.copy_(src)
+    elif hasattr(dst, "copy_to_device"):  # numba device array
+        dst.copy_to_device(src)
+    else:  # CuPy and other __cuda_array_interface__ arrays
+        dst[...] = src
 
 
 # ----------------------------------------------------- the automatic check
