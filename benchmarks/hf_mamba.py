@@ -27,7 +27,7 @@ the sides alternating call by call in each round:
   largest difference between llama.cpp's logits and transformers' on that
   prompt, next to transformers' float32 against the model in float64 (the
   two are alike when it is the same model, a few 1e-3 at 130m).
-  ``OMP_WAIT_POLICY`` (below) applies to llama.cpp's OpenMP threads too.
+  ``--passive`` (below) applies to llama.cpp's OpenMP threads too.
 
 The GGUF is made in three steps: save the benchmark's seeded Mamba-1 model
 (``--quick`` saves the 2-layer one), convert it with llama.cpp's
@@ -44,10 +44,14 @@ with ``--gguf``::
 
 Timings are medians over ``--rounds`` (3); the load average of the machine
 is printed before and after, since other processes change every figure.
-torch's OpenMP threads sleep between operations here (``OMP_WAIT_POLICY=
-PASSIVE`` unless set): with the default policy they spin after every
-operation, and on a shared 2-core machine two identical runs of
-transformers' decode differed 5x (copy bandwidth 3.6 against 11.6 GiB/s).
+OpenMP's wait policy is left as the environment has it (what a user's
+script gets: by default, threads spin a while after each parallel region).
+``--passive`` sets ``OMP_WAIT_POLICY=PASSIVE`` for every side (torch,
+numba, llama.cpp) before they load: steadier on a shared machine (there two
+identical runs of transformers' decode differed 5x under the default
+policy), but every parallel region then wakes sleeping threads, which costs
+a one-token decode of about a hundred regions 30-40% (27 against 38 ms a
+token, quiet, 2 cores).
 """
 
 from __future__ import annotations
@@ -182,20 +186,43 @@ def noop_floor(model: Any) -> Iterator[None]:
 
 
 # ------------------------------------------------------------------ timing
-def alternating(model: Any, sides: dict[str, Callable[[Any], Any]], fn: Callable[[], Any],
-                warm: Callable[[], Any], rounds: int) -> dict[str, float]:  # fmt: skip
-    """Median seconds of ``fn`` under each side, the sides in turn in every round."""
+Timer = Callable[[], float]
+
+
+def alternating(model: Any, sides: dict[str, Callable[[Any], Any]], fn: Timer,
+                warm: Callable[[], Any], rounds: int,
+                others: dict[str, Timer] | None = None) -> dict[str, float]:  # fmt: skip
+    """Median seconds of each side, the sides in turn in every round.
+
+    ``fn()`` returns the seconds of one measurement, run under each of
+    ``sides`` (context managers on ``model``); ``others`` are sides that time
+    themselves (llama.cpp), run in the same rounds.
+    """
+    others = others or {}
     for side in sides.values():
         with side(model):
             warm()
-    times: dict[str, list[float]] = {k: [] for k in sides}
+    for own in others.values():
+        own()
+    times: dict[str, list[float]] = {k: [] for k in [*sides, *others]}
     for _ in range(rounds):
         for name, side in sides.items():
             with side(model):
-                t0 = time.perf_counter()
-                fn()
-                times[name].append(time.perf_counter() - t0)
+                times[name].append(fn())
+        for name, own in others.items():
+            times[name].append(own())
     return {k: float(np.median(v)) for k, v in times.items()}
+
+
+def timed(fn: Callable[[], Any]) -> Callable[[], float]:
+    """``fn`` as a function returning its seconds."""
+
+    def run() -> float:
+        t0 = time.perf_counter()
+        fn()
+        return time.perf_counter() - t0
+
+    return run
 
 
 def bandwidths(mbytes: int) -> tuple[float, float]:
@@ -237,11 +264,11 @@ def sides_for(which: str) -> dict[str, Callable[[Any], Any]]:
     return sides
 
 
-def report(which: str, args: argparse.Namespace, bw: tuple[float, float]) -> dict[str, float]:
-    """Print ``which``'s figures; return propopt's seconds ("prefill", "prefill last", "decode")."""
+def report(which: str, args: argparse.Namespace, bw: tuple[float, float],
+           llama: LlamaCpp | None = None) -> None:  # fmt: skip
+    """Print ``which``'s figures (``llama``: llama.cpp as one more side, Mamba-1 only)."""
     import torch
 
-    ours: dict[str, float] = {}
     model = build(which, args.quick)
     c = model.config
     print(f"{which}: {c.num_hidden_layers} layers, hidden {c.hidden_size}, vocab {c.vocab_size}, "
@@ -258,16 +285,19 @@ def report(which: str, args: argparse.Namespace, bw: tuple[float, float]) -> dic
 
     if "prefill" in args.what:
         psides = dict(sides)
+        others = {}
         if which == "mamba":
             psides["propopt, last-token logits"] = propopt_last_logits
-        t = alternating(model, psides, prefill(args.L), prefill(64), args.rounds)
+            if llama is not None:
+                others["llama.cpp, last-token logits"] = llama.prefill
+        t = alternating(model, psides, timed(prefill(args.L)), prefill(64), args.rounds, others)
         print(f"  prefill, batch 1, {args.L} tokens (median of {args.rounds} alternating rounds):")
         _lines(t, lambda s: args.L / s, "tok/s", t["propopt"])
-        ours["prefill"] = t["propopt"]
-        if which == "mamba":
-            ours["prefill last"] = t["propopt, last-token logits"]
+        if others:
+            ratio = t["llama.cpp, last-token logits"] / t["propopt, last-token logits"]
+            print(f"    propopt, last-token logits: {ratio:.2f}x llama.cpp's tok/s")
     if "decode" not in args.what:
-        return ours
+        return
 
     prompt = ids[:, :PROMPT]
 
@@ -279,31 +309,23 @@ def report(which: str, args: argparse.Namespace, bw: tuple[float, float]) -> dic
         return run
 
     def decode() -> float:
-        """Seconds of tokens 2..new: generate(new) less generate(1)."""
+        """Seconds of tokens 2..new: generate(new) less generate(1) (as llama.cpp's side)."""
         t0 = time.perf_counter()
         gen(1)()
         t1 = time.perf_counter()
         gen(args.new)()
         return time.perf_counter() - t1 - (t1 - t0)
 
-    per: dict[str, list[float]] = {k: [] for k in sides}
-    for side in sides.values():
-        with side(model):
-            gen(2)()
-    for _ in range(args.rounds):
-        for name, side in sides.items():
-            with side(model):
-                per[name].append(decode())
-    td = {k: float(np.median(v)) for k, v in per.items()}
+    others = {"llama.cpp": llama.decode} if llama is not None and which == "mamba" else {}
+    td = alternating(model, sides, decode, gen(2), args.rounds, others)
     n = args.new - 1
-    print(f"  decode, batch 1, {args.new} greedy tokens after {PROMPT}, tokens 2..{args.new}:")
+    print(f"  decode, batch 1, {args.new} greedy tokens after {PROMPT}, tokens 2..{args.new} "
+          f"(median of {args.rounds} alternating rounds):")  # fmt: skip
     _lines(td, lambda s: n / s, "tok/s", td["propopt"])
-    ours["decode"] = td["propopt"]
     nbytes = param_bytes(model)
     for what, b in zip(("copy", "read-only"), bw):
         print(f"    {'floor: weight reads, ' + what:32s} {b / nbytes:9.1f} tok/s  "
               f"({nbytes / 2**20:.0f} MiB at {b / 2**30:.1f} GiB/s)")  # fmt: skip
-    return ours
 
 
 def _lines(t: dict[str, float], rate: Callable[[float], float], unit: str, ours: float) -> None:
@@ -312,22 +334,51 @@ def _lines(t: dict[str, float], rate: Callable[[float], float], unit: str, ours:
         print(f"    {name:32s} {rate(s):9.1f} {unit}  ({s:.3f} s){rel}")
 
 
-def llama_cpp_peer(args: argparse.Namespace, ours: dict[str, float]) -> None:
-    """llama.cpp's prefill and decode of the GGUF ``--gguf``, and its logits against transformers'.
+class LlamaCpp:
+    """llama.cpp running the GGUF ``--gguf`` of the benchmark's Mamba-1 model, as a side.
 
-    ``ours``: propopt's Mamba-1 seconds from :func:`report` in this run (may be empty).
+    :func:`llama_cpp` checks that it is the same model (its logits of the
+    prompt against transformers') and returns one, or None with a line saying
+    why.  Its prefill and decode run in :func:`report`'s alternating rounds,
+    beside transformers' and propopt's, on the threads torch uses.
     """
+
+    def __init__(self, llm: Any, toks: list[int], new: int) -> None:
+        self.llm, self.toks, self.new = llm, toks, new
+
+    def prefill(self) -> float:
+        """Seconds of a prefill of every token (last-token logits only)."""
+        self.llm.reset()
+        t0 = time.perf_counter()
+        self.llm.eval(self.toks)
+        return time.perf_counter() - t0
+
+    def decode(self) -> float:
+        """Seconds of tokens 2..new, greedy, after the prompt and the first token."""
+        n, t0 = 0, 0.0
+        self.llm.reset()
+        for _ in self.llm.generate(self.toks[:PROMPT], top_k=1, temp=0.0, reset=True):
+            n += 1
+            if n == 1:
+                t0 = time.perf_counter()
+            if n == self.new:
+                break
+        return time.perf_counter() - t0
+
+
+def llama_cpp(args: argparse.Namespace) -> LlamaCpp | None:
+    """The llama.cpp side, after checking its logits against transformers'; None if skipped."""
     try:
         from llama_cpp import Llama
     except ImportError:
         print("llama.cpp: llama-cpp-python is not installed; peer skipped")
-        return
+        return None
     if not args.gguf:
         print(
             "llama.cpp: llama-cpp-python is installed but no --gguf model was given; "
             "peer skipped (make one with --save-hf and llama.cpp's convert_hf_to_gguf.py)"
         )
-        return
+        return None
     import torch
 
     threads = torch.get_num_threads()  # numba's too (printed at the start)
@@ -335,7 +386,6 @@ def llama_cpp_peer(args: argparse.Namespace, ours: dict[str, float]) -> None:
     vocab = model.config.vocab_size
     ids = token_ids(vocab, args.L)
     toks = ids[0].tolist()
-    prompt = toks[:PROMPT]
 
     # the same model? all PROMPT positions' logits, llama.cpp against transformers, and
     # transformers' float32 against the model in float64 (the size of float32 rounding here)
@@ -345,8 +395,8 @@ def llama_cpp_peer(args: argparse.Namespace, ours: dict[str, float]) -> None:
     if check.n_vocab() < vocab:
         print(f"llama.cpp: {args.gguf} has {check.n_vocab()} tokens, the model {vocab}; "
               "not this benchmark's model (see --save-hf); peer skipped")  # fmt: skip
-        return
-    check.eval(prompt)
+        return None
+    check.eval(toks[:PROMPT])
     theirs = np.asarray(check.scores[:PROMPT, :vocab], dtype=np.float64)
     with torch.no_grad():
         ref = model(ids[:, :PROMPT], use_cache=False).logits[0].double().numpy()
@@ -357,42 +407,10 @@ def llama_cpp_peer(args: argparse.Namespace, ours: dict[str, float]) -> None:
           f"(largest logit {np.abs(ref).max():.1f})"
           + ("" if diff < 10 * rounding + 1e-4 else "; NOT the same model"))  # fmt: skip
     del check, model
-
     llm = Llama(model_path=args.gguf, n_threads=threads, n_threads_batch=threads,
                 n_ctx=max(4096, args.L + 256), n_batch=args.L, n_ubatch=args.L,
                 verbose=False)  # fmt: skip
-    llm.reset()
-    llm.eval(toks[:64])  # warm-up
-    pre = []
-    for _ in range(args.rounds):
-        llm.reset()
-        t0 = time.perf_counter()
-        llm.eval(toks)  # last-token logits only
-        pre.append(time.perf_counter() - t0)
-    tp = float(np.median(pre))
-    last = ours.get("prefill last")
-    rel = f"  propopt, last-token logits {tp / last:.2f}x this" if last else ""
-    print(f"    {'llama.cpp prefill, ' + str(args.L) + ' tokens':32s} {args.L / tp:9.1f} tok/s  "
-          f"({tp:.3f} s){rel}")  # fmt: skip
-
-    def decode() -> float:
-        """Seconds of tokens 2..new, greedy, after the prompt and the first token."""
-        llm.reset()
-        n, t0 = 0, 0.0
-        for _ in llm.generate(prompt, top_k=1, temp=0.0, reset=True):
-            n += 1
-            if n == 1:
-                t0 = time.perf_counter()
-            if n == args.new:
-                break
-        return time.perf_counter() - t0
-
-    decode()  # warm-up
-    td = float(np.median([decode() for _ in range(args.rounds)]))
-    n = args.new - 1
-    rel = f"  propopt {td / ours['decode']:.2f}x this" if ours.get("decode") else ""
-    print(f"    {'llama.cpp decode, ' + str(args.new) + ' greedy':32s} {n / td:9.1f} tok/s  "
-          f"({td:.3f} s){rel}")  # fmt: skip
+    return LlamaCpp(llm, toks, args.new)
 
 
 def save_hf(directory: str, quick: bool) -> None:
@@ -415,6 +433,8 @@ def main() -> None:
     ap.add_argument("--models", default="mamba,mamba2")
     ap.add_argument("--what", default="prefill,decode")
     ap.add_argument("--gguf", default=None, help="a GGUF of the same model, for llama.cpp")
+    ap.add_argument("--passive", action="store_true",
+                    help="OMP_WAIT_POLICY=PASSIVE for every side (default: as set)")  # fmt: skip
     ap.add_argument("--save-hf", default=None, metavar="DIR",
                     help="save the Mamba-1 model to DIR (to convert to GGUF), exit")  # fmt: skip
     args = ap.parse_args()
@@ -424,7 +444,8 @@ def main() -> None:
     args.L = args.L or (256 if args.quick else 2048)
     args.new = args.new or (16 if args.quick else 128)
     args.rounds = args.rounds or (1 if args.quick else 3)
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads its OpenMP
+    if args.passive:
+        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"  # before torch loads its OpenMP
     import numba
     import torch
 
@@ -433,14 +454,13 @@ def main() -> None:
         f"load average {os.getloadavg()[0]:.1f} (other processes change every figure)"
     )
     bw = bandwidths(64 if args.quick else 512)
-    print(f"OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}; bandwidth read by a copy "
+    policy = os.environ.get("OMP_WAIT_POLICY", "unset (the runtimes' default)")
+    print(f"OMP_WAIT_POLICY {policy}; bandwidth read by a copy "
           f"{bw[0] / 2**30:.1f} GiB/s, by a sum {bw[1] / 2**30:.1f} GiB/s")  # fmt: skip
-    ours: dict[str, float] = {}
-    for which in args.models.split(","):
-        got = report(which, args, bw)
-        if which == "mamba":
-            ours = got
-    llama_cpp_peer(args, ours)
+    models = args.models.split(",")
+    llama = llama_cpp(args) if "mamba" in models else None
+    for which in models:
+        report(which, args, bw, llama)
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
 
 
