@@ -410,6 +410,55 @@ def test_full_130m_generate(which):
     assert torch.equal(out, ref)
 
 
+@pytest.mark.parametrize("which", WHICH)
+def test_kept_plan_sees_every_change(which, monkeypatch):
+    """One cache decoded token by token: the one-token plan is built once and reused, and
+    every change to the model between tokens reaches the next one (against transformers'
+    path on a copy, changed alike)."""
+    model = hf.accelerate(model_for(which))
+    ref = hf.restore(copy.deepcopy(model))
+    builds = []
+    build = hf._build_plan
+    monkeypatch.setattr(hf, "_build_plan", lambda *a: builds.append(1) or build(*a))
+    ids = _ids(model, 2, 6)
+    layers = lambda m: m.backbone.layers  # noqa: E731
+
+    def new_norm(m):
+        old = layers(m)[1].norm
+        fresh = copy.deepcopy(old)
+        fresh.weight.data.mul_(1.5)
+        layers(m)[1].norm = fresh
+
+    changes = [
+        ("nothing", lambda m: None, 1),
+        ("nothing again", lambda m: None, 1),
+        ("a weight in place", lambda m: layers(m)[1].mixer.out_proj.weight.mul_(2.0), 1),
+        ("a new parameter", lambda m: setattr(layers(m)[0].mixer.in_proj, "weight",
+                                              torch.nn.Parameter(layers(m)[0].mixer.in_proj.weight * 0.5)), 2),
+        ("A_log in place", lambda m: layers(m)[0].mixer.A_log.sub_(0.3), 3),
+        ("a new submodule", new_norm, 4),
+        ("an attribute", lambda m: setattr(layers(m)[0].norm, "variance_epsilon", 0.25), 5),
+        ("the head's data", lambda m: m.lm_head.weight.data.mul_(1.1), 5),
+    ]  # fmt: skip
+    with torch.no_grad():
+        fast_cache = model(ids, use_cache=True).cache
+        ref_cache = ref(ids, use_cache=True).cache
+        tok = ids[:, -1:]
+        for what, change, n_builds in changes:
+            change(model)
+            change(ref)
+            fast = model(tok, cache=fast_cache).logits
+            want = ref(tok, cache=ref_cache).logits
+            assert _rel(fast, want) <= 1e-5, what
+            assert len(builds) == n_builds, what
+        hf.restore(model)  # the patched forward is gone: transformers' path, no plan
+        assert _rel(model(tok, cache=fast_cache).logits, ref(tok, cache=ref_cache).logits) <= 1e-5
+        hf.accelerate(model)
+        fast = model(tok, cache=fast_cache).logits
+        assert _rel(fast, ref(tok, cache=ref_cache).logits) <= 1e-5
+        assert len(builds) == 6
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("which", WHICH)
 def test_full_130m_training_gradients(which):

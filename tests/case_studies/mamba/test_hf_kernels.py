@@ -15,7 +15,7 @@ def _reference(W, bias, x):
     return out
 
 
-@pytest.mark.parametrize("n", [1, 3, 4, 5, 15, 16, 17, 50])  # whole and partial blocks of 4, 16
+@pytest.mark.parametrize("n", [1, 3, 7, 8, 9, 17, 32, 33, 50])  # whole and partial blocks of 8, 32
 @pytest.mark.parametrize("nb", [1, 3])
 @pytest.mark.parametrize("accumulate", [False, True])
 def test_gemv_matches_float64(n, nb, accumulate):
