@@ -102,8 +102,15 @@ class Spy:
 
     def __init__(self, monkeypatch):
         self.calls = {}
-        for name in ("conv_silu", "mamba_token", "mamba2_token", "group_rms_norm",
-                     "mamba_layer_token", "mamba2_layer_token", "final_logits"):
+        for name in (
+            "conv_silu",
+            "mamba_token",
+            "mamba2_token",
+            "group_rms_norm",
+            "mamba_layer_token",
+            "mamba2_layer_token",
+            "final_logits",
+        ):
             monkeypatch.setattr(hf.K, name, self._wrap(name, getattr(hf.K, name)))
         for name in ("selective_scan", "ssd_scan"):
             monkeypatch.setattr(hf, name, self._wrap(name, getattr(hf, name)))
@@ -165,7 +172,7 @@ def test_decoded_logits_as_close_to_float64_as_transformers(which, monkeypatch):
         spy = Spy(monkeypatch)
         fast = hf.accelerate(copy.deepcopy(model)).generate(ids, **kw)
         # the float64 model fed the same tokens
-        exact = copy.deepcopy(model).double()(ref.sequences[:, :-1]).logits[:, ids.shape[1] - 1:]
+        exact = copy.deepcopy(model).double()(ref.sequences[:, :-1]).logits[:, ids.shape[1] - 1 :]
     assert torch.equal(fast.sequences, ref.sequences)
     assert spy.calls["final_logits"] == 9
     for step in range(1, 10):  # the decoded tokens (step 0 is the prompt's last logits)
@@ -423,6 +430,10 @@ def test_kept_plan_sees_every_change(which, monkeypatch):
     ids = _ids(model, 2, 6)
     layers = lambda m: m.backbone.layers  # noqa: E731
 
+    def new_param(m):
+        proj = layers(m)[0].mixer.in_proj
+        proj.weight = torch.nn.Parameter(proj.weight * 0.5)
+
     def new_norm(m):
         old = layers(m)[1].norm
         fresh = copy.deepcopy(old)
@@ -433,8 +444,7 @@ def test_kept_plan_sees_every_change(which, monkeypatch):
         ("nothing", lambda m: None, 1),
         ("nothing again", lambda m: None, 1),
         ("a weight in place", lambda m: layers(m)[1].mixer.out_proj.weight.mul_(2.0), 1),
-        ("a new parameter", lambda m: setattr(layers(m)[0].mixer.in_proj, "weight",
-                                              torch.nn.Parameter(layers(m)[0].mixer.in_proj.weight * 0.5)), 2),
+        ("a new parameter", new_param, 2),
         ("A_log in place", lambda m: layers(m)[0].mixer.A_log.sub_(0.3), 3),
         ("a new submodule", new_norm, 4),
         ("an attribute", lambda m: setattr(layers(m)[0].norm, "variance_epsilon", 0.25), 5),
