@@ -145,9 +145,16 @@ def _group_rms_norm(y, w, eps, gsize, inv_g, out, one):  # type: ignore[no-untyp
 
 
 @threads.parallel
-def group_rms_norm(y: np.ndarray, w: np.ndarray, eps: float, gsize: int) -> np.ndarray:
-    """``w * y / sqrt(mean(y^2 over each group of gsize channels) + eps)``; ``y``: (M, Di)."""
-    out = np.empty_like(y)
+def group_rms_norm(y: np.ndarray, w: np.ndarray, eps: float, gsize: int,
+                   out: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
+    """``w * y / sqrt(mean(y^2 over each group of gsize channels) + eps)``; ``y``: (M, Di).
+
+    ``out``: where to write it (``y`` itself works: each row is read before it
+    is written).  A fresh 12 MiB result per call (a 2048-token Mamba2-130m
+    layer) was faulted in page by page: 5.4 ms a layer against 1.5 ms.
+    """
+    if out is None:
+        out = np.empty_like(y)
     t = y.dtype.type
     _group_rms_norm(y, w, t(eps), gsize, t(1.0 / gsize), out, t(1))
     return out

@@ -438,8 +438,9 @@ def _mamba2_forward(self: Any, hidden_states: Any, cache: Any = None, attention_
     else:
         n = self.norm
         w = _np(n.weight, ct)
-        y = torch.from_numpy(K.group_rms_norm(y.numpy().reshape(nb * L, Di), w,
-                                              n.variance_epsilon, n.group_size))  # fmt: skip
+        flat = y.numpy().reshape(nb * L, Di)  # ssd_scan's fresh output: normed in place
+        flat = K.group_rms_norm(flat, w, n.variance_epsilon, n.group_size, out=flat)
+        y = torch.from_numpy(flat)
         y = y.reshape(nb, L, Di)
     return self.out_proj(y.to(dtype))
 
