@@ -160,8 +160,10 @@ def top_k_chunks(
     largest, nan
         As for :class:`propopt.TopK`.
     threads : int, optional
-        Worker threads (default: numba's thread count).  Each runs the
-        top-k kernel on its own chunk on one core.
+        Worker threads (default: :func:`propopt.get_num_threads`, numba's
+        thread count or fewer when other processes keep cores busy, and
+        at most :func:`propopt.set_num_threads`).  Each runs the top-k
+        kernel on its own chunk on one core.
 
     Returns
     -------
@@ -169,7 +171,7 @@ def top_k_chunks(
         The winners' rows (same type as the chunks) and their row numbers
         in the stream (int64); ties go to the earlier row.
     """
-    threads = numba.get_num_threads() if threads is None else count("threads", threads)
+    threads = pp.get_num_threads() if threads is None else count("threads", threads)
     pp.TopK.empty(k, np.float64)  # validates k early
     if isinstance(chunks, np.ndarray) or hasattr(chunks, "columns"):
         what = "NumPy array" if isinstance(chunks, np.ndarray) else "DataFrame"

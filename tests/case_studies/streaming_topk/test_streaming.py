@@ -115,3 +115,14 @@ def test_chunks_unlike_chunk_0_are_refused_whatever_the_schedule(threads):
         for _ in range(10):
             with pytest.raises(TypeError, match=msg):
                 top_k_chunks(iter(chunks), 2, threads=threads)
+
+
+def test_default_threads_are_propopts(monkeypatch):
+    """With no ``threads=``, the worker count is :func:`propopt.get_num_threads` (load-aware,
+    capped by ``propopt.set_num_threads``), not numba's pool size."""
+    asked = []
+    monkeypatch.setattr(pp, "get_num_threads", lambda: asked.append(1) or 1)
+    ev = _events(400)
+    _, ids = top_k_chunks([ev[:150], ev[150:]], 30)
+    assert asked
+    np.testing.assert_array_equal(ids, _exact_ids(ev["score"], 30))
