@@ -104,6 +104,11 @@ def _bh(pos: np.ndarray, m: np.ndarray, theta: float = THETA) -> np.ndarray:
     return barnes_hut(pos, m, eps=EPS, theta=theta, precision="float32", potential=False)[0]
 
 
+def _per_body_core(ms: float, n: int, cores: int) -> str:
+    """Core time per body: ``ms`` on ``cores`` cores for ``n`` bodies (compares machines)."""
+    return f"{ms * 1e3 * cores / n:.2f} µs"
+
+
 def tree_vs_pytreegrav(sizes: tuple[int, ...], sample: int, rounds: int) -> list[str]:
     """propopt's tree against pytreegrav on Plummer spheres, at errors at or below pytreegrav's.
 
@@ -123,9 +128,10 @@ def tree_vs_pytreegrav(sizes: tuple[int, ...], sample: int, rounds: int) -> list
         f"numba threads {numba.get_num_threads()}, medians of {rounds} interleaved rounds):",
         "",
         "| N | pytreegrav error (median / p99) | propopt tree | its error | pytreegrav "
-        "| propopt | ratio (IQR) |",
-        "|---|---|---|---|---|---|---|",
+        "| propopt | ratio (IQR) | µs a body per core (pytreegrav / propopt) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
+    cores = numba.get_num_threads()
     for n in sizes:
         pos, m = DISTRIBUTIONS["plummer"](n, seed=1)
         ex = Exact(pos, m, sample)
@@ -145,7 +151,8 @@ def tree_vs_pytreegrav(sizes: tuple[int, ...], sample: int, rounds: int) -> list
             "no potentials | "
             f"{np.median(e):.1e} / {np.quantile(e, 0.99):.1e} | {c.baseline_ms / 1e3:.2f} s | "
             f"{c.optimized_ms / 1e3:.3f} s | **{c.ratio:.1f}x** ({c.ratio_lo:.1f} - "
-            f"{c.ratio_hi:.1f}) |"
+            f"{c.ratio_hi:.1f}) | {_per_body_core(c.baseline_ms, n, cores)} / "
+            f"{_per_body_core(c.optimized_ms, n, cores)} |"
         )
         print(lines[-1], flush=True)
     return lines
@@ -211,9 +218,10 @@ def speed(
 ) -> list[str]:
     lines = [
         "",
-        "| comparison (Plummer) | N | errors (median / p99) | times | ratio |",
-        "|---|---|---|---|---|",
+        "| comparison (Plummer) | N | errors (median / p99) | times | ratio | µs a body per core |",
+        "|---|---|---|---|---|---|",
     ]
+    cores = pp.threads.usable_cpus()
     for n in sizes:
         pos, m = DISTRIBUTIONS["plummer"](n, seed=1)
         ex = Exact(pos, m, sample)
@@ -232,14 +240,18 @@ def speed(
         lines.append(
             f"| pytreegrav (theta 0.7, 2 threads) vs FMM tol {tol:g} | {n:,} | "
             f"{pm:.1e} / {p99:.1e} vs {choice[1]:.1e} / {choice[2]:.1e} | "
-            f"{c.baseline_ms / 1e3:.2f} s vs {c.optimized_ms / 1e3:.3f} s | **{c.ratio:.1f}x** |"
+            f"{c.baseline_ms / 1e3:.2f} s vs {c.optimized_ms / 1e3:.3f} s | **{c.ratio:.1f}x** | "
+            f"{_per_body_core(c.baseline_ms, n, cores)} vs "
+            f"{_per_body_core(c.optimized_ms, n, cores)} |"
         )
         c = compare(partial(_ptg, pos, m), partial(_bh, pos, m), rounds=rounds)
         eb = ex.err(_bh(pos, m))
         lines.append(
             f"| pytreegrav vs propopt Barnes-Hut (theta 0.7, quadrupole) | {n:,} | "
             f"{pm:.1e} / {p99:.1e} vs {np.median(eb):.1e} / {np.quantile(eb, 0.99):.1e} | "
-            f"{c.baseline_ms / 1e3:.2f} s vs {c.optimized_ms / 1e3:.3f} s | **{c.ratio:.1f}x** |"
+            f"{c.baseline_ms / 1e3:.2f} s vs {c.optimized_ms / 1e3:.3f} s | **{c.ratio:.1f}x** | "
+            f"{_per_body_core(c.baseline_ms, n, cores)} vs "
+            f"{_per_body_core(c.optimized_ms, n, cores)} |"
         )
         print("\n".join(lines[-2:]), flush=True)
     for n in f3d_sizes:

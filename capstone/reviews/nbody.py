@@ -6,6 +6,7 @@ import numpy as np
 
 from case_studies.nbody import Octree, fmm, fmm_parameters, plummer_sphere
 from propopt import direct_gravity
+from propopt.threads import usable_cpus
 
 from ..measure import compare
 from ..progress import Progress
@@ -73,6 +74,12 @@ def _fastest(pos, m, idx, exact):  # type: ignore[no-untyped-def]
     return fn, how
 
 
+def per_body_core(ms: float, n: int) -> str:
+    """Core time per body of a field evaluation of ``n`` bodies that took ``ms`` on this
+    machine's usable cores: comparable between machines with different core counts."""
+    return f"{ms * 1e3 * usable_cpus() / n:.2f} µs"
+
+
 def review(size: str, progress: Progress) -> list[Row]:
     """The fastest method at the row's accuracy (tree or FMM, named in the row) against the
     exact halved sum (or its scaled sample) and pytreegrav's defaults."""
@@ -116,7 +123,8 @@ def review(size: str, progress: Progress) -> list[Row]:
                 problem,
                 size,
                 *WHAT,
-                how,
+                f"{how}; {per_body_core(c.optimized_ms, n)} a body per core (pytreegrav "
+                f"{per_body_core(c.baseline_ms, n)})",
                 "pytreegrav.Accel defaults (theta 0.7, monopole, parallel)",
                 c,
                 median_rel(tree()[idx], exact),
