@@ -105,8 +105,13 @@ def import_line(py: Any, alias: str) -> str | None:
     return f"# source sha256: {digest}\nfrom {mod} import {qual} as {alias}"
 
 
-def num_threads() -> int:
-    """Threads numba's parallel regions use now (``numba.set_num_threads``)."""
+def region_threads() -> int:
+    """Threads numba's next parallel region from this thread uses (``numba.get_num_threads``).
+
+    Inside :func:`propopt.threads.sized` that is the count the call was
+    granted; :func:`propopt.get_num_threads` is the count the next call
+    would be granted (the load estimate, capped by ``set_num_threads``).
+    """
     return int(numba.get_num_threads())
 
 

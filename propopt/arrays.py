@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ._dispatch import CUDA, DASK, NUMPY, TORCH, TORCH_CUDA, array_kind, describe
+from ._kinds import CUDA, DASK, NUMPY, TORCH, TORCH_CUDA, array_kind, describe
 
 __all__ = [
     "CUDA",

@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .. import _dispatch, _validate
+from .. import _kinds, _validate
 from ._cpu import SUPPORTED
 from .monoid import Monoid
 
@@ -58,14 +58,14 @@ class ScanPlan:
 
     @property
     def on_gpu(self) -> bool:
-        return self.kind in (_dispatch.TORCH_CUDA, _dispatch.CUDA)
+        return self.kind in (_kinds.TORCH_CUDA, _kinds.CUDA)
 
     @property
     def np_dtype(self) -> np.dtype | None:
         return _validate.np_dtype(self.leaves[0].dtype)
 
     def described(self) -> str:
-        return _dispatch.describe(self.leaves[0])
+        return _kinds.describe(self.leaves[0])
 
 
 class Backend(NamedTuple):
@@ -77,7 +77,7 @@ class Backend(NamedTuple):
 
 # ------------------------------------------------------------------- refusals
 def _not_dask(plan: ScanPlan, name: str) -> Exception | None:
-    if plan.kind == _dispatch.DASK:
+    if plan.kind == _kinds.DASK:
         return ValueError(
             f"method={name!r} cannot scan dask arrays; use method='dask' or 'auto' "
             "(or compute the arrays first)"
@@ -134,7 +134,7 @@ def _refuse_host_calls(name: str) -> Callable[[ScanPlan], Exception | None]:
     def refuse(plan: ScanPlan) -> Exception | None:
         if err := _not_dask(plan, name):
             return err
-        if plan.kind == _dispatch.CUDA:
+        if plan.kind == _kinds.CUDA:
             return ValueError(
                 f"method={name!r} cannot run on CUDA device arrays: pass a Monoid (compiled "
                 "for the GPU), or torch CUDA tensors"
@@ -145,7 +145,7 @@ def _refuse_host_calls(name: str) -> Callable[[ScanPlan], Exception | None]:
 
 
 def _refuse_dask(plan: ScanPlan) -> Exception | None:
-    if plan.kind != _dispatch.DASK:
+    if plan.kind != _kinds.DASK:
         return ValueError(
             f"method='dask' needs dask arrays but elems holds {plan.described()}; wrap them "
             "with dask.array.from_array or use method='auto'"
@@ -166,10 +166,10 @@ def _run_cpu(plan: ScanPlan) -> Leaves:
     from . import _cpu
 
     assert isinstance(plan.fn, Monoid)
-    if plan.kind == _dispatch.TORCH:
+    if plan.kind == _kinds.TORCH:
         import torch
 
-        views = [_dispatch.to_numpy_view(x) for x in plan.leaves]
+        views = [_kinds.to_numpy_view(x) for x in plan.leaves]
         out = _cpu.scan(plan.fn, views, plan.axis, plan.reverse, plan.exclusive, out=plan.out)
         return [torch.from_numpy(o) for o in out]
     return _cpu.scan(plan.fn, plan.leaves, plan.axis, plan.reverse, plan.exclusive, out=plan.out)
@@ -217,7 +217,7 @@ def scan_block(
     fn: Any, combine: Callable[[Leaves, Leaves], Leaves], blocks: Leaves, axis: int, reverse: bool
 ) -> Leaves:
     """One Dask chunk's inclusive scan in memory, by the backend the table picks for it."""
-    plan = ScanPlan(fn, combine, blocks, _dispatch.NUMPY, axis, reverse, False)
+    plan = ScanPlan(fn, combine, blocks, _kinds.NUMPY, axis, reverse, False)
     return run("auto", plan)
 
 

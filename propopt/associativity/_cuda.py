@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import _dispatch, _jit
+from .. import _jit, _kinds
 from ._cpu import _j, _v, combine_import
 
 if TYPE_CHECKING:
@@ -294,7 +294,7 @@ def scan(
     n = shape[axis]
     p = int(np.prod(shape[:axis], dtype=np.int64))
     q = int(np.prod(shape[axis + 1 :], dtype=np.int64))
-    is_torch = _dispatch.array_kind(leaves[0]) == _dispatch.TORCH_CUDA
+    is_torch = _kinds.array_kind(leaves[0]) == _kinds.TORCH_CUDA
     if is_torch:
         import torch
 

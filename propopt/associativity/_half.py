@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _dispatch
+from .. import _kinds
 
 HALF_NAMES = ("float16", "bfloat16")
 
@@ -44,11 +44,11 @@ def half_name(dtype: Any) -> str | None:
 
 def widen(leaves: Sequence[Any], kind: str, what: str) -> Leaves:
     """The leaves as float32 arrays of the same library and device (dask: lazily, per chunk)."""
-    if kind in (_dispatch.TORCH, _dispatch.TORCH_CUDA):
+    if kind in (_kinds.TORCH, _kinds.TORCH_CUDA):
         import torch
 
         return [x.to(torch.float32) for x in leaves]  # autograd follows the cast
-    if kind == _dispatch.CUDA:
+    if kind == _kinds.CUDA:
         if half_name(leaves[0].dtype) != "float16":
             raise TypeError(
                 f"{what} takes CUDA device arrays of float16 but not {leaves[0].dtype}; pass "
@@ -62,9 +62,9 @@ def widen(leaves: Sequence[Any], kind: str, what: str) -> Leaves:
 
 def narrow(outs: Sequence[Any], like: Sequence[Any], kind: str) -> Leaves:
     """Round each float32 result once to the dtype of the matching input leaf."""
-    if kind in (_dispatch.TORCH, _dispatch.TORCH_CUDA):
+    if kind in (_kinds.TORCH, _kinds.TORCH_CUDA):
         return [o.to(x.dtype) for o, x in zip(outs, like)]
-    if kind == _dispatch.CUDA:
+    if kind == _kinds.CUDA:
         from ._cuda import convert
 
         return [convert(o, x.dtype) for o, x in zip(outs, like)]

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _dispatch, _pytree, _validate
+from .. import _kinds, _pytree, _validate
 from ._half import half_name
 from .monoid import Monoid
 
@@ -43,13 +43,13 @@ def check_seed(seed: Any) -> None:
 
 
 def to_numpy(x: Any) -> np.ndarray:
-    kind = _dispatch.array_kind(x)
-    if kind in (_dispatch.TORCH, _dispatch.TORCH_CUDA):
+    kind = _kinds.array_kind(x)
+    if kind in (_kinds.TORCH, _kinds.TORCH_CUDA):
         x = x.detach().cpu().resolve_conj()
         return (x.float() if half_name(x.dtype) == "bfloat16" else x).numpy()
-    if kind == _dispatch.DASK:
+    if kind == _kinds.DASK:
         return np.asarray(x.compute())
-    if kind == _dispatch.CUDA and hasattr(x, "copy_to_host"):
+    if kind == _kinds.CUDA and hasattr(x, "copy_to_host"):
         return x.copy_to_host()
     return np.asarray(x)
 
@@ -64,7 +64,7 @@ class Samples:
         if not leaves:
             raise ValueError("samples holds no arrays; pass an array or a pytree of arrays")
         paths = _pytree.leaf_paths(self.td, "samples")
-        self.kind = _dispatch.common_kind(leaves, paths)
+        self.kind = _kinds.common_kind(leaves, paths)
         self.ax = _validate.check_axis(axis, leaves, paths)
         self.n = int(leaves[0].shape[self.ax])
         if self.n < 1:
@@ -75,7 +75,7 @@ class Samples:
         self.fn, self.name, self.leaves = fn, _validate.name_of(fn), leaves
         self.is_monoid = isinstance(fn, Monoid)
         # a plain callable sees the array type it was written for
-        self.native = not self.is_monoid and self.kind in (_dispatch.TORCH, _dispatch.TORCH_CUDA)
+        self.native = not self.is_monoid and self.kind in (_kinds.TORCH, _kinds.TORCH_CUDA)
         # a monoid over floats combines half precision in float32, as associative_scan does
         self.widen = self.is_monoid and half_name(leaves[0].dtype) is not None and "f" in fn.kinds
         if self.is_monoid:
@@ -110,7 +110,7 @@ class Samples:
         return [self._take(x, index) for x in self.leaves]
 
     def _take(self, x: Any, index: tuple[Any, ...]) -> Any:
-        if self.kind in (_dispatch.TORCH, _dispatch.TORCH_CUDA):
+        if self.kind in (_kinds.TORCH, _kinds.TORCH_CUDA):
             import torch
 
             idx = tuple(
@@ -119,7 +119,7 @@ class Samples:
             with torch.no_grad():
                 out = x[idx]
             return out if self.native else self._wide(to_numpy(out))
-        if self.kind == _dispatch.DASK:
+        if self.kind == _kinds.DASK:
             fancy = sum(not isinstance(i, slice) for i in index) > 1
             return self._wide(to_numpy(x.vindex[index] if fancy else x[index]))
         return self._wide(to_numpy(x)[index])

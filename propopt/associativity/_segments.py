@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _dispatch
+from .. import _kinds
 from ._arrays import take
 from .monoid import Monoid
 from .segmented import _ArrayCombine, _SegmentedCallable, segmented
@@ -68,7 +68,7 @@ def prepare(
 
 def _checked(reset: Any, shape: tuple[int, ...], axis: int, kind: str) -> Any:
     """``reset`` as an array of ``ndim == len(shape)`` (bool), still in its own library."""
-    if _dispatch.array_kind(reset) is None:
+    if _kinds.array_kind(reset) is None:
         reset = np.asarray(reset)
     dtype = str(reset.dtype)
     if dtype not in ("bool", "torch.bool"):
@@ -96,36 +96,36 @@ class _Lib:
 
     def own(self, r: Any, like: Any = None) -> Any:
         """``r`` converted to the elements' library (host NumPy for CUDA device arrays)."""
-        rk = _dispatch.array_kind(r)
-        if self.kind == _dispatch.DASK:
+        rk = _kinds.array_kind(r)
+        if self.kind == _kinds.DASK:
             import dask.array as da
 
-            return r if rk == _dispatch.DASK else da.asarray(_host(r))
-        if self.kind in (_dispatch.TORCH, _dispatch.TORCH_CUDA):
+            return r if rk == _kinds.DASK else da.asarray(_host(r))
+        if self.kind in (_kinds.TORCH, _kinds.TORCH_CUDA):
             import torch
 
             dev = like.device if like is not None else None
-            t = r if rk in (_dispatch.TORCH, _dispatch.TORCH_CUDA) else torch.as_tensor(_host(r))
+            t = r if rk in (_kinds.TORCH, _kinds.TORCH_CUDA) else torch.as_tensor(_host(r))
             return t if dev is None else t.to(dev)
         return _host(r)
 
     def concat(self, xs: list[Any], axis: int) -> Any:
-        if self.kind == _dispatch.DASK:
+        if self.kind == _kinds.DASK:
             import dask.array as da
 
             return da.concatenate(xs, axis=axis)
-        if self.kind in (_dispatch.TORCH, _dispatch.TORCH_CUDA):
+        if self.kind in (_kinds.TORCH, _kinds.TORCH_CUDA):
             import torch
 
             return torch.cat(xs, dim=axis)
         return np.concatenate(xs, axis=axis)
 
     def where(self, m: Any, a: Any, b: Any) -> Any:
-        if self.kind == _dispatch.DASK:
+        if self.kind == _kinds.DASK:
             import dask.array as da
 
             return da.where(m, a, b)
-        if self.kind in (_dispatch.TORCH, _dispatch.TORCH_CUDA):
+        if self.kind in (_kinds.TORCH, _kinds.TORCH_CUDA):
             import torch
 
             return torch.where(m, a, b)
@@ -137,14 +137,14 @@ class _Lib:
     def flags_like(self, r: Any, like: Any) -> Any:
         """The flags as a contiguous array of ``like``'s shape and dtype (for the kernels)."""
         shape = tuple(like.shape)
-        if self.kind == _dispatch.DASK:
+        if self.kind == _kinds.DASK:
             import dask.array as da
 
             return da.broadcast_to(self.own(r), shape).astype(like.dtype).rechunk(like.chunks)
-        if self.kind in (_dispatch.TORCH, _dispatch.TORCH_CUDA):
+        if self.kind in (_kinds.TORCH, _kinds.TORCH_CUDA):
             return self.own(r, like).to(like.dtype).expand(shape).contiguous()
         host = np.broadcast_to(_host(r), shape).astype(_np_dtype(like.dtype))
-        if self.kind == _dispatch.CUDA:
+        if self.kind == _kinds.CUDA:
             from numba import cuda
 
             return cuda.to_device(host)
@@ -156,12 +156,12 @@ def _np_dtype(dtype: Any) -> np.dtype:
 
 
 def _host(r: Any) -> np.ndarray:
-    k = _dispatch.array_kind(r)
-    if k in (_dispatch.TORCH, _dispatch.TORCH_CUDA):
+    k = _kinds.array_kind(r)
+    if k in (_kinds.TORCH, _kinds.TORCH_CUDA):
         return np.asarray(r.detach().cpu().numpy())
-    if k == _dispatch.CUDA:
+    if k == _kinds.CUDA:
         return np.asarray(r.copy_to_host())
-    if k == _dispatch.DASK:
+    if k == _kinds.DASK:
         return np.asarray(r.compute())
     return np.asarray(r)
 
@@ -178,17 +178,17 @@ def _scan_order(r: Any, axis: int, reverse: bool, lib: _Lib) -> Any:
 def _shifted(x: Any, e: Any, r: Any, axis: int, reverse: bool, lib: _Lib) -> Any:
     """The element before in scan order, and the identity ``e`` at each segment start."""
     n = x.shape[axis]
-    if lib.kind == _dispatch.CUDA:  # numba device arrays: one small kernel, no host copy of x
+    if lib.kind == _kinds.CUDA:  # numba device arrays: one small kernel, no host copy of x
         from . import _cuda
 
         shape = tuple(int(d) for d in x.shape)
         one = shape[:axis] + (1,) + shape[axis + 1 :]
         starts = np.broadcast_to(_host(r), shape)
         return _cuda.shift(x, starts, np.broadcast_to(_host(e), one), axis, reverse)
-    e = lib.own(e, x) if lib.kind != _dispatch.NUMPY else np.asarray(e)
+    e = lib.own(e, x) if lib.kind != _kinds.NUMPY else np.asarray(e)
     if reverse:
         prev = lib.concat([take(x, 1, None, None, axis), e], axis)
     else:
         prev = lib.concat([e, take(x, 0, n - 1, None, axis)], axis)
     out = lib.where(lib.own(r, x), e, prev)
-    return out.rechunk(x.chunks) if lib.kind == _dispatch.DASK else out  # the caller's chunks
+    return out.rechunk(x.chunks) if lib.kind == _kinds.DASK else out  # the caller's chunks

@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .. import _dispatch
+from .. import _kinds
 from . import _topk_reference
 from ._topk_checks import torch_gather, torch_numpy
 from ._topk_threads import best_positions
@@ -40,7 +40,7 @@ class TopKPlan:
 
     @property
     def on_gpu(self) -> bool:
-        return self.kind in (_dispatch.TORCH_CUDA, _dispatch.CUDA)
+        return self.kind in (_kinds.TORCH_CUDA, _kinds.CUDA)
 
 
 class Backend(NamedTuple):
@@ -53,7 +53,7 @@ def _refuse_cuda(plan: TopKPlan) -> Exception | None:
         return ValueError("method='cuda' needs a CUDA tensor; move x with x.cuda() first")
     if not _cuda_available():
         return RuntimeError(
-            f"x is on {_dispatch.device_of(plan.x)} but numba.cuda cannot use the GPU "
+            f"x is on {_kinds.device_of(plan.x)} but numba.cuda cannot use the GPU "
             "(numba.cuda.is_available() is False); install the CUDA toolkit numba "
             "needs, or move x to the host with x.cpu()"
         )
@@ -72,7 +72,7 @@ def _refuse_host(name: str) -> Callable[[TopKPlan], Exception | None]:
     def refuse(plan: TopKPlan) -> Exception | None:
         if plan.on_gpu:
             return ValueError(
-                f"method={name!r} runs on the CPU; x is on {_dispatch.device_of(plan.x)}"
+                f"method={name!r} runs on the CPU; x is on {_kinds.device_of(plan.x)}"
             )
         return None
 
@@ -88,7 +88,7 @@ def _run_cuda(plan: TopKPlan) -> tuple[Any, Any]:
 def _run_host(method: str) -> Callable[[TopKPlan], tuple[Any, Any]]:
     def run(plan: TopKPlan) -> tuple[Any, Any]:
         x, ax = plan.x, plan.axis
-        if plan.kind == _dispatch.TORCH:
+        if plan.kind == _kinds.TORCH:
             return _topk_torch_cpu(x, plan.k, ax, plan.largest, plan.nanbig, method, plan.ordered)
         idx = _positions(x, plan.k, ax, plan.largest, plan.nanbig, method, plan.ordered)
         return np.take_along_axis(x, idx, ax), idx

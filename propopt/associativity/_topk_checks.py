@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .. import _dispatch
+from .. import _kinds
 
 NanPolicy = Literal["ignore", "largest"]
 NAN_POLICIES: tuple[str, ...] = ("ignore", "largest")
@@ -170,11 +170,11 @@ def mask_of(x: Any) -> np.ndarray | None:
 
 def as_numpy_1d(x: Any, name: str) -> np.ndarray:
     """A 1-D NumPy array (base class; a mask is read separately with :func:`mask_of`)."""
-    kind = _dispatch.array_kind(x)
-    if kind == _dispatch.TORCH_CUDA:
+    kind = _kinds.array_kind(x)
+    if kind == _kinds.TORCH_CUDA:
         x = x.detach().cpu()
-        kind = _dispatch.TORCH
-    a = torch_numpy(x, keep_dtype=True) if kind == _dispatch.TORCH else np.asarray(x)
+        kind = _kinds.TORCH
+    a = torch_numpy(x, keep_dtype=True) if kind == _kinds.TORCH else np.asarray(x)
     if a.ndim != 1:
         raise ValueError(f"{name} must be 1-D, got shape {a.shape}; flatten it first (.ravel())")
     return a
@@ -231,7 +231,7 @@ def score_dtype(x: Any) -> np.dtype:
     """The NumPy dtype of ``x``'s scores (torch bfloat16 and float8 rank as float32)."""
     if isinstance(x.dtype, np.dtype):
         return x.dtype
-    if _dispatch.array_kind(x) in (_dispatch.TORCH, _dispatch.TORCH_CUDA) and torch_narrow_float(x):
+    if _kinds.array_kind(x) in (_kinds.TORCH, _kinds.TORCH_CUDA) and torch_narrow_float(x):
         return np.dtype(np.float32)
     try:
         return np.dtype(str(x.dtype).replace("torch.", ""))

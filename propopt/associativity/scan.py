@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _dispatch, _jit, _pytree, _validate
+from .. import _jit, _kinds, _pytree, _validate
 from ..arrays import flag
 from ..typing import ScanMethod
 from . import _backends, _half, _masked
@@ -195,13 +195,13 @@ def associative_scan(
     if not leaves:
         raise ValueError("elems holds no arrays; pass an array or a pytree of arrays")
     paths = _pytree.leaf_paths(treedef)
-    kind = _dispatch.common_kind(leaves, paths)
+    kind = _kinds.common_kind(leaves, paths)
     mask = None  # the masked elements of masked-array leaves (see _masked)
-    if kind == _dispatch.NUMPY:
+    if kind == _kinds.NUMPY:
         leaves, mask = _masked.unmask(leaves, paths)
         elems = _pytree.unflatten(treedef, leaves)
         _masked.refuse_masked(reset, "reset")
-    if kind == _dispatch.DASK:
+    if kind == _kinds.DASK:
         for leaf, path in zip(leaves, paths):
             if any(np.isnan(d) for d in leaf.shape):
                 raise ValueError(
@@ -259,7 +259,7 @@ def associative_scan(
         plan.out = _direct_out(outs, leaves)
 
     n = leaves[0].shape[ax]
-    auto = check is None and kind != _dispatch.DASK and not isinstance(law_fn, Monoid)
+    auto = check is None and kind != _kinds.DASK and not isinstance(law_fn, Monoid)
     if n > 0 and (check or (auto and _unchecked(law_fn))):
         from .laws import AssociativityError, check_associative
 
@@ -300,7 +300,7 @@ def associative_scan(
 def _check_out(out: Any, treedef: _pytree.TreeDef, leaves: Leaves, kind: str,
                paths: Sequence[str]) -> Leaves:  # fmt: skip
     """The leaves of ``out=``, each checked against the result leaf it receives."""
-    if kind == _dispatch.DASK:
+    if kind == _kinds.DASK:
         raise ValueError(
             "out= cannot receive a scan of dask arrays, which are lazy: use the returned "
             "array (or da.store it)"
@@ -313,11 +313,9 @@ def _check_out(out: Any, treedef: _pytree.TreeDef, leaves: Leaves, kind: str,
         )
     for dst, src, path in zip(outs, leaves, paths):
         name = "out" + path[len("elems") :]
-        if _dispatch.array_kind(dst) != kind or _dispatch.device_of(dst) != _dispatch.device_of(
-            src
-        ):
+        if _kinds.array_kind(dst) != kind or _kinds.device_of(dst) != _kinds.device_of(src):
             raise TypeError(
-                f"{name} is {_dispatch.describe(dst)} but {path} is {_dispatch.describe(src)}; "
+                f"{name} is {_kinds.describe(dst)} but {path} is {_kinds.describe(src)}; "
                 "out= takes arrays of the type and device of elems"
             )
         if tuple(dst.shape) != tuple(src.shape) or dst.dtype != src.dtype:
@@ -335,10 +333,10 @@ def _check_out(out: Any, treedef: _pytree.TreeDef, leaves: Leaves, kind: str,
 
 def _direct_out(outs: Leaves, leaves: Leaves) -> Leaves | None:
     """NumPy views of ``outs`` the CPU kernels can write into, or None (copy in after)."""
-    views = [_dispatch.to_numpy_view(o) for o in outs]
+    views = [_kinds.to_numpy_view(o) for o in outs]
     if not all(v.flags.c_contiguous for v in views):
         return None
-    ins = [_dispatch.to_numpy_view(x) for x in leaves]
+    ins = [_kinds.to_numpy_view(x) for x in leaves]
     if any(np.may_share_memory(v, x) for v in views for x in ins):
         return None  # in place: the three phases read an element after writing its block
     return views
@@ -347,7 +345,7 @@ def _direct_out(outs: Leaves, leaves: Leaves) -> Leaves | None:
 def _copy_into(dst: Any, src: Any) -> None:
     if isinstance(dst, np.ndarray):
         np.copyto(dst, src)
-    elif _dispatch.array_kind(dst) in (_dispatch.TORCH, _dispatch.TORCH_CUDA):
+    elif _kinds.array_kind(dst) in (_kinds.TORCH, _kinds.TORCH_CUDA):
         import torch
 
         with torch.no_grad():
@@ -400,7 +398,7 @@ def _check_monoid(m: Monoid, leaves: Leaves, paths: Sequence[str]) -> None:
         if tuple(leaf.shape) != shape or leaf.dtype != dtype:
             raise ValueError(
                 f"monoid {m.name!r} needs leaves of one shape and dtype: {paths[0]} is "
-                f"{_dispatch.describe(leaves[0])} but {path} is {_dispatch.describe(leaf)}; "
+                f"{_kinds.describe(leaves[0])} but {path} is {_kinds.describe(leaf)}; "
                 "broadcast and cast them first (np.broadcast_arrays, .astype)"
             )
     if _half.half_name(dtype) is not None:
@@ -472,7 +470,7 @@ def _identity_leaves(identity: Any, treedef: _pytree.TreeDef, leaves: Leaves, ax
     for v, leaf in zip(ids, leaves):
         shape = tuple(leaf.shape)
         one = shape[:ax] + (1,) + shape[ax + 1 :]
-        vv = v.detach().cpu() if _dispatch.array_kind(v) in ("torch", "torch-cuda") else v
+        vv = v.detach().cpu() if _kinds.array_kind(v) in ("torch", "torch-cuda") else v
         if _half.half_name(getattr(vv, "dtype", None)) == "bfloat16":  # no NumPy bfloat16 in torch
             vv = vv.float() if hasattr(vv, "detach") else np.asarray(vv, np.float32)
         vv = vv.numpy() if hasattr(vv, "detach") else vv

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _dispatch
+from .. import _kinds
 from .._validate import axis_in_range
 from ._topk_backends import BACKENDS, METHODS, TopKPlan, choose
 from ._topk_checks import (
@@ -141,14 +141,14 @@ def topk(
         raise ValueError(f"method={method!r} is not one of {', '.join(map(repr, METHODS))}")
     if not isinstance(largest, (bool, np.bool_)):
         raise TypeError(f"largest must be a bool, got {largest!r}")
-    kind = _dispatch.array_kind(x)
-    if kind not in (_dispatch.NUMPY, _dispatch.TORCH, _dispatch.TORCH_CUDA, _dispatch.CUDA):
+    kind = _kinds.array_kind(x)
+    if kind not in (_kinds.NUMPY, _kinds.TORCH, _kinds.TORCH_CUDA, _kinds.CUDA):
         raise TypeError(
             f"x must be a NumPy array or a torch tensor, got {type(x).__name__}; "
             "wrap lists with np.asarray (dask: see case_studies.streaming_topk)"
         )
     mask = None
-    if kind == _dispatch.NUMPY and type(x) is not np.ndarray:
+    if kind == _kinds.NUMPY and type(x) is not np.ndarray:
         mask = mask_of(x)
         x = np.asarray(x)  # the plain ndarray (np.matrix indexes differently)
     nd = len(x.shape)
@@ -245,8 +245,8 @@ def _into(out: Any, values: Any, indices: Any) -> tuple[Any, Any]:
     for name, dst, src in (("out[0]", out[0], values), ("out[1]", out[1], indices)):
         if type(dst) is not type(src) or str(dst.dtype) != str(src.dtype):
             raise TypeError(
-                f"{name} is {_dispatch.describe(dst)}; pass "
-                f"{_dispatch.describe(src)} like the result (indices are int64)"
+                f"{name} is {_kinds.describe(dst)}; pass "
+                f"{_kinds.describe(src)} like the result (indices are int64)"
             )
         if _device(dst) != _device(src):
             raise ValueError(
@@ -275,4 +275,4 @@ def _into(out: Any, values: Any, indices: Any) -> tuple[Any, Any]:
 def _device(a: Any) -> str:
     """Where an array lives: ``'cpu'``, ``'cuda:0'``, ``'meta'``, ..."""
     device = getattr(a, "device", None)
-    return _dispatch.device_of(a) if isinstance(a, np.ndarray) or device is None else str(device)
+    return _kinds.device_of(a) if isinstance(a, np.ndarray) or device is None else str(device)

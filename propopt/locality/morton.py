@@ -157,7 +157,7 @@ def _on_threads(n: int, work: Callable[[int, int, int], None]) -> int:
     least :data:`GRAIN` rows a piece; the caller takes piece 0.  Returns the
     number of pieces.
     """
-    t = max(1, min(_jit.num_threads(), n // GRAIN))
+    t = max(1, min(_jit.region_threads(), n // GRAIN))
     if t == 1:
         work(0, 0, n)
         return 1
@@ -231,10 +231,10 @@ def _points(points: Any) -> np.ndarray:
     return np.ascontiguousarray(a)
 
 
-def _scan(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _bounds(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per-axis min and max, refusing non-finite coordinates (naming the row)."""
     n, d = p.shape
-    most = max(1, min(_jit.num_threads(), n // GRAIN))
+    most = max(1, min(_jit.region_threads(), n // GRAIN))
     los, his = np.full((most, d), np.inf), np.full((most, d), -np.inf)
     bads = np.full(most, n, np.int64)
     t = _on_threads(n, lambda q, a, b: _extent(p, a, b, los[q], his[q], bads[q : q + 1]))
@@ -270,7 +270,7 @@ def bounding_box(points: Any, *, cube: bool = True) -> tuple[np.ndarray, np.ndar
     p = _points(points)
     if p.shape[0] == 0:
         raise ValueError("points is empty: a bounding box needs at least one point")
-    lo, top = _scan(p)
+    lo, top = _bounds(p)
     with np.errstate(over="ignore"):
         ext = top - lo
     if not np.isfinite(ext).all() or not np.isfinite(lo + (ext.max() if cube else ext)).all():
@@ -312,7 +312,7 @@ def _box(box: Any, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if not (np.isfinite(lo).all() and np.isfinite(hi).all() and (hi > lo).all()):
         raise ValueError(f"box={box!r}: need finite lo < hi on every axis")
     if p.shape[0]:
-        plo, phi = _scan(p)
+        plo, phi = _bounds(p)
         if (plo < lo).any() or (phi > hi).any():
             out = ((p < lo) | (p > hi)).any(axis=1)
             i = int(np.argmax(out))

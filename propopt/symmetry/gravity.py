@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 from numba.extending import register_jitable
 
-from .. import _dispatch, threads
+from .. import _kinds, threads
 from ..arrays import flag, plain, points, real
 from .pairs import METHODS, Symmetry, _check_method, pairwise_sum
 
@@ -252,7 +252,7 @@ def direct_gravity(
     ([[0.75, 0.0, 0.0], [-0.25, 0.0, 0.0]], [-1.5, -0.5])
     """
     _check_method(method, device)
-    if device == "auto" and _dispatch.array_kind(pos) in (_dispatch.CUDA, _dispatch.TORCH_CUDA):
+    if device == "auto" and _kinds.array_kind(pos) in (_kinds.CUDA, _kinds.TORCH_CUDA):
         device = "cuda"
     if softening not in SOFTENINGS:
         raise ValueError(

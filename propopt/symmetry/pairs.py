@@ -29,7 +29,7 @@ from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
-from .. import _dispatch, _jit, threads
+from .. import _jit, _kinds, threads
 from ..arrays import per_point, points
 from . import _cpu, _reference
 
@@ -75,7 +75,7 @@ class PairPlan:
 def _halved_cpu(p: PairPlan) -> np.ndarray:
     mod = _cpu.kernels(p.kernel, p.k, p.scalar, p.signs, len(p.args), p.X.shape[1])
     XT = np.ascontiguousarray(p.X.T)  # (d, n): a tile's sources are d contiguous runs
-    nthreads = _jit.num_threads()
+    nthreads = _jit.region_threads()
     acc = np.zeros((nthreads, p.X.shape[0], p.k))
     mod.halved(XT, p.w, *p.args, p.tile or TILE, nthreads, acc)
     return acc[0] if nthreads == 1 else acc.sum(axis=0)
@@ -320,14 +320,14 @@ def pairwise_sum(
     if not callable(kernel):
         raise TypeError(f"kernel={kernel!r} is not callable: pass kernel(xi, xj, *args)")
     method, device = _check_method(method, device)
-    on_gpu = _dispatch.array_kind(X) in (_dispatch.CUDA, _dispatch.TORCH_CUDA)
+    on_gpu = _kinds.array_kind(X) in (_kinds.CUDA, _kinds.TORCH_CUDA)
     if on_gpu:
         X = _host(X)
     X = points("X", X)
     n, d = X.shape
     T = None
     if targets is not None:
-        on_gpu = on_gpu or _dispatch.array_kind(targets) in (_dispatch.CUDA, _dispatch.TORCH_CUDA)
+        on_gpu = on_gpu or _kinds.array_kind(targets) in (_kinds.CUDA, _kinds.TORCH_CUDA)
         T = points("targets", _host(targets), d)
         T = T.astype(np.result_type(T.dtype, X.dtype), copy=False)
         X = X.astype(T.dtype, copy=False)
@@ -358,10 +358,10 @@ def pairwise_sum(
 
 def _host(x: Any) -> Any:
     """A NumPy copy of a CUDA array (torch CUDA tensors and numba device arrays)."""
-    kind = _dispatch.array_kind(x)
-    if kind == _dispatch.TORCH_CUDA:
+    kind = _kinds.array_kind(x)
+    if kind == _kinds.TORCH_CUDA:
         return x.detach().cpu().numpy()
-    if kind == _dispatch.CUDA:
+    if kind == _kinds.CUDA:
         if hasattr(x, "copy_to_host"):
             return x.copy_to_host()
         from numba import cuda

@@ -120,12 +120,12 @@ def test_spans_survive_serialization_and_old_format_is_read():
 
 
 def test_backends_come_from_one_table():
-    from propopt import _dispatch
+    from propopt import _kinds
     from propopt.associativity import _topk_backends as tb
 
     assert set(tb.BACKENDS) == {"cpu", "cuda", "reference"}
     assert tb.METHODS == ("auto", "cpu", "cuda", "reference")
-    plan = tb.TopKPlan(np.ones(5), 2, 0, True, False, True, _dispatch.NUMPY)
+    plan = tb.TopKPlan(np.ones(5), 2, 0, True, False, True, _kinds.NUMPY)
     assert tb.choose("auto", plan) == "cpu"  # the first of AUTO that accepts host memory
     assert tb.BACKENDS["cuda"].refuse(plan) is not None
     assert tb.BACKENDS["reference"].refuse(plan) is None
@@ -137,11 +137,11 @@ def test_backends_come_from_one_table():
 
 
 def test_cuda_input_without_a_usable_gpu_is_a_clear_error(monkeypatch):
-    from propopt import _dispatch
+    from propopt import _kinds
     from propopt.associativity import _topk_backends as tb
 
     monkeypatch.setattr(tb, "_cuda_available", lambda: False)
-    plan = tb.TopKPlan(np.ones(5), 2, 0, True, False, True, _dispatch.TORCH_CUDA)
+    plan = tb.TopKPlan(np.ones(5), 2, 0, True, False, True, _kinds.TORCH_CUDA)
     for method in ("auto", "cuda"):  # 'auto' has no host backend to fall back to here
         with pytest.raises(RuntimeError, match=r"numba.cuda cannot use the GPU"):
             tb.choose(method, plan)
