@@ -20,6 +20,7 @@ import os
 import sys
 import tempfile
 import threading
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -29,6 +30,21 @@ import numba
 import numba.core.event
 
 _loaded: dict[str, ModuleType] = {}
+
+#: Compiled kernel modules per owner (a monoid) and kind: held beside the
+#: owner, not in it, so that owners pickle and compare as plain objects, and
+#: dropped with the owner.
+_kernels: weakref.WeakKeyDictionary[Any, dict[str, dict[Any, Any]]] = weakref.WeakKeyDictionary()
+_kernels_lock = threading.Lock()
+
+
+def kernel_cache(owner: Any, kind: str) -> dict[Any, Any]:
+    """The dict of ``owner``'s compiled ``kind`` kernels (``"cpu"``, ``"cuda"``), made once."""
+    with _kernels_lock:
+        per_owner = _kernels.get(owner)
+        if per_owner is None:
+            per_owner = _kernels[owner] = {}
+        return per_owner.setdefault(kind, {})
 
 
 def cache_dir() -> Path:

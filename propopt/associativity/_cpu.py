@@ -26,15 +26,23 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from .. import _jit, threads
 from .._memory import settle_allocator
 
-if TYPE_CHECKING:
-    from .monoid import Monoid
+
+class MonoidLike(Protocol):
+    """What the kernels take from a :class:`propopt.Monoid` (whose module imports this one)."""
+
+    name: Any
+    arity: int
+
+    def scalar(self, *args: Any) -> Any: ...
+
+    def identity(self, dtype: Any) -> tuple[Any, ...]: ...
 
 #: Bytes of input each thread scans per super-block; blocks 1.. are fixed up
 #: while still in cache (L2/L3).  Each super-block costs one parallel region
@@ -365,10 +373,10 @@ def combine_import(py: Any) -> str | None:
     return _jit.import_line(py, "_py_combine")
 
 
-def kernels(monoid: Monoid, dtype: np.dtype, rev: bool = False, excl: bool = False) -> Any:
+def kernels(monoid: MonoidLike, dtype: np.dtype, rev: bool = False, excl: bool = False) -> Any:
     """The compiled-on-demand kernel module for ``monoid``, ``dtype`` and one direction."""
     key = (np.dtype(dtype), bool(rev), bool(excl))
-    cache: dict[tuple[np.dtype, bool, bool], Any] = monoid.__dict__.setdefault("_cpu_kernels", {})
+    cache = _jit.kernel_cache(monoid, "cpu")
     if key not in cache:
         dt = key[0]
         imp = combine_import(monoid.scalar)
@@ -390,7 +398,7 @@ def block_elements(arity: int, itemsize: int) -> int:
 
 
 def scan(
-    monoid: Monoid,
+    monoid: MonoidLike,
     leaves: Sequence[np.ndarray],
     axis: int,
     reverse: bool,
@@ -469,7 +477,7 @@ def _rows_here(
         )
 
 
-def elementwise(monoid: Monoid, a: Sequence[Any], b: Sequence[Any]) -> list[Any]:
+def elementwise(monoid: MonoidLike, a: Sequence[Any], b: Sequence[Any]) -> list[Any]:
     """Apply the scalar combine elementwise to NumPy arrays (with broadcasting)."""
     arrays = np.broadcast_arrays(*[np.asarray(v) for v in (*a, *b)])
     dtype = np.result_type(*arrays)

@@ -246,7 +246,7 @@ def kernels(monoid: Monoid, dtype: np.dtype) -> tuple[Any, int]:
     """Kernel module for ``monoid`` and ``dtype`` at the current tile shape."""
     dtype = np.dtype(dtype)
     tpb, items = _shape(monoid.arity, dtype.itemsize)
-    cache: dict[tuple[Any, ...], Any] = monoid.__dict__.setdefault("_cuda_kernels", {})
+    cache = _jit.kernel_cache(monoid, "cuda")
     key = (dtype, tpb, items)
     if key not in cache:
         imp = combine_import(monoid.scalar)

@@ -244,10 +244,10 @@ class _Shipped:
     """A monoid as it travels to dask workers.
 
     A built-in monoid goes by name, so a worker keeps one instance and its
-    compiled kernels across tasks.  Any other goes as a copy without the
-    caches of compiled kernels (``_cpu_kernels``, ``_cuda_kernels``), which
-    hold modules that cannot be pickled; the worker compiles (or loads from
-    numba's disk cache) its own.
+    compiled kernels across tasks.  Any other goes as a copy (its compiled
+    kernels are kept beside it, in :func:`propopt._jit.kernel_cache`, and
+    stay behind); the worker compiles (or loads from numba's disk cache) its
+    own.
     """
 
     def __init__(self, monoid: Monoid) -> None:
@@ -257,7 +257,7 @@ class _Shipped:
         return BUILTINS.get(str(self.monoid.name)) is self.monoid
 
     def _state(self) -> dict[str, Any]:
-        return {k: v for k, v in self.monoid.__dict__.items() if not k.endswith("_kernels")}
+        return dict(self.monoid.__dict__)
 
     def __reduce__(self) -> tuple[Any, ...]:
         m = self.monoid

@@ -131,10 +131,6 @@ class Monoid:
     def __repr__(self) -> str:
         return f"Monoid({self.name!r}, arity={self.arity})"
 
-    def __getstate__(self) -> dict[str, Any]:
-        # compiled kernels stay behind; a worker compiles (or loads) its own
-        return {k: v for k, v in self.__dict__.items() if not k.endswith("_kernels")}
-
     # -- the algebra ------------------------------------------------------
     def identity(self, dtype: Any) -> tuple[Any, ...]:
         """The identity as a tuple of ``arity`` scalars of ``dtype``."""

@@ -273,6 +273,12 @@ def test_distinct_lambda_monoids_get_distinct_kernels():
 def test_monoid_pickles_without_its_kernels():
     import pickle
 
+    from propopt import _jit
+
     pp.associative_scan(pp.linear_recurrence, (np.ones(3), np.ones(3)))
+    assert _jit.kernel_cache(pp.linear_recurrence, "cpu")  # compiled, kept beside it
     clone = pickle.loads(pickle.dumps(pp.linear_recurrence))
-    assert clone.name == "linear_recurrence" and "_cpu_kernels" not in clone.__dict__
+    assert clone.name == "linear_recurrence" and not any("kernel" in k for k in vars(clone))
+    assert not _jit.kernel_cache(clone, "cpu")  # a copy compiles (or loads) its own
+    got = pp.associative_scan(clone, (np.full(3, 0.5), np.ones(3)), method="cpu")[1]
+    assert got.tolist() == [1.0, 1.5, 1.75]
