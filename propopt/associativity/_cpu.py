@@ -44,6 +44,7 @@ class MonoidLike(Protocol):
 
     def identity(self, dtype: Any) -> tuple[Any, ...]: ...
 
+
 #: Bytes of input each thread scans per super-block; blocks 1.. are fixed up
 #: while still in cache (L2/L3).  Each super-block costs one parallel region
 #: and one barrier, and with 2 cores any other busy thread stalls a barrier:

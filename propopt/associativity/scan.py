@@ -12,8 +12,6 @@ Commutativity is never assumed.
 
 from __future__ import annotations
 
-import contextlib
-import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -22,7 +20,7 @@ import numpy as np
 from .. import _jit, _kinds, _pytree, _validate
 from ..arrays import flag
 from ..typing import ScanMethod
-from . import _backends, _half, _masked
+from . import _backends, _half, _law_check, _masked
 from .monoid import Monoid
 
 METHODS: tuple[str, ...] = ("auto", "reference", "generic", "cpu", "cuda", "dask")
@@ -93,12 +91,15 @@ def associative_scan(
         ``True``: run :func:`propopt.audit.check_associative` on elements
         sampled from ``elems`` first, and raise
         :class:`propopt.audit.AssociativityError` on a violation beyond
-        rounding.  ``None`` (default): the same check, on
-        :data:`AUTO_CHECK_TRIALS` sampled triples, the first time each plain
-        callable is used; its cost is four calls of ``fn`` on that many
-        elements, about 0.1 ms for NumPy ops.  A :class:`~propopt.Monoid` is
-        trusted, and dask arrays are not sampled (that would compute them
-        before the scan is built).  ``False``: no check.
+        rounding.  ``None`` (default): the same check, on 32 sampled
+        triples, the first time each plain callable is used; its cost is
+        four calls of ``fn`` on that many elements, about 0.1 ms for NumPy
+        ops.  The callables that passed are remembered for the life of the
+        process (weakly, and by code object for closure-free functions, so
+        that a lambda written in a loop is checked once).  A
+        :class:`~propopt.Monoid` is trusted, and dask arrays are not sampled
+        (that would compute them before the scan is built).  ``False``: no
+        check.
     reset : bool array, optional
         Segment starts: a segmented scan restarts at every ``True``, so that
         ``out_i`` combines only the elements from the last start at or before
@@ -259,16 +260,9 @@ def associative_scan(
         plan.out = _direct_out(outs, leaves)
 
     n = leaves[0].shape[ax]
-    auto = check is None and kind != _kinds.DASK and not isinstance(law_fn, Monoid)
-    if n > 0 and (check or (auto and _unchecked(law_fn))):
-        from .laws import AssociativityError, check_associative
-
-        trials = 200 if check else AUTO_CHECK_TRIALS
-        report = check_associative(law_fn, elems, axis=ax, trials=trials)
-        if not report.ok:
-            raise AssociativityError(report, automatic=check is None)
-        if check is None:
-            _checked_ok(law_fn)
+    if n > 0:
+        _law_check.before_scan(law_fn, elems, ax, check, monoid=isinstance(law_fn, Monoid),
+                               dask=kind == _kinds.DASK)  # fmt: skip
 
     if n == 0 and chosen != "dask":
         out = [x[(slice(None),) * ax + (slice(0, 0),)] for x in leaves]
@@ -354,34 +348,6 @@ def _copy_into(dst: Any, src: Any) -> None:
         dst.copy_to_device(src)
     else:  # CuPy and other __cuda_array_interface__ arrays
         dst[...] = src
-
-
-# ----------------------------------------------------- the automatic check
-AUTO_CHECK_TRIALS = 32
-"""Triples the automatic check (``check=None``) samples on a callable's first use."""
-
-_passed: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
-_passed_code: dict[int, Any] = {}  # id -> code object of callables without closures
-
-
-def _unchecked(fn: Callable[..., Any]) -> bool:
-    """Has ``fn`` (or a closure-free function with the same code) not been checked yet?"""
-    try:
-        if fn in _passed:
-            return False
-    except TypeError:  # not weak-referenceable (a bound method of a slotted class...)
-        pass
-    code = getattr(fn, "__code__", None)
-    return not (code is not None and _passed_code.get(id(code)) is code)
-
-
-def _checked_ok(fn: Callable[..., Any]) -> None:
-    with contextlib.suppress(TypeError):
-        _passed[fn] = True
-    code = getattr(fn, "__code__", None)
-    if code is not None and not getattr(fn, "__closure__", None) and len(_passed_code) < 4096:
-        # a lambda written in a loop is a new object each time, with the same code
-        _passed_code[id(code)] = code
 
 
 # ----------------------------------------------------------------- helpers
