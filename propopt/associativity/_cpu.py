@@ -63,11 +63,11 @@ LEAD_SHARE = 0.3
 #: float32 linear recurrence took 19.7-20.8 ms with 512 against 24.5-34 ms
 #: with 128 (interleaved runs, one process, 2 cores).  Not a power of two:
 #: with 512 float32 lanes, every other lane sat a multiple of 4 KiB from
-#: another, and on an AVX-512 Xeon (llvmlite ``rocketlake``) the loads of one
-#: lane waited on the stores of another at the same page offset: one thread's
+#: another, and on an AVX-512 Xeon (llvmlite ``rocketlake``) one thread's
 #: lane pass ran at the speed of the sequential loop (17.4 against 17.7 ms at
-#: 2^24).  With 1040 it takes 12-13 ms, and the whole scan with ``out=``
-#: 13.3-13.7 ms against 17.6-18.5 on one thread, 9.2 against 10.4 ms on two.
+#: 2^24; the cause is not settled, see docs/associativity.md).  With 1040 it
+#: takes 12-13 ms, and the whole scan with ``out=`` 13.3-13.7 ms against
+#: 17.6-18.5 on one thread, 9.2 against 10.4 ms on two.
 LANE = 1040
 
 #: Column-block width for scans whose elements are vectors (axis not last).
