@@ -102,12 +102,10 @@ def _torch_threads_per_worker():  # type: ignore[no-untyped-def]
     if share is None or torch is None or torch.get_num_threads() <= share:
         yield
         return
-    before = torch.get_num_threads()
-    torch.set_num_threads(share)
-    try:
+    from capstone.measure import torch_threads
+
+    with torch_threads(share):
         yield
-    finally:
-        torch.set_num_threads(before)
 
 
 @pytest.fixture(autouse=True)
