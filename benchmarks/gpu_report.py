@@ -99,26 +99,61 @@ def fma_peak() -> dict[str, float]:
 
 
 def scans(n: int) -> None:
+    from propopt.associativity import _cuda
+
     g = torch.Generator(device="cuda").manual_seed(0)
     x = torch.randn(n, device="cuda", generator=g)
     a = torch.rand(n, device="cuda", generator=g) * 0.1 + 0.9
     print(f"scans, n = {n} float32")
-    print(f"  first call (compile) add: {first_call(lambda: pp.associative_scan(pp.add, x)):.1f} s")
+    first = first_call(lambda: pp.associative_scan(pp.add, x, method="cuda"))
+    print(f"  first call (compile) add: {first:.1f} s")
     cum = timed(lambda: torch.cumsum(x, 0))
     row("copy floor (read n + write n)", copy_ms(8 * n))
     row("torch.cumsum", cum)
-    row("propopt add", timed(lambda: pp.associative_scan(pp.add, x)), cum, "vs torch.cumsum")
-    add = timed(lambda: pp.associative_scan(pp.add, x))
+    add = timed(lambda: pp.associative_scan(pp.add, x, method="cuda"))
+    row("propopt add, method='cuda' (one pass)", add, cum, "vs torch.cumsum")
+    row("propopt add, three passes", timed(lambda: _cuda.scan(pp.add, [x], 0, False, False, 3)),
+        cum, "vs torch.cumsum")  # fmt: skip
+    row("propopt add, method='auto'", timed(lambda: pp.associative_scan(pp.add, x)), cum)
     lr = timed(lambda: pp.associative_scan(pp.linear_recurrence, (a, x)))
-    row("propopt linear_recurrence (a, b)", lr, add, "vs propopt add")
+    row("propopt linear_recurrence (a, b)", lr, add, "vs propopt add (one pass)")
+    three = timed(lambda: _cuda.scan(pp.linear_recurrence, [a, x], 0, False, False, 3))
+    row("  the same, three passes", three, add)
     row("copy floor for it (read 2n + write 2n)", copy_ms(16 * n))
     row("propopt maximum", timed(lambda: pp.associative_scan(pp.maximum, x)), cum)
     row("torch.cummax", timed(lambda: torch.cummax(x, 0)), cum)
-    print("  propopt add by size (fixed cost and per-element cost):")
-    for p in range(16, 27, 2):
-        xs = x[: 1 << p]
-        row(f"n = 2^{p}: add / torch.cumsum", timed(lambda xs=xs: pp.associative_scan(pp.add, xs)),
-            timed(lambda xs=xs: torch.cumsum(xs, 0)))  # fmt: skip
+    xd = x.double()
+    row("propopt add float64", timed(lambda: pp.associative_scan(pp.add, xd, method="cuda")),
+        timed(lambda: torch.cumsum(xd, 0)), "vs torch.cumsum float64")  # fmt: skip
+    print("  crossover with torch's own scans (method='cuda' / torch's op; < 1: propopt faster):")
+    peers = (
+        (pp.add, "cumsum", x),
+        (pp.mul, "cumprod", 1 + x * 1e-7),
+        (pp.logaddexp, "logcumsumexp", x),
+    )
+    for m, op, data in peers:
+        for p in range(10, 27, 2):
+            xs = data[: 1 << p]
+            if xs.numel() < 1 << p:
+                break
+            ours = timed(lambda xs=xs, m=m: pp.associative_scan(m, xs, method="cuda"))
+            theirs = timed(lambda xs=xs, op=op: getattr(torch, op)(xs, 0))
+            row(f"{m.name} n = 2^{p}: propopt / torch.{op}", ours, theirs)
+    print("  host time per call, n = 2^16 (wall clock of 200 queued calls, then one sync):")
+    xs = x[: 1 << 16]
+    for name, fn in (
+        ("torch.cumsum", lambda: torch.cumsum(xs, 0)),
+        ("propopt add, method='cuda'", lambda: pp.associative_scan(pp.add, xs, method="cuda")),
+        ("propopt add, method='auto'", lambda: pp.associative_scan(pp.add, xs)),
+        ("propopt add, three passes", lambda: _cuda.scan(pp.add, [xs], 0, False, False, 3)),
+    ):
+        fn()
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        for _ in range(200):
+            fn()
+        torch.cuda.synchronize()
+        row(name, (time.perf_counter() - t) / 200 * 1e3)
 
 
 def topk(n: int, k: int) -> None:

@@ -25,7 +25,7 @@ import types
 os.environ["NUMBA_ENABLE_CUDASIM"] = "0"
 
 import numpy as np
-from numba import boolean, cuda, float32, float64, int64
+from numba import boolean, complex64, complex128, cuda, float32, float64, int8, int32, int64
 
 
 def _pretend_sm90() -> None:
@@ -58,21 +58,39 @@ def main() -> None:
 
     ptxas = sys.argv[1] if len(sys.argv) > 1 else "ptxas"
     _pretend_sm90()
-    for monoid, nbty in ((pp.add, float32), (pp.linear_recurrence, float32), (pp.add, float64)):
+    cases = (
+        (pp.add, float32),
+        (pp.linear_recurrence, float32),
+        (pp.add, float64),
+        (pp.matmul2x2, float64),
+        (pp.add, int32),
+        (pp.add, int8),
+        (pp.add, complex64),
+    )
+    for monoid, nbty in cases:
         dtype = np.dtype(str(nbty))
         tpb, items = _cuda._shape(monoid.arity, dtype.itemsize)
         imp = combine_import(monoid.scalar)
-        src = _cuda._source(monoid.arity, dtype, tpb, items, imp or "")
+        k = monoid.arity
+        arr = nbty[:, :, ::1]
         ns: dict = {"_py_combine": monoid.scalar}
+        src = _cuda._source_one(k, dtype, tpb, items, imp or "", sim=False)
         exec(compile(src, f"<{monoid.name}>", "exec"), ns)
-        arr, k = nbty[:, :, ::1], monoid.arity
+        real = float32 if nbty is complex64 else (float64 if nbty is complex128 else nbty)
+        flat = real[::1]
         sigs = {
-            "tile_reduce": (*[arr] * (2 * k), int64, boolean, *[nbty] * k),
-            "tile_scan": (*[arr] * (3 * k), int64, boolean, boolean, *[nbty] * k),
-        }
+            "scan_tiles": (*[arr] * (2 * k), *[flat] * (2 * k), int32[::1], int64, int64,
+                           boolean, boolean, *[nbty] * k),
+        }  # fmt: skip
+        if nbty in (float32, float64) and k < 4:
+            ns3: dict = {"_py_combine": monoid.scalar}
+            exec(compile(_cuda._source(k, dtype, tpb, items, imp or ""), "<3>", "exec"), ns3)
+            sigs["tile_reduce"] = (*[arr] * (2 * k), int64, boolean, *[nbty] * k)
+            sigs["tile_scan"] = (*[arr] * (3 * k), int64, boolean, boolean, *[nbty] * k)
         for name, sig in sigs.items():
-            ptx, _ = cuda.compile_ptx(ns[name].py_func, sig, cc=(9, 0))
-            print(f"{monoid.name:18s} {dtype.name:8s} {name:12s} {ptxas_report(ptx, ptxas)}")
+            fn = (ns if name == "scan_tiles" else ns3)[name].py_func
+            ptx, _ = cuda.compile_ptx(fn, sig, cc=(9, 0))
+            print(f"{monoid.name:18s} {dtype.name:9s} {name:12s} {ptxas_report(ptx, ptxas)}")
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-ScanMethod = Literal["auto", "reference", "generic", "cpu", "cuda", "dask"]
+ScanMethod = Literal["auto", "reference", "generic", "cpu", "cuda", "torch", "dask"]
 """Backends of :func:`propopt.associative_scan`."""
 
 ArrayLike = Any

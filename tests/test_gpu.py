@@ -52,7 +52,7 @@ def test_scan_matches_cpu(name, reverse, exclusive, shape, axis):
     host = [rng.uniform(0.45, 0.55, shape) for _ in range(m.arity)]
     kw = dict(axis=axis, reverse=reverse, exclusive=exclusive)
     ref = pp.associative_scan(m, host, **kw)
-    out = pp.associative_scan(m, on_gpu(*host), **kw)
+    out = pp.associative_scan(m, on_gpu(*host), method="cuda", **kw)
     for o, r in zip(out, ref):
         assert o.is_cuda and o.dtype == torch.float64
         o = o.cpu().numpy()
@@ -78,6 +78,69 @@ def test_scan_float32_and_pytree():
     # the running sums reach about sqrt(n) = 4096; a blocked float32 scan errs by a
     # few ulps of them, far below one missing or doubled tile (about 64)
     assert np.abs(s.cpu().numpy() - ref).max() < 64e-5 * np.sqrt(np.abs(b).sum())
+
+
+@pytest.mark.parametrize("n", [1, 31, 4095, 4096, 4097, (1 << 22) + 3, (1 << 24) + 1])
+def test_one_pass_scan_is_exact_on_integers(n):
+    # the look-back passes tile totals between blocks: integer sums are exact,
+    # so a total read before it was written, or twice, shows as a mismatch
+    rng = np.random.default_rng(n)
+    host = rng.integers(-1000, 1000, n)
+    want = np.cumsum(host)
+    g = on_gpu(host)[0]
+    for _ in range(5 if n > 1 << 20 else 2):
+        got = pp.associative_scan(pp.add, g, method="cuda")
+        assert np.array_equal(got.cpu().numpy(), want)
+    # int32 wraps as NumPy does; int8 and complex64 take the shared-memory block scan
+    h32 = rng.integers(-(2**31), 2**31 - 1, n, dtype=np.int32)
+    got = pp.associative_scan(pp.add, on_gpu(h32)[0], method="cuda").cpu().numpy()
+    assert np.array_equal(got, np.cumsum(h32, dtype=np.int32))
+    h8 = rng.integers(-100, 100, n, dtype=np.int8)
+    got = pp.associative_scan(pp.add, on_gpu(h8)[0], method="cuda").cpu().numpy()
+    assert np.array_equal(got, np.cumsum(h8, dtype=np.int8))
+    hc = (rng.normal(size=n) + 1j * rng.normal(size=n)).astype(np.complex64)
+    got = pp.associative_scan(pp.add, on_gpu(hc)[0], method="cuda").cpu().numpy()
+    want_c = np.cumsum(hc.astype(np.complex128))
+    assert np.abs(got - want_c).max() <= 1e-5 * np.sqrt(n) * 8 + 1e-5
+
+
+def test_one_and_three_pass_scans_agree():
+    from propopt.associativity import _cuda
+
+    rng = np.random.default_rng(9)
+    for m in (pp.add, pp.linear_recurrence, pp.matmul2x2):
+        host = [rng.uniform(0.45, 0.55, (2, 300_001, 3)) for _ in range(m.arity)]
+        g = on_gpu(*host)
+        for rev, excl in ((False, False), (True, True)):
+            one = _cuda.scan(m, g, 1, rev, excl, 1)
+            three = _cuda.scan(m, g, 1, rev, excl, 3)
+            for a, b in zip(one, three):
+                np.testing.assert_allclose(a.cpu().numpy(), b.cpu().numpy(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["add", "mul", "logaddexp"])
+def test_torch_row_matches_torch_and_auto_takes_it_below_the_crossover(name):
+    from propopt.associativity import _backends
+
+    m = getattr(pp, name)
+    x = torch.rand(3, 5000, device=DEV) * 0.01 + 0.995
+    op = _backends.TORCH_OPS[m.name][0]
+    want = getattr(torch, op)(x, 1)
+    got = pp.associative_scan(m, x, axis=1, method="torch")
+    assert torch.allclose(got, want, rtol=1e-6)
+    ours = pp.associative_scan(m, x, axis=1, method="cuda")
+    assert torch.allclose(got, ours, rtol=1e-5)
+    plan = _backends.ScanPlan(m, None, [x], "torch-cuda", 1, False, False)  # type: ignore[arg-type]
+    small = x.numel() < _backends.TORCH_AUTO_BELOW[op]
+    assert _backends.choose("auto", plan) == ("torch" if small else "cuda")
+    plan = _backends.ScanPlan(m, None, [x], "torch-cuda", 1, True, False)  # type: ignore[arg-type]
+    assert _backends.choose("auto", plan) == "cuda"
+    xi = torch.arange(-50, 50, device=DEV, dtype=torch.int32)
+    if name == "add":  # integer sums stay in their dtype, as the kernels' do
+        got = pp.associative_scan(m, xi)
+        assert got.dtype == torch.int32 and torch.equal(
+            got.cpu(), torch.cumsum(xi.cpu(), 0, dtype=torch.int32)
+        )
 
 
 def test_small_grids_do_not_warn():

@@ -8,8 +8,9 @@ a pair of functions with one signature each:
 * ``run(plan) -> list of leaves``: the scan.
 
 ``method='auto'`` runs the first backend of :data:`AUTO` that accepts
-(dask arrays, then CUDA arrays with a monoid, then host arrays with a
-monoid, then vectorized calls of ``fn``); the Dask backend's per-chunk step
+(dask arrays; then torch's own CUDA scan where torch has the op and is the
+faster below a measured size; then CUDA arrays with a monoid, then host
+arrays with a monoid, then vectorized calls of ``fn``); the Dask backend's per-chunk step
 goes through the same table.  The laws every backend relies on are in
 ``scan.py``; the slow sequential fold the tests trust is ``reference``.
 """
@@ -130,6 +131,56 @@ def _refuse_cuda(plan: ScanPlan) -> Exception | None:
     return _kernel(plan, "cuda")
 
 
+#: torch's own CUDA scan for a monoid, where torch has the exact op: the
+#: monoid's name -> (torch function, the dtypes it is taken for)
+TORCH_OPS: dict[str, tuple[str, frozenset[str]]] = {
+    "add": ("cumsum", frozenset({"float32", "float64", "int32", "int64"})),
+    "mul": ("cumprod", frozenset({"float32", "float64", "int32", "int64"})),
+    "logaddexp": ("logcumsumexp", frozenset({"float32", "float64"})),
+}
+
+#: ``method='auto'`` takes torch's op for scans of fewer elements than this
+#: (docs/gpu.md: the crossover measured against the ``'cuda'`` kernel)
+TORCH_AUTO_BELOW: dict[str, int] = {"cumsum": 1 << 62, "cumprod": 1 << 62, "logcumsumexp": 1 << 62}
+
+
+def _refuse_torch(plan: ScanPlan) -> Exception | None:
+    if plan.kind != _kinds.TORCH_CUDA:
+        return ValueError(
+            f"method='torch' runs torch's CUDA scans on torch CUDA tensors but elems holds "
+            f"{plan.described()}; use method='auto'"
+        )
+    name = getattr(plan.fn, "name", None)
+    if not plan.is_monoid or name not in TORCH_OPS:
+        names = ", ".join(map(repr, TORCH_OPS))
+        return ValueError(
+            f"method='torch' takes the monoids torch has a scan for ({names}), not "
+            f"{getattr(plan.fn, 'name', plan.fn)!r}; use method='cuda' or 'auto'"
+        )
+    op, dtypes = TORCH_OPS[name]
+    if str(plan.leaves[0].dtype).replace("torch.", "") not in dtypes:
+        return TypeError(
+            f"method='torch' runs torch.{op} on {', '.join(sorted(dtypes))}, not "
+            f"{plan.leaves[0].dtype}; cast elems or use method='cuda' or 'auto'"
+        )
+    if plan.reverse or plan.exclusive:
+        return ValueError(
+            f"method='torch' has no reverse or exclusive form of torch.{op}; use "
+            "method='cuda' or 'auto'"
+        )
+    return None
+
+
+def _refuse_torch_auto(plan: ScanPlan) -> Exception | None:
+    """'auto' takes torch's op below its measured crossover with the CUDA kernel."""
+    err = _refuse_torch(plan)
+    if err is None:
+        op = TORCH_OPS[plan.fn.name][0]  # type: ignore[union-attr]
+        if plan.leaves[0].numel() >= TORCH_AUTO_BELOW[op]:
+            return ValueError(f"the CUDA kernel is faster than torch.{op} at this size")
+    return err
+
+
 def _refuse_host_calls(name: str) -> Callable[[ScanPlan], Exception | None]:
     def refuse(plan: ScanPlan) -> Exception | None:
         if err := _not_dask(plan, name):
@@ -182,6 +233,16 @@ def _run_cuda(plan: ScanPlan) -> Leaves:
     return _cuda.scan(plan.fn, plan.leaves, plan.axis, plan.reverse, plan.exclusive)
 
 
+def _run_torch(plan: ScanPlan) -> Leaves:
+    import torch
+
+    x = plan.leaves[0]
+    op = TORCH_OPS[plan.fn.name][0]  # type: ignore[union-attr]
+    if op == "logcumsumexp":
+        return [torch.logcumsumexp(x, dim=plan.axis)]
+    return [getattr(torch, op)(x, dim=plan.axis, dtype=x.dtype)]
+
+
 def _run_generic(plan: ScanPlan) -> Leaves:
     from . import _generic
 
@@ -223,6 +284,7 @@ def scan_block(
 
 BACKENDS: dict[str, Backend] = {
     "dask": Backend(_refuse_dask, _run_dask),
+    "torch": Backend(_refuse_torch, _run_torch),
     "cuda": Backend(_refuse_cuda, _run_cuda),
     "cpu": Backend(_refuse_cpu, _run_cpu),
     "generic": Backend(_refuse_host_calls("generic"), _run_generic),
@@ -232,6 +294,7 @@ BACKENDS: dict[str, Backend] = {
 
 AUTO: tuple[tuple[str, Callable[[ScanPlan], Exception | None]], ...] = (
     ("dask", _refuse_dask),
+    ("torch", _refuse_torch_auto),
     ("cuda", _refuse_cuda),
     ("cpu", _refuse_cpu),
     ("generic", _refuse_generic_auto),

@@ -242,21 +242,291 @@ def _source(k: int, dtype: np.dtype, tpb: int, items: int, header: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def kernels(monoid: Monoid, dtype: np.dtype) -> tuple[Any, int]:
-    """Kernel module for ``monoid`` and ``dtype`` at the current tile shape."""
+def _source_one(k: int, dtype: np.dtype, tpb: int, items: int, header: str, sim: bool) -> str:
+    """One-pass scan: each block scans its tile and finds its carry by decoupled look-back.
+
+    A block takes the next tile number from a counter (so every tile before
+    it in its row has started, whatever order the GPU schedules blocks in),
+    scans its tile, publishes the tile's total with flag 1, then walks back
+    over the tiles before it: a tile with flag 1 contributes its total, a
+    tile with flag 2 its inclusive prefix, which ends the walk.  It then
+    publishes its own inclusive prefix with flag 2.  Each element is read
+    once and written once.  The published values are written before a
+    fence and read after one, bypassing the (incoherent) L1 cache.
+    """
+    X, O, E = _v("x", k), _v("o", k), _v("e", k)
+    AG, IN, SH = _v("ag", k), _v("in", k), _v("sh", k)
+    A, V, W, U, R = _v("a", k), _v("v", k), _v("w", k), _v("u", k), _v("r", k)
+    cplx = dtype.kind == "c"
+    # warp shuffles where the device has them for the dtype; shared memory otherwise
+    shfl = not sim and dtype.kind in "iuf" and dtype.itemsize in (4, 8) and tpb % 32 == 0
+
+    def lhs(names: Sequence[str]) -> str:
+        return names[0] if k == 1 else _j(names)
+
+    def cast(names: Sequence[str]) -> str:
+        return "; ".join(f"{n} = DT({n})" for n in names)
+
+    lines = [
+        header,
+        "import numpy as np",
+        "from numba import cuda",
+        f"DT = np.{dtype.name}",
+        f"TPB = {tpb}",
+        f"ITEMS = {items}",
+        "TILE = TPB * ITEMS",
+        "NW = (TPB + 31) // 32",
+        "SHSIZE = TILE + TILE // 32 + 1",
+        "FULL = 0xFFFFFFFF",
+        "comb = cuda.jit(device=True)(_py_combine)",
+        "",
+    ]
+    w = lines.append
+    # put / get: a published value, stored plainly and read from L2 (ld.global.cg);
+    # complex values travel as two real words
+    if cplx:
+        w("@cuda.jit(device=True)")
+        w("def put(a, i, v):")
+        w("    a[2 * i] = v.real")
+        w("    a[2 * i + 1] = v.imag")
+        w("")
+        w("@cuda.jit(device=True)")
+        w("def get(a, i):")
+        if sim:
+            w("    return DT(complex(a[2 * i], a[2 * i + 1]))")
+        else:
+            w("    return DT(complex(cuda.ldcg(a, 2 * i), cuda.ldcg(a, 2 * i + 1)))")
+    else:
+        w("@cuda.jit(device=True)")
+        w("def put(a, i, v):")
+        w("    a[i] = v")
+        w("")
+        w("@cuda.jit(device=True)")
+        w("def get(a, i):")
+        w("    return a[i]" if sim else "    return cuda.ldcg(a, i)")
+    w("")
+    w("@cuda.jit")
+    w(f"def scan_tiles({_j(X)}, {_j(O)}, {_j(AG)}, {_j(IN)}, flags, N, NT, rev, excl, {_j(E)}):")
+    for s in SH:
+        w(f"    {s} = cuda.shared.array(SHSIZE, DT)")
+    if shfl:
+        for i in range(k):
+            w(f"    wt{i} = cuda.shared.array(32, DT)")
+    else:
+        for i in range(k):
+            w(f"    pa{i} = cuda.shared.array(TPB, DT)")
+    for i in range(k):
+        w(f"    cy{i} = cuda.shared.array(1, DT)")
+    w("    tk = cuda.shared.array(1, np.int32)")
+    w("    tid = cuda.threadIdx.x")
+    w("    if tid == 0:")
+    w("        tk[0] = cuda.atomic.add(flags, flags.size - 1, 1)")
+    w("    cuda.syncthreads()")
+    w("    t = tk[0]")
+    w("    r = t // NT")
+    w("    blk = t - r * NT")
+    w("    base = blk * TILE")
+    w("    Q = x0.shape[2]")
+    w("    p = r // Q")
+    w("    q = r - p * Q")
+    # load the tile (coalesced), padding past the end with the identity; the
+    # padded elements only reach the last tile's total, which no tile reads
+    w("    for i in range(ITEMS):")
+    w("        l = i * TPB + tid")
+    w("        g = base + l")
+    w("        if g < N:")
+    w("            n = N - 1 - g if rev else g")
+    w("            " + "; ".join(f"{s}[l + (l >> 5)] = {x}[p, n, q]" for s, x in zip(SH, X)))
+    w("        else:")
+    w("            " + "; ".join(f"{s}[l + (l >> 5)] = {e}" for s, e in zip(SH, E)))
+    w("    cuda.syncthreads()")
+    # each thread folds its ITEMS consecutive elements, from the first one
+    w("    j = tid * ITEMS")
+    w("    j += j >> 5")
+    w("    " + "; ".join(f"{a} = {s}[j]" for a, s in zip(A, SH)))
+    w("    for i in range(1, ITEMS):")
+    w("        j = tid * ITEMS + i")
+    w("        j += j >> 5")
+    w(f"        {lhs(A)} = comb({_j(A + [s + '[j]' for s in SH])})")
+    # the thread's prefix u (the fold of the threads before it, when hp) and
+    # the tile's total (in the a's of the last thread, then in cy)
+    if shfl:
+        w("    " + cast(A))
+        w("    lane = tid & 31")
+        w("    wid = tid >> 5")
+        w("    d = 1")
+        w("    while d < 32:")
+        w(
+            "        "
+            + "; ".join(f"n{i} = cuda.shfl_up_sync(FULL, {a}, d)" for i, a in enumerate(A))
+        )
+        w("        if lane >= d:")
+        w(f"            {lhs(A)} = comb({_j([f'n{i}' for i in range(k)] + A)})")
+        w("            " + cast(A))
+        w("        d *= 2")
+        w("    " + "; ".join(f"{u} = cuda.shfl_up_sync(FULL, {a}, 1)" for u, a in zip(U, A)))
+        w("    if lane == 31 or tid == TPB - 1:")
+        w("        " + "; ".join(f"wt{i}[wid] = {a}" for i, a in enumerate(A)))
+        w("    cuda.syncthreads()")
+        w("    if wid == 0:")
+        w("        m = lane if lane < NW else 0")
+        w("        " + "; ".join(f"{v} = wt{i}[m]" for i, v in enumerate(V)))
+        w("        d = 1")
+        w("        while d < NW:")
+        w(
+            "            "
+            + "; ".join(f"n{i} = cuda.shfl_up_sync(FULL, {v}, d)" for i, v in enumerate(V))
+        )
+        w("            if lane >= d:")
+        w(f"                {lhs(V)} = comb({_j([f'n{i}' for i in range(k)] + V)})")
+        w("                " + cast(V))
+        w("            d *= 2")
+        w("        if lane < NW:")
+        w("            " + "; ".join(f"wt{i}[lane] = {v}" for i, v in enumerate(V)))
+        w("    cuda.syncthreads()")
+        w("    hp = tid > 0")
+        w("    if lane == 0 and wid > 0:")
+        w("        " + "; ".join(f"{u} = wt{i}[wid - 1]" for i, u in enumerate(U)))
+        w("    elif lane > 0 and wid > 0:")
+        w(f"        {lhs(U)} = comb({_j([f'wt{i}[wid - 1]' for i in range(k)] + U)})")
+        total = [f"wt{i}[NW - 1]" for i in range(k)]
+    else:
+        w("    " + "; ".join(f"pa{i}[tid] = {a}" for i, a in enumerate(A)))
+        w("    cuda.syncthreads()")
+        w("    s = 1")
+        w("    while s < TPB:")
+        w("        " + "; ".join(f"{v} = pa{i}[tid]" for i, v in enumerate(V)))
+        w("        if tid >= s:")
+        w(f"            {lhs(V)} = comb({_j([f'pa{i}[tid - s]' for i in range(k)] + V)})")
+        w("        cuda.syncthreads()")
+        w("        " + "; ".join(f"pa{i}[tid] = {v}" for i, v in enumerate(V)))
+        w("        cuda.syncthreads()")
+        w("        s *= 2")
+        w("    hp = tid > 0")
+        w("    " + "; ".join(f"{u} = pa{i}[tid - hp]" for i, u in enumerate(U)))
+        total = [f"pa{i}[TPB - 1]" for i in range(k)]
+    # look-back, by thread 0
+    w("    if tid == 0:")
+    w("        " + "; ".join(f"{v} = {tot}" for v, tot in zip(V, total)))
+    w("        if blk == 0:")
+    w("            " + "; ".join(f"put({i}, t, {v})" for i, v in zip(IN, V)))
+    w("            cuda.threadfence()")
+    w("            cuda.atomic.exch(flags, t, 2)")
+    w("        else:")
+    w("            " + "; ".join(f"put({a}, t, {v})" for a, v in zip(AG, V)))
+    w("            cuda.threadfence()")
+    w("            cuda.atomic.exch(flags, t, 1)")
+    w("            jj = t - 1")
+    w("            have = False")
+    w("            " + "; ".join(f"{x} = {v}" for x, v in zip(W, V)))  # (typing placeholders)
+    w("            while True:")
+    w("                f = cuda.atomic.add(flags, jj, 0)")
+    w("                if f != 0:")
+    w("                    cuda.threadfence()")
+    w("                    if f == 2:")
+    w("                        " + "; ".join(f"{r} = get({i}, jj)" for r, i in zip(R, IN)))
+    w("                    else:")
+    w("                        " + "; ".join(f"{r} = get({a}, jj)" for r, a in zip(R, AG)))
+    w("                    if have:")
+    w(f"                        {lhs(W)} = comb({_j(R + W)})")
+    w("                    else:")
+    w("                        " + "; ".join(f"{x} = {r}" for x, r in zip(W, R)))
+    w("                        have = True")
+    w("                    if f == 2:")
+    w("                        break")
+    w("                    jj -= 1")
+    w("            " + "; ".join(f"cy{i}[0] = {x}" for i, x in enumerate(W)))
+    w(f"            {lhs(W)} = comb({_j(W + V)})")
+    w("            " + "; ".join(f"put({i}, t, {x})" for i, x in zip(IN, W)))
+    w("            cuda.threadfence()")
+    w("            cuda.atomic.exch(flags, t, 2)")
+    w("    cuda.syncthreads()")
+    # each thread scans its items from carry . u; no element meets the identity
+    w("    have = blk > 0")
+    w("    if have:")
+    w("        " + "; ".join(f"{x} = cy{i}[0]" for i, x in enumerate(W)))
+    w("        if hp:")
+    w(f"            {lhs(W)} = comb({_j(W + U)})")
+    w("    elif hp:")
+    w("        " + "; ".join(f"{x} = {u}" for x, u in zip(W, U)))
+    w("        have = True")
+    w("    else:")  # the row's first element: an exclusive scan writes the identity there
+    w("        " + "; ".join(f"{x} = {e}" for x, e in zip(W, E)))
+    w("    for i in range(ITEMS):")
+    w("        j = tid * ITEMS + i")
+    w("        j += j >> 5")
+    w("        " + "; ".join(f"{v} = {s}[j]" for v, s in zip(V, SH)))
+    w("        if excl:")
+    w("            " + "; ".join(f"{s}[j] = {x}" for s, x in zip(SH, W)))
+    w("        if have:")
+    w(f"            {lhs(W)} = comb({_j(W + V)})")
+    w("        else:")
+    w("            " + "; ".join(f"{x} = {v}" for x, v in zip(W, V)))
+    w("            have = True")
+    w("        if not excl:")
+    w("            " + "; ".join(f"{s}[j] = {x}" for s, x in zip(SH, W)))
+    w("    cuda.syncthreads()")
+    w("    for i in range(ITEMS):")
+    w("        l = i * TPB + tid")
+    w("        g = base + l")
+    w("        if g < N:")
+    w("            n = N - 1 - g if rev else g")
+    w("            " + "; ".join(f"{o}[p, n, q] = {s}[l + (l >> 5)]" for o, s in zip(O, SH)))
+    return "\n".join(lines) + "\n"
+
+
+def kernels(monoid: Monoid, dtype: np.dtype, passes: int = 1) -> tuple[Any, int]:
+    """Kernel module for ``monoid`` and ``dtype`` at the current tile shape.
+
+    ``passes=1``: the one-pass look-back kernel ``scan_tiles``; ``passes=3``:
+    ``tile_reduce``, a recursive scan of the tile totals, and ``tile_scan``.
+    """
+    from numba import config
+
     dtype = np.dtype(dtype)
     tpb, items = _shape(monoid.arity, dtype.itemsize)
+    sim = bool(config.ENABLE_CUDASIM)
     cache = _jit.kernel_cache(monoid, "cuda")
-    key = (dtype, tpb, items)
+    key = (dtype, tpb, items, passes, sim)
     if key not in cache:
         imp = combine_import(monoid.scalar)
         tag = f"cuda_{monoid.name}_{dtype.name}"
+
+        def source(header: str) -> str:
+            if passes == 1:
+                return _source_one(monoid.arity, dtype, tpb, items, header, sim)
+            return _source(monoid.arity, dtype, tpb, items, header)
+
         if imp is not None:
-            cache[key] = _jit.load_module(_source(monoid.arity, dtype, tpb, items, imp), tag)
+            cache[key] = _jit.load_module(source(imp), tag)
         else:
-            src = _source(monoid.arity, dtype, tpb, items, "")
-            cache[key] = _jit.load_module(src, tag, {"_py_combine": monoid.scalar})
+            cache[key] = _jit.load_module(source(""), tag, {"_py_combine": monoid.scalar})
     return cache[key], tpb * items
+
+
+def _scan_one(
+    mod: Any,
+    tile: int,
+    xs: list[Any],
+    outs: list[Any],
+    rev: bool,
+    excl: bool,
+    ident: tuple[Any, ...],
+    stream: Any,
+    empty: Any,
+) -> None:
+    """One launch: ``scan_tiles`` over every tile of every row (see :func:`_source_one`)."""
+    p, n, q = xs[0].shape
+    nt = -(-n // tile)
+    tiles = p * q * nt
+    dtype = np.dtype(xs[0].dtype)
+    # published totals and prefixes; complex ones as pairs of reals
+    wide = 2 if dtype.kind == "c" else 1
+    real = np.finfo(dtype).dtype if dtype.kind == "c" else dtype
+    ags = [empty((wide * tiles,), real) for _ in xs]
+    ins = [empty((wide * tiles,), real) for _ in xs]
+    flags = empty((tiles + 1,), np.dtype(np.int32), zero=True)  # the last one counts tiles
+    mod.scan_tiles[tiles, mod.TPB, stream](*xs, *outs, *ags, *ins, flags, n, nt, rev, excl, *ident)
 
 
 def _scan3d(
@@ -285,9 +555,20 @@ def _scan3d(
 
 
 def scan(
-    monoid: Monoid, leaves: Sequence[Any], axis: int, reverse: bool, exclusive: bool
+    monoid: Monoid,
+    leaves: Sequence[Any],
+    axis: int,
+    reverse: bool,
+    exclusive: bool,
+    passes: int = 1,
 ) -> list[Any]:
-    """Scan CUDA arrays (torch CUDA tensors or numba device arrays) along ``axis``."""
+    """Scan CUDA arrays (torch CUDA tensors or numba device arrays) along ``axis``.
+
+    Torch tensors are used in place and the kernels run on torch's current
+    stream, so nothing waits for the device: the arrays are imported without
+    numba's stream synchronisation, which would make every call wait for all
+    the work queued before it.
+    """
     from numba import cuda
 
     shape = tuple(int(d) for d in leaves[0].shape)
@@ -301,13 +582,16 @@ def scan(
         dtype = np.dtype(str(leaves[0].dtype).replace("torch.", ""))
         src = [x.contiguous().view(p, n, q) for x in leaves]
         res = [torch.empty_like(s) for s in src]
-        xs = [cuda.as_cuda_array(s) for s in src]
-        outs = [cuda.as_cuda_array(r) for r in res]
+        xs = [cuda.as_cuda_array(s, sync=False) for s in src]
+        outs = [cuda.as_cuda_array(r, sync=False) for r in res]
         stream = cuda.external_stream(torch.cuda.current_stream(leaves[0].device).cuda_stream)
-        tdt, dev = leaves[0].dtype, leaves[0].device
+        dev = leaves[0].device
 
-        def empty(shape: tuple[int, ...]) -> Any:  # torch's caching allocator
-            return cuda.as_cuda_array(torch.empty(shape, dtype=tdt, device=dev))
+        def empty(shape: tuple[int, ...], dt: np.dtype = dtype, zero: bool = False) -> Any:
+            # torch's caching allocator, on torch's stream
+            make = torch.zeros if zero else torch.empty
+            t = make(shape, dtype=getattr(torch, dt.name), device=dev)
+            return cuda.as_cuda_array(t, sync=False)
 
     else:
         dtype = np.dtype(leaves[0].dtype)
@@ -322,14 +606,17 @@ def scan(
         res = outs
         stream = 0
 
-        def empty(shape: tuple[int, ...]) -> Any:
-            return cuda.device_array(shape, dtype)
+        def empty(shape: tuple[int, ...], dt: np.dtype = dtype, zero: bool = False) -> Any:
+            if zero:
+                return cuda.to_device(np.zeros(shape, dt))
+            return cuda.device_array(shape, dt)
 
-    mod, tile = kernels(monoid, dtype)
+    mod, tile = kernels(monoid, dtype, passes)
     ident = tuple(dtype.type(v) for v in monoid.identity(dtype))
     if n > 0 and p * q > 0:
+        go = _scan_one if passes == 1 else _scan3d
         with small_grids():
-            _scan3d(mod, tile, xs, outs, bool(reverse), bool(exclusive), ident, stream, empty)
+            go(mod, tile, xs, outs, bool(reverse), bool(exclusive), ident, stream, empty)
     return [r.reshape(shape) if not is_torch else r.view(shape) for r in res]
 
 

@@ -23,7 +23,7 @@ from ..typing import ScanMethod
 from . import _backends, _half, _law_check, _masked
 from .monoid import Monoid
 
-METHODS: tuple[str, ...] = ("auto", "reference", "generic", "cpu", "cuda", "dask")
+METHODS: tuple[str, ...] = ("auto", "reference", "generic", "cpu", "cuda", "torch", "dask")
 
 Leaves = list[Any]
 
@@ -81,9 +81,11 @@ def associative_scan(
         same answer: ``identity=`` with a monoid must equal it (a different
         value raises ``ValueError``; to start the scan from a value, put it
         in front of ``elems``).
-    method : {'auto', 'reference', 'generic', 'cpu', 'cuda', 'dask'}
+    method : {'auto', 'reference', 'generic', 'cpu', 'cuda', 'torch', 'dask'}
         ``'auto'`` picks ``'dask'`` for dask arrays; for a monoid, ``'cuda'``
-        on the GPU and ``'cpu'`` (numba threads) on the host unless a torch
+        on the GPU (or ``'torch'``, torch's own ``cumsum``, ``cumprod`` or
+        ``logcumsumexp`` of a torch CUDA tensor, at the sizes where it is the
+        faster: docs/gpu.md) and ``'cpu'`` (numba threads) on the host unless a torch
         tensor requires grad; otherwise ``'generic'`` (vectorized calls of
         ``fn``; differentiable by torch).  ``'reference'`` is the sequential
         fold that the tests trust.

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import propopt as pp
+from propopt import _kinds
 
 
 def test_lengths_differ_along_axis():
@@ -76,7 +77,8 @@ def test_monoid_leaves_differ_in_dtype_or_shape():
 
 
 def test_unknown_method_lists_valid_ones():
-    with pytest.raises(ValueError, match="'auto', 'reference', 'generic', 'cpu', 'cuda', 'dask'"):
+    names = "'auto', 'reference', 'generic', 'cpu', 'cuda', 'torch', 'dask'"
+    with pytest.raises(ValueError, match=names):
         pp.associative_scan(pp.add, np.ones(3), method="gpu")
 
 
@@ -166,3 +168,21 @@ def test_switches_are_bools(kw):
 def test_monoid_identity_of_an_unknown_dtype():
     with pytest.raises(TypeError, match=r"dtype='banana' is not a NumPy dtype"):
         pp.maximum.identity("banana")
+
+
+def test_torch_method_refusals_name_the_fix():
+    torch = pytest.importorskip("torch")
+    from propopt.associativity import _backends
+
+    with pytest.raises(ValueError, match=r"^method='torch' .* torch CUDA tensors .*method='auto'$"):
+        pp.associative_scan(pp.add, torch.ones(3), method="torch")
+
+    # the refusals that need a CUDA tensor are checked on the plan itself
+    def refusal(fn, x, reverse=False):
+        plan = _backends.ScanPlan(fn, None, [x], _kinds.TORCH_CUDA, 0, reverse, False)
+        return _backends._refuse_torch(plan)
+
+    assert "'add', 'mul', 'logaddexp'" in str(refusal(pp.maximum, torch.ones(3)))
+    assert isinstance(refusal(pp.add, torch.ones(3, dtype=torch.int8)), TypeError)
+    assert "reverse" in str(refusal(pp.add, torch.ones(3), reverse=True))
+    assert refusal(pp.add, torch.ones(3)) is None
