@@ -216,7 +216,35 @@ def mamba(L: int, d: int, n: int = 16) -> None:
     def fwd_bwd() -> None:
         selective_scan(uu, dd, AA, BB, CC).sum().backward()
 
-    row("propopt forward + backward (autograd)", timed(fwd_bwd, reps=5, warm=1), t)
+    ours_fb = timed(fwd_bwd, reps=5, warm=1)
+    row("propopt forward + backward (autograd)", ours_fb, t)
+    _mamba_peers_fwd_bwd(x, A, B, C, delta, ours_fb)
+
+
+def _mamba_peers_fwd_bwd(x: Any, A: Any, B: Any, C: Any, delta: Any, ours: float) -> None:
+    """mambapy's pscan and mamba_ssm's selective_scan_ref, forward + backward on CUDA."""
+    from capstone.peers import selective_scan_ref
+    from capstone.workloads import mambapy_selective_scan
+
+    ins = [v.detach().clone().requires_grad_() for v in (x, delta, A, B, C)]
+
+    def mambapy() -> None:
+        xx, dd, AA, BB, CC = ins
+        mambapy_selective_scan(xx, dd, AA, BB, CC).sum().backward()
+
+    cf = [v.detach().transpose(1, 2).contiguous().requires_grad_() for v in (x, delta, B, C)]
+    A2 = A.detach().clone().requires_grad_()
+
+    def ref() -> None:
+        selective_scan_ref(cf[0], cf[1], A2, cf[2], cf[3]).sum().backward()
+
+    for name, fn, reps in (("mambapy pscan", mambapy, 5), ("selective_scan_ref", ref, 2)):
+        try:
+            t = timed(fn, reps=reps, warm=1)
+        except ImportError as err:
+            print(f"  {name}: not installed ({err})")
+            continue
+        row(f"{name} forward + backward on CUDA", t, None, f"propopt {t / ours:.1f}x faster")
 
 
 def gravity(n: int) -> None:
