@@ -5,7 +5,8 @@
 #
 # TESTS: pytest paths (default: tests/test_gpu.py and the simulator test files,
 # run on the device); REPORT_SECTIONS: benchmarks/gpu_report.py --only
-# (default: all). Wheels in .whl/ (e.g. mambapy) are installed to a scratch
+# (default: all); OVERHEAD=1 adds benchmarks/gpu_overhead.py, CAPSTONE="--only scan ..."
+# the capstone's rows (GPU rows included). Wheels in .whl/ (e.g. mambapy) are installed to a scratch
 # directory first. Logs go to $OUT when it is set.
 set -u
 export NUMBA_ENABLE_CUDASIM=0 PYTHONUNBUFFERED=1
@@ -33,6 +34,17 @@ if [ "$tests" != "none" ]; then
     echo "tests: exit $?"
     grep -E "passed|failed|error" "$out/tests.log" | tail -3
     grep -E "^(FAILED|ERROR)" "$out/tests.log" | head -20
+fi
+if [ -n "${OVERHEAD:-}" ]; then
+    timeout 120 python3 -m benchmarks.gpu_overhead > "$out/overhead.log" 2>&1
+    echo "overhead: exit $?"
+    head -20 "$out/overhead.log"
+fi
+if [ -n "${CAPSTONE:-}" ]; then
+    # shellcheck disable=SC2086
+    timeout 240 python3 -m propopt capstone --size small $CAPSTONE > "$out/capstone.log" 2>&1
+    echo "capstone: exit $?"
+    grep -iE "cuda|gpu" "$out/capstone.log" | head -20
 fi
 if [ "$sections" != "none" ]; then
     timeout "$REPORT_TIMEOUT" python3 -m benchmarks.gpu_report ${sections:+--only "$sections"} \

@@ -405,41 +405,10 @@ def _source_one(k: int, dtype: np.dtype, tpb: int, items: int, header: str, sim:
         w("    hp = tid > 0")
         w("    " + "; ".join(f"{u} = pa{i}[tid - hp]" for i, u in enumerate(U)))
         total = [f"pa{i}[TPB - 1]" for i in range(k)]
-    # look-back, by thread 0
-    w("    if tid == 0:")
-    w("        " + "; ".join(f"{v} = {tot}" for v, tot in zip(V, total)))
-    w("        if blk == 0:")
-    w("            " + "; ".join(f"put({i}, t, {v})" for i, v in zip(IN, V)))
-    w("            cuda.threadfence()")
-    w("            cuda.atomic.exch(flags, t, 2)")
-    w("        else:")
-    w("            " + "; ".join(f"put({a}, t, {v})" for a, v in zip(AG, V)))
-    w("            cuda.threadfence()")
-    w("            cuda.atomic.exch(flags, t, 1)")
-    w("            jj = t - 1")
-    w("            have = False")
-    w("            " + "; ".join(f"{x} = {v}" for x, v in zip(W, V)))  # (typing placeholders)
-    w("            while True:")
-    w("                f = cuda.atomic.add(flags, jj, 0)")
-    w("                if f != 0:")
-    w("                    cuda.threadfence()")
-    w("                    if f == 2:")
-    w("                        " + "; ".join(f"{r} = get({i}, jj)" for r, i in zip(R, IN)))
-    w("                    else:")
-    w("                        " + "; ".join(f"{r} = get({a}, jj)" for r, a in zip(R, AG)))
-    w("                    if have:")
-    w(f"                        {lhs(W)} = comb({_j(R + W)})")
-    w("                    else:")
-    w("                        " + "; ".join(f"{x} = {r}" for x, r in zip(W, R)))
-    w("                        have = True")
-    w("                    if f == 2:")
-    w("                        break")
-    w("                    jj -= 1")
-    w("            " + "; ".join(f"cy{i}[0] = {x}" for i, x in enumerate(W)))
-    w(f"            {lhs(W)} = comb({_j(W + V)})")
-    w("            " + "; ".join(f"put({i}, t, {x})" for i, x in zip(IN, W)))
-    w("            cuda.threadfence()")
-    w("            cuda.atomic.exch(flags, t, 2)")
+    if shfl:
+        _look_back_warp(w, k, total, lhs, cast)
+    else:
+        _look_back_thread(w, k, total, lhs)
     w("    cuda.syncthreads()")
     # each thread scans its items from carry . u; no element meets the identity
     w("    have = blk > 0")
@@ -473,6 +442,113 @@ def _source_one(k: int, dtype: np.dtype, tpb: int, items: int, header: str, sim:
     w("            n = N - 1 - g if rev else g")
     w("            " + "; ".join(f"{o}[p, n, q] = {s}[l + (l >> 5)]" for o, s in zip(O, SH)))
     return "\n".join(lines) + "\n"
+
+
+def _publish(w: Any, indent: str, arrays: Sequence[str], vals: Sequence[str], flag: int) -> None:
+    """Write a tile's value, fence, then raise its flag (readers fence after the flag)."""
+    w(indent + "; ".join(f"put({a}, t, {v})" for a, v in zip(arrays, vals)))
+    w(f"{indent}cuda.threadfence()")
+    w(f"{indent}cuda.atomic.exch(flags, t, {flag})")
+
+
+def _look_back_thread(w: Any, k: int, total: Sequence[str], lhs: Any) -> None:
+    """Thread 0 walks back one tile at a time (dtypes without warp shuffles)."""
+    AG, IN, V, W, R = _v("ag", k), _v("in", k), _v("v", k), _v("w", k), _v("r", k)
+    w("    if tid == 0:")
+    w("        " + "; ".join(f"{v} = {tot}" for v, tot in zip(V, total)))
+    w("        if blk == 0:")
+    _publish(w, "            ", IN, V, 2)
+    w("        else:")
+    _publish(w, "            ", AG, V, 1)
+    w("            jj = t - 1")
+    w("            have = False")
+    w("            " + "; ".join(f"{x} = {v}" for x, v in zip(W, V)))  # (typing placeholders)
+    w("            while True:")
+    w("                f = cuda.atomic.add(flags, jj, 0)")
+    w("                if f != 0:")
+    w("                    cuda.threadfence()")
+    w("                    if f == 2:")
+    w("                        " + "; ".join(f"{r} = get({i}, jj)" for r, i in zip(R, IN)))
+    w("                    else:")
+    w("                        " + "; ".join(f"{r} = get({a}, jj)" for r, a in zip(R, AG)))
+    w("                    if have:")
+    w(f"                        {lhs(W)} = comb({_j(R + W)})")
+    w("                    else:")
+    w("                        " + "; ".join(f"{x} = {r}" for x, r in zip(W, R)))
+    w("                        have = True")
+    w("                    if f == 2:")
+    w("                        break")
+    w("                    jj -= 1")
+    w("            " + "; ".join(f"cy{i}[0] = {x}" for i, x in enumerate(W)))
+    w(f"            {lhs(W)} = comb({_j(W + V)})")
+    _publish(w, "            ", IN, W, 2)
+
+
+def _look_back_warp(w: Any, k: int, total: Sequence[str], lhs: Any, cast: Any) -> None:
+    """Warp 0 walks back 32 tiles at a time, as CUB's decoupled look-back does.
+
+    Lane ``l`` reads the flag of tile ``j - l``.  The nearest tile with flag
+    2 (an inclusive prefix) ends the window; while a tile before it has no
+    value yet (flag 0) the window is read again.  The window's values are
+    folded in tile order (older tiles on the left) by a shuffle tree, and
+    lane 0 carries the fold across windows.
+    """
+    AG, IN, V, W, R = _v("ag", k), _v("in", k), _v("v", k), _v("w", k), _v("r", k)
+    w("    if tid < 32:")
+    w("        " + "; ".join(f"{v} = {tot}" for v, tot in zip(V, total)))
+    w("        if blk == 0:")
+    w("            if tid == 0:")
+    _publish(w, "                ", IN, V, 2)
+    w("        else:")
+    w("            if tid == 0:")
+    _publish(w, "                ", AG, V, 1)
+    w("            lo = t - blk")  # the row's first tile, which always ends a walk
+    w("            top = t - 1")
+    w("            have = False")
+    w("            " + "; ".join(f"{x} = {v}" for x, v in zip(W, V)))  # (typing placeholders)
+    w("            while True:")
+    w("                jj = top - tid")
+    w("                f = 2")
+    w("                if jj >= lo:")
+    w("                    f = cuda.atomic.add(flags, jj, 0)")
+    # the nearest lane with flag 2 (32: none in this window)
+    w("                near = tid if f == 2 else 32")
+    w("                d = 16")
+    w("                while d > 0:")
+    w("                    near = min(near, cuda.shfl_xor_sync(FULL, near, d))")
+    w("                    d //= 2")
+    w("                if cuda.any_sync(FULL, f == 0 and tid <= near):")
+    w("                    continue")
+    w("                cuda.threadfence()")
+    w("                " + "; ".join(f"{r} = {v}" for r, v in zip(R, V)))
+    w("                if tid <= near and jj >= lo:")
+    w("                    if f == 2:")
+    w("                        " + "; ".join(f"{r} = get({i}, jj)" for r, i in zip(R, IN)))
+    w("                    else:")
+    w("                        " + "; ".join(f"{r} = get({a}, jj)" for r, a in zip(R, AG)))
+    w("                d = 1")
+    w("                while d < 32:")
+    w(
+        "                    "
+        + "; ".join(f"n{i} = cuda.shfl_down_sync(FULL, {r}, d)" for i, r in enumerate(R))
+    )
+    w("                    if tid & (2 * d - 1) == 0 and tid + d <= near and tid + d < 32:")
+    w(f"                        {lhs(R)} = comb({_j([f'n{i}' for i in range(k)] + R)})")
+    w("                        " + cast(R))
+    w("                    d *= 2")
+    w("                if tid == 0:")
+    w("                    if have:")
+    w(f"                        {lhs(W)} = comb({_j(R + W)})")
+    w("                    else:")
+    w("                        " + "; ".join(f"{x} = {r}" for x, r in zip(W, R)))
+    w("                    have = True")
+    w("                if near < 32:")
+    w("                    break")
+    w("                top -= 32")
+    w("            if tid == 0:")
+    w("                " + "; ".join(f"cy{i}[0] = {x}" for i, x in enumerate(W)))
+    w(f"                {lhs(W)} = comb({_j(W + V)})")
+    _publish(w, "                ", IN, W, 2)
 
 
 def kernels(monoid: Monoid, dtype: np.dtype, passes: int = 1) -> tuple[Any, int]:
