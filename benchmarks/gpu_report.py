@@ -98,6 +98,26 @@ def fma_peak() -> dict[str, float]:
     return out
 
 
+def device_ms(fn: Callable[[], Any], reps: int = 10) -> str:
+    """GPU time per call by kernel (torch.profiler, CUPTI), with the host time left out."""
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(reps):
+            fn()
+        torch.cuda.synchronize()
+    parts = []
+    total = 0.0
+    for evt in prof.key_averages():
+        us = float(getattr(evt, "device_time_total", 0.0) or getattr(evt, "cuda_time_total", 0.0))
+        if us > 0:
+            total += us
+            parts.append(f"{evt.key[:28]} {us / reps / 1e3:.3f}")
+    return f"{total / reps / 1e3:.3f} ms on the GPU: " + "; ".join(parts[:5])
+
+
 def scans(n: int) -> None:
     from propopt.associativity import _cuda
 
@@ -115,6 +135,16 @@ def scans(n: int) -> None:
     row("propopt add, three passes", timed(lambda: _cuda.scan(pp.add, [x], 0, False, False, 3)),
         cum, "vs torch.cumsum")  # fmt: skip
     row("propopt add, method='auto'", timed(lambda: pp.associative_scan(pp.add, x)), cum)
+    for name, fn in (
+        ("torch.cumsum", lambda: torch.cumsum(x, 0)),
+        ("add, one pass", lambda: pp.associative_scan(pp.add, x, method="cuda")),
+        ("add, three passes", lambda: _cuda.scan(pp.add, [x], 0, False, False, 3)),
+        ("linear_recurrence, one pass", lambda: pp.associative_scan(pp.linear_recurrence, (a, x))),
+    ):
+        try:
+            print(f"  {name}: {device_ms(fn)}")
+        except Exception as err:  # the profiler is a diagnosis, not a result
+            print(f"  {name}: profiler failed ({err})")
     lr = timed(lambda: pp.associative_scan(pp.linear_recurrence, (a, x)))
     row("propopt linear_recurrence (a, b)", lr, add, "vs propopt add (one pass)")
     three = timed(lambda: _cuda.scan(pp.linear_recurrence, [a, x], 0, False, False, 3))
