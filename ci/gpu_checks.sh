@@ -5,7 +5,7 @@
 #
 # TESTS: pytest paths (default: tests/test_gpu.py and the simulator test files,
 # run on the device); REPORT_SECTIONS: benchmarks/gpu_report.py --only
-# (default: all); OVERHEAD=1 adds benchmarks/gpu_overhead.py, CAPSTONE="--only scan ..."
+# (default: all); OVERHEAD=<its flags, e.g. -v> adds benchmarks/gpu_overhead.py, CAPSTONE="--only scan ..."
 # the capstone's rows (GPU rows included). Wheels in .whl/ (e.g. mambapy) are installed to a scratch
 # directory first. Logs go to $OUT when it is set.
 set -u
@@ -36,13 +36,13 @@ if [ "$tests" != "none" ]; then
     grep -E "^(FAILED|ERROR)" "$out/tests.log" | head -20
 fi
 if [ -n "${OVERHEAD:-}" ]; then
-    timeout 120 python3 -m benchmarks.gpu_overhead > "$out/overhead.log" 2>&1
+    timeout 120 python3 -m benchmarks.gpu_overhead $OVERHEAD > "$out/overhead.log" 2>&1
     echo "overhead: exit $?"
     head -20 "$out/overhead.log"
 fi
 if [ -n "${CAPSTONE:-}" ]; then
     # shellcheck disable=SC2086
-    timeout 240 python3 -m propopt capstone --size small $CAPSTONE > "$out/capstone.log" 2>&1
+    timeout 240 python3 -m capstone --size small $CAPSTONE > "$out/capstone.log" 2>&1
     echo "capstone: exit $?"
     grep -iE "cuda|gpu" "$out/capstone.log" | head -20
 fi
