@@ -119,7 +119,6 @@ def device_ms(fn: Callable[[], Any], reps: int = 10) -> str:
 
 
 def scans(n: int) -> None:
-    from propopt.associativity import _cuda
 
     g = torch.Generator(device="cuda").manual_seed(0)
     x = torch.randn(n, device="cuda", generator=g)
@@ -131,24 +130,19 @@ def scans(n: int) -> None:
     row("copy floor (read n + write n)", copy_ms(8 * n))
     row("torch.cumsum", cum)
     add = timed(lambda: pp.associative_scan(pp.add, x, method="cuda"))
-    row("propopt add, method='cuda' (one pass)", add, cum, "vs torch.cumsum")
-    row("propopt add, three passes", timed(lambda: _cuda.scan(pp.add, [x], 0, False, False, 3)),
-        cum, "vs torch.cumsum")  # fmt: skip
+    row("propopt add, method='cuda'", add, cum, "vs torch.cumsum")
     row("propopt add, method='auto'", timed(lambda: pp.associative_scan(pp.add, x)), cum)
     for name, fn in (
         ("torch.cumsum", lambda: torch.cumsum(x, 0)),
-        ("add, one pass", lambda: pp.associative_scan(pp.add, x, method="cuda")),
-        ("add, three passes", lambda: _cuda.scan(pp.add, [x], 0, False, False, 3)),
-        ("linear_recurrence, one pass", lambda: pp.associative_scan(pp.linear_recurrence, (a, x))),
+        ("add, method='cuda'", lambda: pp.associative_scan(pp.add, x, method="cuda")),
+        ("linear_recurrence", lambda: pp.associative_scan(pp.linear_recurrence, (a, x))),
     ):
         try:
             print(f"  {name}: {device_ms(fn)}")
         except Exception as err:  # the profiler is a diagnosis, not a result
             print(f"  {name}: profiler failed ({err})")
     lr = timed(lambda: pp.associative_scan(pp.linear_recurrence, (a, x)))
-    row("propopt linear_recurrence (a, b)", lr, add, "vs propopt add (one pass)")
-    three = timed(lambda: _cuda.scan(pp.linear_recurrence, [a, x], 0, False, False, 3))
-    row("  the same, three passes", three, add)
+    row("propopt linear_recurrence (a, b)", lr, add, "vs propopt add")
     row("copy floor for it (read 2n + write 2n)", copy_ms(16 * n))
     row("propopt maximum", timed(lambda: pp.associative_scan(pp.maximum, x)), cum)
     row("torch.cummax", timed(lambda: torch.cummax(x, 0)), cum)
@@ -175,7 +169,6 @@ def scans(n: int) -> None:
         ("torch.cumsum", lambda: torch.cumsum(xs, 0)),
         ("propopt add, method='cuda'", lambda: pp.associative_scan(pp.add, xs, method="cuda")),
         ("propopt add, method='auto'", lambda: pp.associative_scan(pp.add, xs)),
-        ("propopt add, three passes", lambda: _cuda.scan(pp.add, [xs], 0, False, False, 3)),
     ):
         fn()
         torch.cuda.synchronize()

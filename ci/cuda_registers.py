@@ -74,7 +74,7 @@ def main() -> None:
         k = monoid.arity
         arr = nbty[:, :, ::1]
         ns: dict = {"_py_combine": monoid.scalar}
-        src = _cuda._source_one(k, dtype, tpb, items, imp or "", sim=False)
+        src = _cuda._source(k, dtype, tpb, items, imp or "", sim=False)
         exec(compile(src, f"<{monoid.name}>", "exec"), ns)
         real = float32 if nbty is complex64 else (float64 if nbty is complex128 else nbty)
         flat = real[::1]
@@ -82,13 +82,8 @@ def main() -> None:
             "scan_tiles": (*[arr] * (2 * k), *[flat] * (2 * k), int32[::1], int64, int64,
                            boolean, boolean, *[nbty] * k),
         }  # fmt: skip
-        if nbty in (float32, float64) and k < 4:
-            ns3: dict = {"_py_combine": monoid.scalar}
-            exec(compile(_cuda._source(k, dtype, tpb, items, imp or ""), "<3>", "exec"), ns3)
-            sigs["tile_reduce"] = (*[arr] * (2 * k), int64, boolean, *[nbty] * k)
-            sigs["tile_scan"] = (*[arr] * (3 * k), int64, boolean, boolean, *[nbty] * k)
         for name, sig in sigs.items():
-            fn = (ns if name == "scan_tiles" else ns3)[name].py_func
+            fn = ns[name].py_func
             ptx, _ = cuda.compile_ptx(fn, sig, cc=(9, 0))
             print(f"{monoid.name:18s} {dtype.name:9s} {name:12s} {ptxas_report(ptx, ptxas)}")
 

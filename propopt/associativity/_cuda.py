@@ -1,24 +1,26 @@
-"""CUDA scan kernels for monoids (numba.cuda), multi-block with carries.
+"""CUDA scan kernels for monoids (numba.cuda): one launch, one read and one write per element.
 
-The same three phases as on the CPU, at the scale of a GPU:
+``scan_tiles`` is a single-pass scan with decoupled look-back (Merrill and
+Garland, "Single-pass Parallel Prefix Scan with Decoupled Look-back", 2016):
 
-1. ``tile_reduce``: each thread block loads a tile of ``TPB * ITEMS``
-   elements (coalesced, through shared memory), each thread folds its
-   ``ITEMS`` consecutive elements, and the block folds the ``TPB`` partials
-   in order with a tree; one total per tile.
-2. The tile totals are scanned (exclusively) by the same machinery,
-   recursively, giving each tile its carry.
-3. ``tile_scan``: each block reloads its tile, scans the thread partials
-   (Hillis-Steele in shared memory), and each thread scans its items from
-   ``carry . (partials of the threads before it)``; the tile is written back
-   coalesced.
+1. A block takes the next tile number from a counter, loads its tile of
+   ``TPB * ITEMS`` elements (coalesced, through shared memory), and each
+   thread folds its ``ITEMS`` consecutive elements.
+2. The block scans the thread partials (warp shuffles for 4- and 8-byte
+   numbers, a shared-memory scan otherwise) and publishes the tile's total.
+3. It walks back over the tiles before it (warp 0, 32 tiles a step; thread
+   0 where the dtype has no shuffles) to the nearest published inclusive
+   prefix, publishes its own, and each thread scans its items from
+   ``carry . (partials of the threads before it)``; the tile is written
+   back coalesced.
 
 Shared tiles are indexed ``l + l // 32`` (one word of padding per 32), so
 that threads reading their ``ITEMS`` consecutive elements hit distinct
-banks.  Elements past the end are padded with the identity, which the monoid laws
-make exact.  Arrays are handled as ``(P, N, Q)`` with the scan along ``N``;
+banks.  Elements past the end are padded with the identity; they reach only
+the last tile's total, which no tile reads.  No element is combined with the
+identity.  Arrays are handled as ``(P, N, Q)`` with the scan along ``N``;
 torch CUDA tensors are used zero-copy through ``__cuda_array_interface__``
-and kernels are launched on torch's current stream.
+and the kernel runs on torch's current stream.
 
 This module is imported only when CUDA arrays are scanned, so nothing here is
 needed on a machine without numba-cuda.  ``NUMBA_ENABLE_CUDASIM=1`` runs the
@@ -67,8 +69,8 @@ def tiles(threads: int | None = None, items: int | None = None) -> Iterator[None
 def small_grids() -> Iterator[None]:
     """Launch kernels whose small grids are by design without numba's low-occupancy warning.
 
-    The carry scans of a few tile totals and the per-row digit picks of
-    top-k use a handful of blocks on purpose; numba would warn the user
+    A scan of a few thousand elements and the per-row digit picks of top-k
+    use a handful of blocks on purpose; numba would warn the user
     ("Grid size 1 will likely result in GPU under-utilization") for each,
     and formatting that warning costs time at every launch.  The setting is
     numba's own (``CUDA_LOW_OCCUPANCY_WARNINGS``), restored on exit.
@@ -92,157 +94,7 @@ def _shape(arity: int, itemsize: int) -> tuple[int, int]:
     return tpb, items
 
 
-def _source(k: int, dtype: np.dtype, tpb: int, items: int, header: str) -> str:
-    X, O, E, T, Cc = _v("x", k), _v("o", k), _v("e", k), _v("t", k), _v("c", k)
-    SH, PA = _v("sh", k), _v("pa", k)
-
-    def lhs(names: Sequence[str]) -> str:
-        return names[0] if k == 1 else _j(names)
-
-    lines = [
-        header,
-        "import numpy as np",
-        "from numba import cuda",
-        f"DT = np.{dtype.name}",
-        f"TPB = {tpb}",
-        f"ITEMS = {items}",
-        "TILE = TPB * ITEMS",
-        "SHSIZE = TILE + TILE // 32 + 1",
-        "comb = cuda.jit(device=True)(_py_combine)",
-        "",
-    ]
-    w = lines.append
-
-    def stage(indent: str) -> None:
-        for s in SH:
-            w(f"{indent}{s} = cuda.shared.array(SHSIZE, DT)")
-        for p in PA:
-            w(f"{indent}{p} = cuda.shared.array(TPB, DT)")
-
-    def load(indent: str) -> None:
-        w(f"{indent}for i in range(ITEMS):")
-        w(f"{indent}    l = i * TPB + tid")
-        w(f"{indent}    g = base + l")
-        w(f"{indent}    if g < N:")
-        w(f"{indent}        n = N - 1 - g if rev else g")
-        w(
-            f"{indent}        "
-            + "; ".join(f"{s}[l + (l >> 5)] = {x}[p, n, q]" for s, x in zip(SH, X))
-        )
-        w(f"{indent}    else:")
-        w(f"{indent}        " + "; ".join(f"{s}[l + (l >> 5)] = {e}" for s, e in zip(SH, E)))
-        w(f"{indent}cuda.syncthreads()")
-        # each thread folds its items from the first one, never from the
-        # identity (see tile_scan)
-        A = _v("a", k)
-        w(f"{indent}j = tid * ITEMS")
-        w(f"{indent}j += j >> 5")
-        w(f"{indent}" + "; ".join(f"{a} = {s}[j]" for a, s in zip(A, SH)))
-        w(f"{indent}for i in range(1, ITEMS):")
-        w(f"{indent}    j = tid * ITEMS + i")
-        w(f"{indent}    j += j >> 5")
-        w(f"{indent}    {lhs(A)} = comb({_j(A + [s + '[j]' for s in SH])})")
-        w(f"{indent}" + "; ".join(f"{p}[tid] = {a}" for p, a in zip(PA, A)))
-        w(f"{indent}cuda.syncthreads()")
-
-    def rows(indent: str, per_tile: str) -> None:
-        # block b is tile b % NT of row b // NT: one flat grid, no loop over
-        # rows (a row loop made ptxas keep 255 registers in tile_scan for sm_90,
-        # 102 with one row per block and 78 flat, so 1 block per SM became 3)
-        w(f"{indent}tid = cuda.threadIdx.x")
-        w(f"{indent}NT = {per_tile}.shape[1]")
-        w(f"{indent}blk = cuda.blockIdx.x % NT")
-        w(f"{indent}base = blk * TILE")
-        w(f"{indent}P = x0.shape[0]")
-        w(f"{indent}Q = x0.shape[2]")
-        w(f"{indent}r = cuda.blockIdx.x // NT")
-        w(f"{indent}if r < P * Q:")
-        w(f"{indent}    p = r // Q")
-        w(f"{indent}    q = r % Q")
-
-    w("@cuda.jit")
-    w(f"def tile_reduce({_j(X)}, {_j(T)}, N, rev, {_j(E)}):")
-    stage("    ")
-    rows("    ", T[0])
-    load("        ")
-    V = _v("v", k)
-    w("        s = 1")
-    w("        while s < TPB:")
-    w("            if tid % (2 * s) == 0 and tid + s < TPB:")
-    w(
-        f"                {lhs(V)} = "
-        f"comb({_j([p + '[tid]' for p in PA] + [p + '[tid + s]' for p in PA])})"
-    )
-    w("                " + "; ".join(f"{p}[tid] = {v}" for p, v in zip(PA, V)))
-    w("            cuda.syncthreads()")
-    w("            s *= 2")
-    w("        if tid == 0:")
-    w("            " + "; ".join(f"{t}[p, blk, q] = {p}[0]" for t, p in zip(T, PA)))
-    w("")
-
-    w("@cuda.jit")
-    w(f"def tile_scan({_j(X)}, {_j(O)}, {_j(Cc)}, N, rev, excl, {_j(E)}):")
-    stage("    ")
-    rows("    ", Cc[0])
-    load("        ")
-    w("        s = 1")
-    w("        while s < TPB:")
-    w("            " + "; ".join(f"{v} = {p}[tid]" for v, p in zip(V, PA)))
-    w("            if tid >= s:")
-    w(f"                {lhs(V)} = comb({_j([p + '[tid - s]' for p in PA] + V)})")
-    w("            cuda.syncthreads()")
-    w("            " + "; ".join(f"{p}[tid] = {v}" for p, v in zip(PA, V)))
-    w("            cuda.syncthreads()")
-    w("            s *= 2")
-    # No element is combined with the identity: e . x == x fails in IEEE
-    # arithmetic where x holds an inf or a NaN (the linear recurrence's
-    # (1, 0) . (inf, b) = (inf, inf * 0 + b)).  The first tile has no carry
-    # (its carry is the identity, a placeholder), so there the first element
-    # of the row is taken as it is; ``have`` says whether w holds a value yet.
-    W = _v("w", k)
-    w("        " + "; ".join(f"{x} = {c}[p, blk, q]" for x, c in zip(W, Cc)))
-    w("        have = blk > 0")
-    w("        if tid > 0:")
-    w("            if have:")
-    w(f"                {lhs(W)} = comb({_j(W + [p + '[tid - 1]' for p in PA])})")
-    w("            else:")
-    w("                " + "; ".join(f"{x} = {p}[tid - 1]" for x, p in zip(W, PA)))
-    w("            have = True")
-    w("        for i in range(ITEMS):")
-    w("            j = tid * ITEMS + i")
-    w("            j += j >> 5")
-    w("            " + "; ".join(f"{v} = {s}[j]" for v, s in zip(V, SH)))
-    w("            if excl:")
-    w("                " + "; ".join(f"{s}[j] = {x}" for s, x in zip(SH, W)))
-    w("            if have:")
-    w(f"                {lhs(W)} = comb({_j(W + V)})")
-    w("            else:")
-    w("                " + "; ".join(f"{x} = {v}" for x, v in zip(W, V)))
-    w("                have = True")
-    w("            if not excl:")
-    w("                " + "; ".join(f"{s}[j] = {x}" for s, x in zip(SH, W)))
-    w("        cuda.syncthreads()")
-    w("        for i in range(ITEMS):")
-    w("            l = i * TPB + tid")
-    w("            g = base + l")
-    w("            if g < N:")
-    w("                n = N - 1 - g if rev else g")
-    w("                " + "; ".join(f"{o}[p, n, q] = {s}[l + (l >> 5)]" for o, s in zip(O, SH)))
-    w("")
-
-    w("@cuda.jit")
-    w(f"def fill({_j(Cc)}, {_j(E)}):")
-    w("    i = cuda.grid(1)")
-    w("    if i < c0.size:")
-    w("        Q = c0.shape[2]")
-    w("        NT = c0.shape[1]")
-    w("        p = i // (NT * Q)")
-    w("        m = i % (NT * Q)")
-    w("        " + "; ".join(f"{c}[p, m // Q, m % Q] = {e}" for c, e in zip(Cc, E)))
-    return "\n".join(lines) + "\n"
-
-
-def _source_one(k: int, dtype: np.dtype, tpb: int, items: int, header: str, sim: bool) -> str:
+def _source(k: int, dtype: np.dtype, tpb: int, items: int, header: str, sim: bool) -> str:
     """One-pass scan: each block scans its tile and finds its carry by decoupled look-back.
 
     A block takes the next tile number from a counter (so every tile before
@@ -256,7 +108,7 @@ def _source_one(k: int, dtype: np.dtype, tpb: int, items: int, header: str, sim:
     """
     X, O, E = _v("x", k), _v("o", k), _v("e", k)
     AG, IN, SH = _v("ag", k), _v("in", k), _v("sh", k)
-    A, V, W, U, R = _v("a", k), _v("v", k), _v("w", k), _v("u", k), _v("r", k)
+    A, V, W, U = _v("a", k), _v("v", k), _v("w", k), _v("u", k)
     cplx = dtype.kind == "c"
     # warp shuffles where the device has them for the dtype; shared memory otherwise
     shfl = not sim and dtype.kind in "iuf" and dtype.itemsize in (4, 8) and tpb % 32 == 0
@@ -551,27 +403,21 @@ def _look_back_warp(w: Any, k: int, total: Sequence[str], lhs: Any, cast: Any) -
     _publish(w, "                ", IN, W, 2)
 
 
-def kernels(monoid: Monoid, dtype: np.dtype, passes: int = 1) -> tuple[Any, int]:
-    """Kernel module for ``monoid`` and ``dtype`` at the current tile shape.
-
-    ``passes=1``: the one-pass look-back kernel ``scan_tiles``; ``passes=3``:
-    ``tile_reduce``, a recursive scan of the tile totals, and ``tile_scan``.
-    """
+def kernels(monoid: Monoid, dtype: np.dtype) -> tuple[Any, int]:
+    """Kernel module (``scan_tiles``) for ``monoid`` and ``dtype`` at the current tile shape."""
     from numba import config
 
     dtype = np.dtype(dtype)
     tpb, items = _shape(monoid.arity, dtype.itemsize)
     sim = bool(config.ENABLE_CUDASIM)
     cache = _jit.kernel_cache(monoid, "cuda")
-    key = (dtype, tpb, items, passes, sim)
+    key = (dtype, tpb, items, sim)
     if key not in cache:
         imp = combine_import(monoid.scalar)
         tag = f"cuda_{monoid.name}_{dtype.name}"
 
         def source(header: str) -> str:
-            if passes == 1:
-                return _source_one(monoid.arity, dtype, tpb, items, header, sim)
-            return _source(monoid.arity, dtype, tpb, items, header)
+            return _source(monoid.arity, dtype, tpb, items, header, sim)
 
         if imp is not None:
             cache[key] = _jit.load_module(source(imp), tag)
@@ -580,7 +426,7 @@ def kernels(monoid: Monoid, dtype: np.dtype, passes: int = 1) -> tuple[Any, int]
     return cache[key], tpb * items
 
 
-def _scan_one(
+def _launch(
     mod: Any,
     tile: int,
     xs: list[Any],
@@ -591,7 +437,7 @@ def _scan_one(
     stream: Any,
     empty: Any,
 ) -> None:
-    """One launch: ``scan_tiles`` over every tile of every row (see :func:`_source_one`)."""
+    """One launch: ``scan_tiles`` over every tile of every row (see :func:`_source`)."""
     p, n, q = xs[0].shape
     nt = -(-n // tile)
     tiles = p * q * nt
@@ -605,38 +451,12 @@ def _scan_one(
     mod.scan_tiles[tiles, mod.TPB, stream](*xs, *outs, *ags, *ins, flags, n, nt, rev, excl, *ident)
 
 
-def _scan3d(
-    mod: Any,
-    tile: int,
-    xs: list[Any],
-    outs: list[Any],
-    rev: bool,
-    excl: bool,
-    ident: tuple[Any, ...],
-    stream: Any,
-    empty: Any,
-) -> None:
-    p, n, q = xs[0].shape
-    ntiles = -(-n // tile)
-    rows = p * q
-    carries = [empty((p, ntiles, q)) for _ in xs]
-    if ntiles == 1:
-        size = p * q
-        mod.fill[-(-size // 256), 256, stream](*carries, *ident)
-    else:
-        tots = [empty((p, ntiles, q)) for _ in xs]
-        mod.tile_reduce[ntiles * rows, mod.TPB, stream](*xs, *tots, n, rev, *ident)
-        _scan3d(mod, tile, tots, carries, False, True, ident, stream, empty)
-    mod.tile_scan[ntiles * rows, mod.TPB, stream](*xs, *outs, *carries, n, rev, excl, *ident)
-
-
 def scan(
     monoid: Monoid,
     leaves: Sequence[Any],
     axis: int,
     reverse: bool,
     exclusive: bool,
-    passes: int = 1,
 ) -> list[Any]:
     """Scan CUDA arrays (torch CUDA tensors or numba device arrays) along ``axis``.
 
@@ -687,12 +507,11 @@ def scan(
                 return cuda.to_device(np.zeros(shape, dt))
             return cuda.device_array(shape, dt)
 
-    mod, tile = kernels(monoid, dtype, passes)
+    mod, tile = kernels(monoid, dtype)
     ident = tuple(dtype.type(v) for v in monoid.identity(dtype))
     if n > 0 and p * q > 0:
-        go = _scan_one if passes == 1 else _scan3d
         with small_grids():
-            go(mod, tile, xs, outs, bool(reverse), bool(exclusive), ident, stream, empty)
+            _launch(mod, tile, xs, outs, bool(reverse), bool(exclusive), ident, stream, empty)
     return [r.reshape(shape) if not is_torch else r.view(shape) for r in res]
 
 
