@@ -57,7 +57,7 @@ class Neighbours(Benchmark):
             import torch
         except ImportError as e:  # in the torch extra
             raise NotImplementedError("torch is not installed") from e
-        from capstone.workloads import chapter_inputs
+        from case_studies.capstone.workloads import chapter_inputs
         from case_studies.mamba import naive
 
         self.torch = torch

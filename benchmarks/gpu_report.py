@@ -202,7 +202,7 @@ def topk(n: int, k: int) -> None:
 
 
 def mamba(L: int, d: int, n: int = 16) -> None:
-    from capstone.workloads import chapter_inputs
+    from case_studies.capstone.workloads import chapter_inputs
     from case_studies.mamba import selective_scan
 
     x, A, B, C, delta = (v.cuda() for v in chapter_inputs(L, d, n))
@@ -246,8 +246,8 @@ def mamba(L: int, d: int, n: int = 16) -> None:
 
 def _mamba_peers_fwd_bwd(x: Any, A: Any, B: Any, C: Any, delta: Any, ours: float) -> None:
     """mambapy's pscan and mamba_ssm's selective_scan_ref, forward + backward on CUDA."""
-    from capstone.peers import selective_scan_ref
-    from capstone.workloads import mambapy_selective_scan
+    from case_studies.capstone.peers import selective_scan_ref
+    from case_studies.capstone.workloads import mambapy_selective_scan
 
     ins = [v.detach().clone().requires_grad_() for v in (x, delta, A, B, C)]
 

@@ -16,7 +16,7 @@ sources, float64):
   one thread), unsoftened; its kernel carries ``1/(4 pi)``, undone here.
 
 Then the speed comparisons, each pair timed in interleaved rounds
-(:func:`capstone.measure.compare`): the FMM against pytreegrav at errors at
+(:func:`case_studies.capstone.measure.compare`): the FMM against pytreegrav at errors at
 or below pytreegrav's, against fmm3dpy at a median error <= 3e-5 (both
 unsoftened, same bodies), and the FMM's time against N.  ``--write``
 replaces the block between the markers in docs/nbody.md; ``--calibrate``
@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 import propopt as pp
-from capstone.measure import compare
+from case_studies.capstone.measure import compare
 from case_studies.nbody import THETA, barnes_hut, fmm, fmm_parameters
 from case_studies.nbody.distributions import DISTRIBUTIONS
 
@@ -120,7 +120,7 @@ def tree_vs_pytreegrav(sizes: tuple[int, ...], sample: int, rounds: int) -> list
     """
     import numba
 
-    from capstone.machine import cpu_model
+    from case_studies.capstone.machine import cpu_model
 
     lines = [
         "",

@@ -54,7 +54,7 @@ def t(f, n=3, budget=0.3):
 
 _TORCH = """
 import torch
-from capstone.workloads import chapter_inputs
+from case_studies.capstone.workloads import chapter_inputs
 from case_studies.mamba import naive
 torch.set_num_threads(TORCH_THREADS)
 inputs = chapter_inputs(512, 512)

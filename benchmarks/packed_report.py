@@ -2,7 +2,7 @@
 
 ``python -m benchmarks.packed_report``: Mamba-1 ``selective_scan`` (forward on
 NumPy arrays, and forward + backward under torch autograd) and Mamba-2
-``ssd_scan`` (forward).  Each ratio comes from :func:`capstone.measure.compare`:
+``ssd_scan`` (forward).  Each ratio comes from :func:`case_studies.capstone.measure.compare`:
 both sides in alternating rounds, the median of the per-round ratios and
 its interquartile range, with the load of other processes.
 
@@ -19,8 +19,8 @@ import argparse
 
 import numpy as np
 
-from capstone.measure import compare
-from capstone.workloads import mamba_inputs
+from case_studies.capstone.measure import compare
+from case_studies.capstone.workloads import mamba_inputs
 from case_studies.mamba import selective_scan, ssd_scan
 
 from . import bench_ssd as bs

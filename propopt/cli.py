@@ -93,7 +93,8 @@ def _capstone_cmd(argv: list[str]) -> int:
     if main is None:
         raise UserError(
             "the capstone is not installed with this propopt (it ships in the same "
-            "distribution: pip install -e . from a checkout, or run python -m capstone there)"
+            "distribution: pip install -e . from a checkout, or run "
+            "python -m case_studies.capstone there)"
         )
     return int(main(argv, prog="python -m propopt capstone"))
 

@@ -1,11 +1,11 @@
-"""capstone.measure: interleaved rounds, best torch threads, spread, load flag."""
+"""case_studies.capstone.measure: interleaved rounds, best torch threads, spread, load flag."""
 
 import math
 import time
 
 import pytest
 
-from capstone import measure
+from case_studies.capstone import measure
 
 
 def _sleeper(seconds, log=None, name=None):

@@ -5,8 +5,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from capstone.peers import hf_mixer_scan, selective_scan_ref, sequential_recurrence  # noqa: E402
-from capstone.workloads import mamba_inputs  # noqa: E402
+from case_studies.capstone.peers import hf_mixer_scan, selective_scan_ref, sequential_recurrence  # noqa: E402
+from case_studies.capstone.workloads import mamba_inputs  # noqa: E402
 from case_studies.mamba import reference  # noqa: E402
 
 

@@ -2,9 +2,9 @@
 
 import pytest
 
-from capstone import reviews
-from capstone.progress import Progress
-from capstone.reviews import common
+from case_studies.capstone import reviews
+from case_studies.capstone.progress import Progress
+from case_studies.capstone.reviews import common
 
 TINY = {
     "scan": {"LENGTH": {"small": 1 << 12}},
@@ -70,7 +70,7 @@ def test_the_hf_floor_is_a_patch_of_the_block_only():
     import torch
     from transformers.models.mamba import modeling_mamba
 
-    from capstone.reviews import hf
+    from case_studies.capstone.reviews import hf
 
     before = modeling_mamba.mamba_selective_scan
     model = hf.build({**TINY["hf"]["MODEL"], "num_hidden_layers": 1})
@@ -90,8 +90,8 @@ def test_the_hf_floor_is_a_patch_of_the_block_only():
 
 def test_a_review_that_cannot_run_is_skipped_in_one_line(monkeypatch, capsys):
     """Without transformers the hf row is left out, the reason printed, the exit status 0."""
-    from capstone import ahead, cli
-    from capstone.reviews import hf
+    from case_studies.capstone import ahead, cli
+    from case_studies.capstone.reviews import hf
 
     def missing():
         raise common.Skipped("transformers is not installed; pip install 'propopt[hf]'")
@@ -104,7 +104,7 @@ def test_a_review_that_cannot_run_is_skipped_in_one_line(monkeypatch, capsys):
 
 
 def test_floor_ratio_is_the_interleaved_one_when_measured():
-    from capstone.rows import Row
+    from case_studies.capstone.rows import Row
 
     args = ("p", "small", "b", "k", "t", "peer", 10.0, 2.0, 5.0, 4.0, 6.0, 3, 0.0, "max rel",
             "cpu", 0.0, False)  # fmt: skip
@@ -130,6 +130,8 @@ def test_each_review_adds_a_gpu_row_when_a_gpu_is_seen(name, monkeypatch):
     monkeypatch.setattr(common, "gpu_name", lambda: "Test GPU")
     monkeypatch.setattr(torch.Tensor, "cuda", lambda self, *a, **k: self)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
+    if name == "scan":  # CPU tensors: the row's method='cuda' would refuse them
+        monkeypatch.setattr(mod, "GPU_METHOD", "auto")
     rows = mod.review("small", Progress(1.0, min_interval_s=1e9))
     gpu = [r for r in rows if r.device == "cuda (Test GPU)"]
     assert len(gpu) == 1

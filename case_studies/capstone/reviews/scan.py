@@ -22,6 +22,9 @@ TICKS = {size: 3 * r for size, r in ROUNDS.items()}
 SUM = ("one dependency chain", "associativity", "3-phase parallel scan in cache-sized blocks")
 REC = ("a loop over time", "associativity", "scan of affine maps (a, b)")
 SUM_GPU = (*SUM[:2], "one pass, decoupled look-back (numba.cuda)")
+#: propopt's own CUDA kernel: for a torch CUDA tensor, method='auto' hands a
+#: plain cumsum to torch.cumsum, which would compare torch with itself
+GPU_METHOD = "cuda"
 
 
 def review(size: str, progress: Progress) -> list[Row]:
@@ -65,15 +68,13 @@ def review(size: str, progress: Progress) -> list[Row]:
     def on_gpu(device: str) -> list[Row]:
         xg = xt.cuda()
         sync = torch.cuda.synchronize
-        # propopt's own kernel: for a torch CUDA tensor, method='auto' hands a
-        # plain cumsum to torch.cumsum, which would compare torch with itself
         c = compare(
             lambda: torch.cumsum(xg, 0),
-            lambda: pp.associative_scan(pp.add, xg, method="cuda"),
+            lambda: pp.associative_scan(pp.add, xg, method=GPU_METHOD),
             rounds=rounds,
             sync=sync,
         )
-        err = max_rel(pp.associative_scan(pp.add, xg, method="cuda").cpu().numpy(), sum_exact)
+        err = max_rel(pp.associative_scan(pp.add, xg, method=GPU_METHOD).cpu().numpy(), sum_exact)
         return [
             row(f"prefix sum, {name}", size, *SUM_GPU, "torch.cumsum", c, err, "max rel", device)
         ]

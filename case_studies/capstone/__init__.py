@@ -1,6 +1,6 @@
 """The capstone chapter, measured here: each problem's tools beside their strongest fair peers.
 
-``python -m propopt capstone`` (or ``python -m capstone``) runs
+``python -m propopt capstone`` (or ``python -m case_studies.capstone``) runs
 :func:`run` and prints the review table.  A package of its own, above the
 library and the case studies: it imports both, and nothing in ``propopt`` or
 ``case_studies`` imports it (``propopt``'s command line finds it through the
