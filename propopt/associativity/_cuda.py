@@ -208,13 +208,7 @@ def _source(k: int, dtype: np.dtype, tpb: int, items: int, header: str, sim: boo
         w("    wid = tid >> 5")
         w("    d = 1")
         w("    while d < 32:")
-        w(
-            "        "
-            + "; ".join(f"n{i} = cuda.shfl_up_sync(FULL, {a}, d)" for i, a in enumerate(A))
-        )
-        w("        if lane >= d:")
-        w(f"            {lhs(A)} = comb({_j([f'n{i}' for i in range(k)] + A)})")
-        w("            " + cast(A))
+        _shuffled(w, "        ", A, "shfl_up_sync", "lane >= d", lhs, cast)
         w("        d *= 2")
         w("    " + "; ".join(f"{u} = cuda.shfl_up_sync(FULL, {a}, 1)" for u, a in zip(U, A)))
         w("    if lane == 31 or tid == TPB - 1:")
@@ -225,13 +219,7 @@ def _source(k: int, dtype: np.dtype, tpb: int, items: int, header: str, sim: boo
         w("        " + "; ".join(f"{v} = wt{i}[m]" for i, v in enumerate(V)))
         w("        d = 1")
         w("        while d < NW:")
-        w(
-            "            "
-            + "; ".join(f"n{i} = cuda.shfl_up_sync(FULL, {v}, d)" for i, v in enumerate(V))
-        )
-        w("            if lane >= d:")
-        w(f"                {lhs(V)} = comb({_j([f'n{i}' for i in range(k)] + V)})")
-        w("                " + cast(V))
+        _shuffled(w, "            ", V, "shfl_up_sync", "lane >= d", lhs, cast)
         w("            d *= 2")
         w("        if lane < NW:")
         w("            " + "; ".join(f"wt{i}[lane] = {v}" for i, v in enumerate(V)))
@@ -279,11 +267,7 @@ def _source(k: int, dtype: np.dtype, tpb: int, items: int, header: str, sim: boo
     w("        " + "; ".join(f"{v} = {s}[j]" for v, s in zip(V, SH)))
     w("        if excl:")
     w("            " + "; ".join(f"{s}[j] = {x}" for s, x in zip(SH, W)))
-    w("        if have:")
-    w(f"            {lhs(W)} = comb({_j(W + V)})")
-    w("        else:")
-    w("            " + "; ".join(f"{x} = {v}" for x, v in zip(W, V)))
-    w("            have = True")
+    _fold(w, "        ", W, V, lhs, older=False)
     w("        if not excl:")
     w("            " + "; ".join(f"{s}[j] = {x}" for s, x in zip(SH, W)))
     w("    cuda.syncthreads()")
@@ -294,6 +278,39 @@ def _source(k: int, dtype: np.dtype, tpb: int, items: int, header: str, sim: boo
     w("            n = N - 1 - g if rev else g")
     w("            " + "; ".join(f"{o}[p, n, q] = {s}[l + (l >> 5)]" for o, s in zip(O, SH)))
     return "\n".join(lines) + "\n"
+
+
+def _shuffled(
+    w: Any, indent: str, names: Sequence[str], op: str, cond: str, lhs: Any, cast: Any
+) -> None:
+    """One step of a warp scan or fold: the values ``d`` lanes away (by ``op``), folded in
+    on the left where ``cond`` holds (they come before)."""
+    n = [f"n{i}" for i in range(len(names))]
+    w(indent + "; ".join(f"{m} = cuda.{op}(FULL, {x}, d)" for m, x in zip(n, names)))
+    w(f"{indent}if {cond}:")
+    w(f"{indent}    {lhs(names)} = comb({_j(n + list(names))})")
+    w(f"{indent}    " + cast(names))
+
+
+def _fold(
+    w: Any, indent: str, acc: Sequence[str], new: Sequence[str], lhs: Any, older: bool
+) -> None:
+    """``acc = new . acc`` (``older``: new comes first) or ``acc . new``; ``new`` alone at first."""
+    args = list(new) + list(acc) if older else list(acc) + list(new)
+    w(f"{indent}if have:")
+    w(f"{indent}    {lhs(acc)} = comb({_j(args)})")
+    w(f"{indent}else:")
+    w(f"{indent}    " + "; ".join(f"{x} = {v}" for x, v in zip(acc, new)))
+    w(f"{indent}    have = True")
+
+
+def _read(w: Any, indent: str, k: int) -> None:
+    """The value of tile ``jj`` into the r's: its inclusive prefix (flag 2) or its total."""
+    AG, IN, R = _v("ag", k), _v("in", k), _v("r", k)
+    w(f"{indent}if f == 2:")
+    w(f"{indent}    " + "; ".join(f"{r} = get({i}, jj)" for r, i in zip(R, IN)))
+    w(f"{indent}else:")
+    w(f"{indent}    " + "; ".join(f"{r} = get({a}, jj)" for r, a in zip(R, AG)))
 
 
 def _publish(w: Any, indent: str, arrays: Sequence[str], vals: Sequence[str], flag: int) -> None:
@@ -319,15 +336,8 @@ def _look_back_thread(w: Any, k: int, total: Sequence[str], lhs: Any) -> None:
     w("                f = cuda.atomic.add(flags, jj, 0)")
     w("                if f != 0:")
     w("                    cuda.threadfence()")
-    w("                    if f == 2:")
-    w("                        " + "; ".join(f"{r} = get({i}, jj)" for r, i in zip(R, IN)))
-    w("                    else:")
-    w("                        " + "; ".join(f"{r} = get({a}, jj)" for r, a in zip(R, AG)))
-    w("                    if have:")
-    w(f"                        {lhs(W)} = comb({_j(R + W)})")
-    w("                    else:")
-    w("                        " + "; ".join(f"{x} = {r}" for x, r in zip(W, R)))
-    w("                        have = True")
+    _read(w, "                    ", k)
+    _fold(w, "                    ", W, R, lhs, older=True)
     w("                    if f == 2:")
     w("                        break")
     w("                    jj -= 1")
@@ -374,26 +384,14 @@ def _look_back_warp(w: Any, k: int, total: Sequence[str], lhs: Any, cast: Any) -
     w("                cuda.threadfence()")
     w("                " + "; ".join(f"{r} = {v}" for r, v in zip(R, V)))
     w("                if tid <= near and jj >= lo:")
-    w("                    if f == 2:")
-    w("                        " + "; ".join(f"{r} = get({i}, jj)" for r, i in zip(R, IN)))
-    w("                    else:")
-    w("                        " + "; ".join(f"{r} = get({a}, jj)" for r, a in zip(R, AG)))
+    _read(w, "                    ", k)
     w("                d = 1")
     w("                while d < 32:")
-    w(
-        "                    "
-        + "; ".join(f"n{i} = cuda.shfl_down_sync(FULL, {r}, d)" for i, r in enumerate(R))
-    )
-    w("                    if tid & (2 * d - 1) == 0 and tid + d <= near and tid + d < 32:")
-    w(f"                        {lhs(R)} = comb({_j([f'n{i}' for i in range(k)] + R)})")
-    w("                        " + cast(R))
+    pair = "tid & (2 * d - 1) == 0 and tid + d <= near and tid + d < 32"
+    _shuffled(w, "                    ", R, "shfl_down_sync", pair, lhs, cast)
     w("                    d *= 2")
     w("                if tid == 0:")
-    w("                    if have:")
-    w(f"                        {lhs(W)} = comb({_j(R + W)})")
-    w("                    else:")
-    w("                        " + "; ".join(f"{x} = {r}" for x, r in zip(W, R)))
-    w("                    have = True")
+    _fold(w, "                    ", W, R, lhs, older=True)
     w("                if near < 32:")
     w("                    break")
     w("                top -= 32")
