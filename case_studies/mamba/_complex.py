@@ -44,7 +44,7 @@ from propopt import threads
 
 from ._cpu import CHUNK, FASTMATH, _dt
 from ._exp import fexp
-from ._host import Prepared, from_token_major, token_major
+from ._host import Prepared, grad_buffers, gradients, token_major
 
 
 @njit(parallel=True, fastmath=FASTMATH, cache=True)
@@ -304,34 +304,12 @@ def run_forward(p: Prepared, save: bool) -> tuple[np.ndarray, np.ndarray, np.nda
 def run_backward(p: Prepared, ckpt: np.ndarray, dout: np.ndarray,
                  dlast: np.ndarray) -> dict[str, Any]:  # fmt: skip
     """Gradients of every input (complex ones for A, B, C, initial_state)."""
-    batch, dim, L = p.u.shape
-    N = p.A.shape[1]
     rdt, cdt = p.u.dtype, p.A.dtype
-    th = numba.get_num_threads()
-    du = np.empty((batch, dim, L), rdt)
-    ddelta = np.empty((batch, dim, L), rdt)
-    dz = np.zeros((batch, dim, L) if p.has_z else (1, 1, 1), rdt)
-    dA_p = np.zeros((th, dim, N), cdt)
-    dB_p = np.zeros((th, *p.Bg.shape), cdt)
-    dC_p = np.zeros((th, *p.Cg.shape), cdt)
-    dD_p = np.zeros((th, dim), rdt)
-    dbias_p = np.zeros((th, dim), rdt)
-    dh0 = np.empty((batch, dim, N), cdt)
+    bufs = grad_buffers(p, rdt, cdt)
     backward(p.u, p.delta, p.A, p.Bg, p.Cg, p.Dv, p.z, p.bias, p.softplus, p.has_z, ckpt,
              CHUNK, np.ascontiguousarray(dout, dtype=rdt), np.ascontiguousarray(dlast, dtype=cdt),
-             du, ddelta, dz, dA_p, dB_p, dC_p, dD_p, dbias_p, dh0, rdt.type(1),
-             p.starts)  # fmt: skip
-    return {
-        "u": du,
-        "delta": ddelta,
-        "A": dA_p.sum(0),
-        "B": from_token_major(dB_p.sum(0), p.B_ndim),
-        "C": from_token_major(dC_p.sum(0), p.C_ndim),
-        "D": dD_p.sum(0),
-        "z": dz if p.has_z else None,
-        "delta_bias": dbias_p.sum(0),
-        "initial_state": dh0,
-    }
+             *bufs, rdt.type(1), p.starts)  # fmt: skip
+    return gradients(p, bufs)
 
 
 def scan_numpy(args: dict[str, Any], softplus: bool,

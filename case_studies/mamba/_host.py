@@ -165,27 +165,33 @@ def forward(p: Prepared, save: bool, out: np.ndarray | None = None) -> tuple[np.
     return out, last, ckpt
 
 
-@threads.parallel
-def backward(p: Prepared, ckpt: np.ndarray, dout: np.ndarray, dlast: np.ndarray) -> dict[str, Any]:
-    """Gradients of every input, in the compute dtype and the inputs' shapes."""
+def grad_buffers(p: Prepared, rdt: np.dtype, cdt: np.dtype) -> list[np.ndarray]:
+    """The backward kernels' outputs, in their argument order.
+
+    ``du, ddelta, dz, dA, dB, dC, dD, dbias, dh0``: the gradients shared by
+    channels (``dA`` .. ``dbias``) get one slice per thread, summed by
+    :func:`gradients`.  ``cdt`` is the dtype of ``A``, ``B``, ``C`` and the
+    state (complex for S4D-Lin), ``rdt`` that of the rest.
+    """
     batch, dim, L = p.u.shape
     N = p.A.shape[1]
-    dt = p.u.dtype
     th = numba.get_num_threads()
-    du = np.empty((batch, dim, L), dt)
-    ddelta = np.empty((batch, dim, L), dt)
-    dz = np.zeros((batch, dim, L) if p.has_z else (1, 1, 1), dt)
-    dA_p = np.zeros((th, dim, N), dt)
-    dB_p = np.zeros((th, *p.Bg.shape), dt)
-    dC_p = np.zeros((th, *p.Cg.shape), dt)
-    dD_p = np.zeros((th, dim), dt)
-    dbias_p = np.zeros((th, dim), dt)
-    dh0 = np.empty((batch, dim, N), dt)
-    dout = np.ascontiguousarray(dout, dtype=dt)
-    dlast = np.ascontiguousarray(dlast, dtype=dt)
-    _cpu.backward(p.u, p.delta, p.A, p.Bg, p.Cg, p.Dv, p.z, p.bias, p.softplus, p.has_z,
-                  p.scale_b, ckpt, _cpu.CHUNK, dout, dlast, du, ddelta, dz, dA_p, dB_p,
-                  dC_p, dD_p, dbias_p, dh0, dt.type(1), p.starts)  # fmt: skip
+    return [
+        np.empty((batch, dim, L), rdt),
+        np.empty((batch, dim, L), rdt),
+        np.zeros((batch, dim, L) if p.has_z else (1, 1, 1), rdt),
+        np.zeros((th, dim, N), cdt),
+        np.zeros((th, *p.Bg.shape), cdt),
+        np.zeros((th, *p.Cg.shape), cdt),
+        np.zeros((th, dim), rdt),
+        np.zeros((th, dim), rdt),
+        np.empty((batch, dim, N), cdt),
+    ]
+
+
+def gradients(p: Prepared, bufs: list[np.ndarray]) -> dict[str, Any]:
+    """Every input's gradient from :func:`grad_buffers`, in the inputs' shapes."""
+    du, ddelta, dz, dA_p, dB_p, dC_p, dD_p, dbias_p, dh0 = bufs
     return {
         "u": du,
         "delta": ddelta,
@@ -197,3 +203,16 @@ def backward(p: Prepared, ckpt: np.ndarray, dout: np.ndarray, dlast: np.ndarray)
         "delta_bias": dbias_p.sum(0),
         "initial_state": dh0,
     }
+
+
+@threads.parallel
+def backward(p: Prepared, ckpt: np.ndarray, dout: np.ndarray, dlast: np.ndarray) -> dict[str, Any]:
+    """Gradients of every input, in the compute dtype and the inputs' shapes."""
+    dt = p.u.dtype
+    bufs = grad_buffers(p, dt, dt)
+    dout = np.ascontiguousarray(dout, dtype=dt)
+    dlast = np.ascontiguousarray(dlast, dtype=dt)
+    _cpu.backward(p.u, p.delta, p.A, p.Bg, p.Cg, p.Dv, p.z, p.bias, p.softplus, p.has_z,
+                  p.scale_b, ckpt, _cpu.CHUNK, dout, dlast, *bufs, dt.type(1),
+                  p.starts)  # fmt: skip
+    return gradients(p, bufs)
