@@ -14,15 +14,15 @@ import numpy as np
 from numba import njit
 
 from propopt.separability.expansions import l2l, l2p, m2l_many_scaled, m2m, p2m
-from propopt.symmetry import spline_kernel
 from propopt.threads import take
 
-from ._walk import CLOSE, TINY, near_field, near_field_checked
+from ._walk import CLOSE, TINY, near_field, near_field_checked, near_field_spline
 
 # numba keys the on-disk cache of this file's kernels on this file alone: after editing
 # _walk.near_field (inlined into _near here), change this line so that they recompile.
 DEPENDS_ON = (
-    "_walk.near_field, near_field_checked (psi, grad, close count), CLOSE, TINY; "
+    "_walk.near_field, near_field_checked (psi, grad, close count), near_field_spline, "
+    "CLOSE, TINY; "
     "propopt.threads.take"
 )
 
@@ -295,36 +295,6 @@ def _near_checked(px, py, pz, e, nb, nq, c, thr2):  # pragma: no cover - numba
     return near_field_checked(px, py, pz, e, nb, nq, c, thr2)
 
 
-@njit(cache=True, fastmath=True, error_model="numpy", **_INTERNAL)
-def _near_spline(tx, ty, tz, th2, nb, nq):  # pragma: no cover - numba
-    """The near field with the cubic spline of support ``h = max(h_t, h_j)`` (float64).
-
-    ``th2`` and ``nb[4]`` hold ``h^2``; beyond ``h`` a pair is Newtonian
-    (:func:`propopt.symmetry.spline_kernel`); a pair at one point with
-    ``h = 0`` adds nothing.  Returns ``(psi, grad)`` as :func:`_near` does:
-    ``psi = -sum m p`` (positive) and ``grad = sum m g d``.
-    """
-    psi = 0.0
-    gx = 0.0
-    gy = 0.0
-    gz = 0.0
-    for k in range(nq):
-        dx = nb[0, k] - tx
-        dy = nb[1, k] - ty
-        dz = nb[2, k] - tz
-        r2 = dx * dx + dy * dy + dz * dz
-        h2 = max(th2, nb[4, k])
-        if r2 == 0.0 and h2 == 0.0:
-            continue
-        g, p = spline_kernel(r2, np.sqrt(h2))
-        w = nb[3, k]
-        psi -= w * p
-        gx += w * g * dx
-        gy += w * g * dy
-        gz += w * g * dz
-    return psi, gx, gy, gz
-
-
 @njit(cache=True, nogil=True, error_model="numpy")
 def solve(counter, items, trec, srec, T, S, M, theta, cheap, rec, mono, trip, mtrip, mptr, grad,
           c, checked, selfpairs, th, sh, spline, L, out):  # fmt: skip  # pragma: no cover
@@ -352,7 +322,7 @@ def solve(counter, items, trec, srec, T, S, M, theta, cheap, rec, mono, trip, mt
     write the same cell or target.  ``out[t] = (dpsi/dx, dpsi/dy, dpsi/dz, psi)``.
 
     With ``spline`` (float64 only, ``checked`` off) the near field is
-    :func:`_near_spline`, the tree's ``e2`` hold ``h^2`` and the far field
+    :func:`._walk.near_field_spline`, the tree's ``e2`` hold ``h^2`` and the far field
     is Newtonian (the traversal keeps pairs of cells within their largest
     ``h`` of each other for the near field; ``th``, ``sh``).
 
@@ -458,7 +428,7 @@ def solve(counter, items, trec, srec, T, S, M, theta, cheap, rec, mono, trip, mt
                 tb[2] = pz - bz
                 tb[3] = te2[t]
                 if spline:
-                    p2, g2x, g2y, g2z = _near_spline(px, py, pz, te2[t], nb, nq)
+                    p2, g2x, g2y, g2z = near_field_spline(px, py, pz, te2[t], nb, nq)
                 elif checked:
                     p2, g2x, g2y, g2z, close = _near_checked(
                         tb[0], tb[1], tb[2], tb[3], nb, nq, c, tb[4]

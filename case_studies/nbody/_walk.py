@@ -201,12 +201,19 @@ def _near_checked(t, tb, nb, nq, c, thr2, own, tg64, nb64, c64, out):  # pragma:
 
 
 @njit(cache=True, fastmath=True, error_model="numpy")
-def _near_spline(tx, ty, tz, th2, nb, nq, out):  # pragma: no cover - numba
-    """:func:`_near` with pytreegrav's cubic-spline softening: ``h = max(h_i, h_j)``.
+def near_field_spline(tx, ty, tz, th2, nb, nq):  # pragma: no cover - numba
+    """The near field with pytreegrav's cubic-spline softening, ``h = max(h_t, h_j)`` (float64).
 
-    ``th2`` and ``nb[4]`` hold ``h^2``; beyond ``h`` a pair is Newtonian.
-    The kernel is :func:`propopt.symmetry.spline_kernel` (float64).
+    ``th2`` and ``nb[4]`` hold ``h^2``; beyond ``h`` a pair is Newtonian
+    (:func:`propopt.symmetry.spline_kernel`); a pair at one point with
+    ``h = 0`` adds nothing.  Returns ``(psi, gx, gy, gz)`` as
+    :func:`near_field` does: ``psi = -sum m p`` (positive), ``grad = sum m g d``.
+    The FMM's near field uses it too.
     """
+    psi = 0.0
+    gx = 0.0
+    gy = 0.0
+    gz = 0.0
     for k in range(nq):
         dx = nb[0, k] - tx
         dy = nb[1, k] - ty
@@ -217,10 +224,21 @@ def _near_spline(tx, ty, tz, th2, nb, nq, out):  # pragma: no cover - numba
             continue
         g, p = spline_kernel(r2, np.sqrt(h2))
         w = nb[3, k]
-        out[0] += w * g * dx
-        out[1] += w * g * dy
-        out[2] += w * g * dz
-        out[3] += w * p
+        psi -= w * p
+        gx += w * g * dx
+        gy += w * g * dy
+        gz += w * g * dz
+    return psi, gx, gy, gz
+
+
+@njit(cache=True, fastmath=True, error_model="numpy")
+def _near_spline(tx, ty, tz, th2, nb, nq, out):  # pragma: no cover - numba
+    """:func:`near_field_spline`, added into ``out`` (``out[3]``: the potential, negative)."""
+    psi, gx, gy, gz = near_field_spline(tx, ty, tz, th2, nb, nq)
+    out[0] += gx
+    out[1] += gy
+    out[2] += gz
+    out[3] -= psi
 
 
 @njit(cache=True, fastmath=True, error_model="numpy")
