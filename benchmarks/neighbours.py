@@ -199,6 +199,90 @@ print(json.dumps(res))
     return {"fresh_ms": fresh, "after_ms": used, "pause_s": pause, "ratio": ratio}
 
 
+_TORCH_FIRST_NEIGHBOUR = """
+import torch
+import numpy as np, propopt as pp, sys
+x = np.random.default_rng(1).normal(size=1 << 22).astype(np.float32)
+a = np.random.default_rng(2).uniform(0.9, 1, size=1 << 22).astype(np.float32)
+sys.stdout.write("ready\\n"); sys.stdout.flush()
+while True:
+    pp.associative_scan(pp.add, x)
+    pp.associative_scan(pp.linear_recurrence, (a, x))
+"""
+
+
+def layers(trials: int) -> dict[str, Any]:
+    """Measurement 4: numba's threading layer, TBB (propopt's default) against OpenMP.
+
+    For each layer, set in the child processes by ``NUMBA_THREADING_LAYER``:
+
+    * **idle**: propopt's scan, recurrence and top-k on an idle machine, torch
+      imported first;
+    * **neighbour**: the chapter's torch loop at torch's defaults, alone and
+      then beside a process that imported torch first and runs propopt's
+      scans in a loop (``trials`` trials, each against its own idle time),
+      and, for scale, beside one and two busy pure-Python processes;
+    * **jax**: propopt's recurrence alone, then alternating call by call
+      with a jitted jax scan in the same process (torch imported first).
+    """
+    out: dict[str, Any] = {}
+    loop_beside = (_SETUP.replace("IMPORTS", "import torch")
+                   + _TORCH.replace("torch.set_num_threads(TORCH_THREADS)", "")
+                   + """
+import json, subprocess, sys
+rows = []
+for trial in range(TRIALS):
+    idle = t(loop)
+    ps = [subprocess.Popen([sys.executable, "-c", NEIGHBOUR], stdout=subprocess.PIPE, text=True)
+          for _ in range(COPIES)]
+    for p in ps:
+        p.stdout.readline()
+    time.sleep(0.5)
+    rows.append(t(loop) / idle)
+    for p in ps:
+        p.kill(); p.wait()
+print(json.dumps({"trials": rows}))
+""").replace("TRIALS", str(trials))  # fmt: skip
+    # the same loop beside one and two busy pure-Python processes: what any
+    # neighbour of one or two busy threads costs torch's default pool
+    spin = 'import sys\nsys.stdout.write("ready\\n"); sys.stdout.flush()\nwhile True: pass'
+    for copies in (1, 2):
+        code = loop_beside.replace("NEIGHBOUR", repr(spin)).replace("COPIES", str(copies))
+        out[f"busy_python_x{copies}"] = _run(code)["trials"]
+    # numba finds the tbb wheel's library only once it is loaded (it sits in <prefix>/lib)
+    tbb = os.path.join(sys.prefix, "lib", "libtbb.so.12")
+    for layer in ("omp", "tbb"):
+        if layer == "tbb" and not os.path.exists(tbb):
+            out[layer] = None  # pip install tbb to compare
+            continue
+        env = {"NUMBA_THREADING_LAYER": layer}
+        load = f"import ctypes; ctypes.CDLL({tbb!r}, mode=ctypes.RTLD_GLOBAL)\n"
+        pre = load if layer == "tbb" else ""
+        idle = _run(pre + _SETUP.replace("IMPORTS", "import torch") + """
+import json, numba
+fs = {"scan": scan, "rec": rec, "topk": topk}
+print(json.dumps({**{k: t(f, n=9) for k, f in fs.items()}, "layer": numba.threading_layer()}))
+""", env)  # fmt: skip
+        code = loop_beside.replace("NEIGHBOUR", repr(pre + _TORCH_FIRST_NEIGHBOUR))
+        code = code.replace("COPIES", "1")
+        near = _run(code, env)
+        both = "import torch\nimport jax, jax.numpy as jnp"
+        jax = _run(pre + _SETUP.replace("IMPORTS", both) + """
+import json
+jx = jnp.asarray(x)
+jscan = jax.jit(lambda v: jax.lax.associative_scan(jnp.add, v))
+jscan(jx).block_until_ready(); rec()
+alone = [t(rec, n=1, budget=0) for _ in range(9)]
+mixed = []
+for _ in range(9):
+    jscan(jx).block_until_ready()
+    mixed.append(t(rec, n=1, budget=0))
+print(json.dumps({"alone": statistics.median(alone), "interleaved": statistics.median(mixed)}))
+""", env)  # fmt: skip
+        out[layer] = {"idle_ms": idle, "torch_loop_beside": near["trials"], "jax": jax}
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m benchmarks.neighbours",
@@ -208,8 +292,33 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--trials", type=int, default=10)
     p.add_argument("--torch-threads", type=int, default=1)
     p.add_argument("--json", help="also write the results to this file")
+    p.add_argument("--layers", action="store_true", help="only measurement 4 (TBB against OpenMP)")
     args = p.parse_args(argv)
     t0 = time.perf_counter()
+    if args.layers:
+        res4 = layers(args.trials)
+        for copies in (1, 2):
+            r = res4.pop(f"busy_python_x{copies}")
+            print(f"4. torch loop beside {copies} busy Python process(es), x idle: median "
+                  f"{statistics.median(r):.2f}x ({', '.join(f'{v:.2f}' for v in r)})")  # fmt: skip
+        for layer, r in res4.items():
+            if r is None:
+                print(f"4. NUMBA_THREADING_LAYER={layer}: not installed")
+                continue
+            beside = r["torch_loop_beside"]
+            print(f"4. NUMBA_THREADING_LAYER={layer} (layer {r['idle_ms'].pop('layer')}):")
+            print("   idle, torch imported first: "
+                  + ", ".join(f"{k} {v:.2f} ms" for k, v in r["idle_ms"].items()))  # fmt: skip
+            print(f"   torch loop beside a torch-first propopt loop, x idle: median "
+                  f"{statistics.median(beside):.2f}x, worst {max(beside):.2f}x "
+                  f"({', '.join(f'{v:.2f}' for v in beside)})")  # fmt: skip
+            print(f"   recurrence 2^24 alone {r['jax']['alone']:.1f} ms, alternating with jax "
+                  f"{r['jax']['interleaved']:.1f} ms")  # fmt: skip
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(res4, f, indent=1)
+        print(f"({time.perf_counter() - t0:.0f} s)")
+        return 0
     res: dict[str, Any] = {
         "beside_a_neighbour": beside_a_neighbour(args.trials, args.torch_threads),
         "one_process_torch_first": in_one_process(True),
