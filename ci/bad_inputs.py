@@ -1698,20 +1698,20 @@ def moments_cases() -> None:
         Either(Value(lambda: moments_ref(P()), rtol=1e-13), "points"),
     )
     case("points (3, 2)", lambda: pp.moments(np.ones((3, 2))), Error("points"))
-    case("negative masses", lambda: pp.moments(np.ones((3, 3)), -np.ones(3)), Error("masses"))
+    case("negative masses", lambda: pp.moments(np.ones((3, 3)), -np.ones(3)), Error("mass"))
     case(
         "masses of the wrong length",
         lambda: pp.moments(np.ones((3, 3)), np.ones(2)),
-        Error("masses"),
+        Error("mass"),
     )
     case(
         "complex masses",
         lambda: pp.moments(np.ones((2, 3)), np.array([1 + 1j, 1])),
-        Error("masses"),
+        Error("mass"),
     )
-    case("string masses", lambda: pp.moments(np.ones((2, 3)), "1"), Error("masses"))
+    case("string masses", lambda: pp.moments(np.ones((2, 3)), "1"), Error("mass"))
     case("NaN point", lambda: pp.moments(np.array([[np.nan, 0, 0]])), Error("points"))
-    case("inf mass", lambda: pp.moments(np.ones((2, 3)), np.array([1.0, np.inf])), Error("masses"))
+    case("inf mass", lambda: pp.moments(np.ones((2, 3)), np.array([1.0, np.inf])), Error("mass"))
     case(
         "scalar mass",
         lambda: row10(pp.moments(P(), 2.0)),

@@ -12,11 +12,15 @@ inputs as the verbs do, with the same one-line errors:
 * :func:`real`: a real number (a NumPy scalar or 0-d array too; not a bool,
   a string or a complex number);
 * :func:`generator`: a NumPy random generator from a ``seed=`` argument;
-* :func:`inexact`: where a cast would round integers (``2**53 + 1`` to float64).
+* :func:`inexact`: where a cast would round integers (``2**53 + 1`` to float64);
+* :func:`renamed`: a decorator that takes an old keyword as its new name, with
+  a ``DeprecationWarning``.
 """
 
 from __future__ import annotations
 
+import functools
+import warnings
 from typing import Any
 
 import numpy as np
@@ -41,6 +45,7 @@ __all__ = [
     "plain",
     "points",
     "real",
+    "renamed",
 ]
 
 
@@ -240,3 +245,33 @@ def inexact(x: np.ndarray, dtype: Any) -> int | None:
     back = np.where(inside, f, 0).astype(a.dtype)
     bad = ~(inside & (back == a))
     return int(np.argmax(bad.ravel())) if bad.any() else None
+
+
+def renamed(**old_to_new: str) -> Any:
+    """Decorator: take each old keyword ``old=`` as ``new=``, with a ``DeprecationWarning``.
+
+    ``@renamed(positions="pos")``: ``f(positions=x)`` warns
+    ``f(positions=...) is deprecated: pass pos=...`` and calls ``f(pos=x)``;
+    passing both is a ``TypeError``.
+    """
+
+    def wrap(fn: Any) -> Any:
+        @functools.wraps(fn)
+        def inner(*args: Any, **kwargs: Any) -> Any:
+            for old, new in old_to_new.items():
+                if old in kwargs:
+                    if new in kwargs:
+                        raise TypeError(
+                            f"{fn.__name__}() got both {old}= and {new}=: pass {new}= only"
+                        )
+                    warnings.warn(
+                        f"{fn.__name__}({old}=...) is deprecated: pass {new}=...",
+                        DeprecationWarning,
+                        stacklevel=2,
+                    )
+                    kwargs[new] = kwargs.pop(old)
+            return fn(*args, **kwargs)
+
+        return inner
+
+    return wrap

@@ -19,16 +19,14 @@
 
 from __future__ import annotations
 
-import functools
 import math
-import warnings
 from typing import Any
 
 import numpy as np
 
 from propopt.arrays import per_point, plain, real
 
-__all__ = ["DIRECT_HINT", "check_masses", "check_theta", "renamed"]
+__all__ = ["DIRECT_HINT", "check_masses", "check_theta"]
 
 DIRECT_HINT = "use method='direct' (propopt.direct_gravity) for masses of both signs"
 
@@ -81,33 +79,3 @@ def check_masses(name: str, v: Any, n: int) -> np.ndarray:
                 f"its centre of mass, which masses of both signs put anywhere); {DIRECT_HINT}"
             )
     return per_point(name, v, n, 1.0, "masses")
-
-
-def renamed(**old_to_new: str) -> Any:
-    """Decorator: take each old keyword ``old=`` as ``new=``, with a ``DeprecationWarning``.
-
-    ``@renamed(positions="pos")``: ``f(positions=x)`` warns
-    ``f(positions=...) is deprecated: pass pos=...`` and calls ``f(pos=x)``;
-    passing both is a ``TypeError``.
-    """
-
-    def wrap(fn: Any) -> Any:
-        @functools.wraps(fn)
-        def inner(*args: Any, **kwargs: Any) -> Any:
-            for old, new in old_to_new.items():
-                if old in kwargs:
-                    if new in kwargs:
-                        raise TypeError(
-                            f"{fn.__name__}() got both {old}= and {new}=: pass {new}= only"
-                        )
-                    warnings.warn(
-                        f"{fn.__name__}({old}=...) is deprecated: pass {new}=...",
-                        DeprecationWarning,
-                        stacklevel=2,
-                    )
-                    kwargs[new] = kwargs.pop(old)
-            return fn(*args, **kwargs)
-
-        return inner
-
-    return wrap

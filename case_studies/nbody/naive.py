@@ -17,9 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from propopt.arrays import flag, per_point, points
-
-from ._args import renamed
+from propopt.arrays import flag, per_point, points, renamed
 
 __all__ = ["nbody_naive"]
 

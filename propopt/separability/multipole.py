@@ -30,7 +30,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .. import threads
-from ..arrays import per_point, plain
+from ..arrays import per_point, plain, renamed
 from . import _kernels as K
 
 __all__ = ["Moments", "RawMoments", "merge_moments", "moments"]
@@ -238,15 +238,18 @@ class Moments:
 
 
 @threads.parallel
-def moments(points: Any, masses: Any = None) -> Moments:
+@renamed(masses="mass")
+def moments(points: Any, mass: Any = None) -> Moments:
     """Multipole moments (to octupole order) of point masses about their centre of mass.
 
     Parameters
     ----------
     points : array (n, 3)
         Finite Cartesian coordinates; ``n = 0`` gives :meth:`Moments.zero`.
-    masses : array (n,) or float, optional
-        Finite, ``>= 0``; default 1 each.  Negative masses are refused: the
+    mass : array (n,) or float, optional
+        Finite, ``>= 0``; default 1 each (``mass=`` as in every N-body verb;
+        the former ``masses=`` is still taken, with a ``DeprecationWarning``,
+        for one release).  Negative masses are refused: the
         moments are taken about the centre of mass, which masses of both
         signs can put anywhere (their total may be 0), and the truncation
         error bound then fails.  Take the moments of each sign apart.
@@ -285,10 +288,10 @@ def moments(points: Any, masses: Any = None) -> Moments:
     True
     """
     x = _points("points", points) if np.size(points) else np.zeros((0, 3))
-    w = per_point("masses", masses, x.shape[0], 1.0, "masses", nonnegative=False)
+    w = per_point("mass", mass, x.shape[0], 1.0, "masses", nonnegative=False)
     if (w < 0).any():
         i = int(np.argmax(w < 0))
-        where = f"masses={w[i]}" if np.ndim(masses) == 0 else f"masses[{i}] = {w[i]}"
+        where = f"mass={w[i]}" if np.ndim(mass) == 0 else f"mass[{i}] = {w[i]}"
         raise ValueError(
             f"{where}: masses must be finite and >= 0 (the moments are about the "
             "centre of mass, which masses of both signs put anywhere); take the moments of "

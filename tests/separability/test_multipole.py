@@ -299,7 +299,18 @@ def test_field_softening_and_merge_arguments():
 def test_negative_masses_are_refused_with_the_reason():
     # the moments are about the centre of mass: masses of both signs put it anywhere
     msg = r"the moments are about the centre of mass, .*; take the moments of each sign apart$"
-    with pytest.raises(ValueError, match=rf"^masses\[1\] = -1.0: masses must be .*{msg}"):
+    with pytest.raises(ValueError, match=rf"^mass\[1\] = -1.0: masses must be .*{msg}"):
         moments(np.zeros((2, 3)), [1.0, -1.0])
-    with pytest.raises(ValueError, match=rf"^masses=-2.0: masses must be .*{msg}"):
+    with pytest.raises(ValueError, match=rf"^mass=-2.0: masses must be .*{msg}"):
         moments(np.zeros((2, 3)), -2.0)
+
+
+def test_masses_keyword_still_works_with_a_deprecation_warning():
+    x = np.random.default_rng(3).normal(size=(50, 3))
+    m = np.random.default_rng(4).uniform(0.5, 2.0, 50)
+    want = moments(x, mass=m)
+    with pytest.warns(DeprecationWarning, match=r"moments\(masses=\.\.\.\) is deprecated: pass mass="):
+        got = moments(x, masses=m)
+    assert np.array_equal(got.row, want.row)
+    with pytest.raises(TypeError, match=r"got both masses= and mass=: pass mass= only"):
+        moments(x, masses=m, mass=m)
