@@ -243,11 +243,11 @@ def test_bad_input_is_named():
         moments(x)
     with pytest.raises(ValueError, match=r"points has shape \(4, 2\): must be \(n, 3\)"):
         moments(np.zeros((4, 2)))
-    with pytest.raises(ValueError, match=r"masses\[1\] = -1.0: masses must be finite and >= 0"):
+    with pytest.raises(ValueError, match=r"mass\[1\] = -1.0: masses must be finite and >= 0"):
         moments(np.zeros((2, 3)), [1.0, -1.0])
-    with pytest.raises(ValueError, match=r"masses\[0\] = inf"):
+    with pytest.raises(ValueError, match=r"mass\[0\] = inf"):
         moments(np.zeros((2, 3)), [np.inf, 1.0])
-    with pytest.raises(ValueError, match=r"masses has shape \(3,\): must be a scalar or \(2,\)"):
+    with pytest.raises(ValueError, match=r"mass has shape \(3,\): must be a scalar or \(2,\)"):
         moments(np.zeros((2, 3)), np.ones(3))
     mo = moments(np.ones((2, 3)))
     with pytest.raises(ValueError, match=r"order=4: must be one of \[0, 1, 2, 3\]"):
