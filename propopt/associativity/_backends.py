@@ -19,11 +19,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
-from .. import _kinds, _validate
+from .. import _dispatch, _kinds, _validate
 from ._cpu import SUPPORTED
 from .monoid import Monoid
 
@@ -69,11 +69,7 @@ class ScanPlan:
         return _kinds.describe(self.leaves[0])
 
 
-class Backend(NamedTuple):
-    """One way to run a scan."""
-
-    refuse: Callable[[ScanPlan], Exception | None]
-    run: Callable[[ScanPlan], Leaves]
+Backend = _dispatch.Backend  # Backend[ScanPlan, Leaves]: refuse(plan), run(plan)
 
 
 # ------------------------------------------------------------------- refusals
@@ -171,11 +167,16 @@ def _refuse_torch(plan: ScanPlan) -> Exception | None:
     return None
 
 
+def _torch_op(plan: ScanPlan) -> str:
+    """The torch function for the plan's monoid (one that :func:`_refuse_torch` accepted)."""
+    return TORCH_OPS[str(getattr(plan.fn, "name", ""))][0]
+
+
 def _refuse_torch_auto(plan: ScanPlan) -> Exception | None:
     """'auto' takes torch's op below its measured crossover with the CUDA kernel."""
     err = _refuse_torch(plan)
     if err is None:
-        op = TORCH_OPS[plan.fn.name][0]  # type: ignore[union-attr]
+        op = _torch_op(plan)
         if plan.leaves[0].numel() >= TORCH_AUTO_BELOW[op]:
             return ValueError(f"the CUDA kernel is faster than torch.{op} at this size")
     return err
@@ -237,7 +238,7 @@ def _run_torch(plan: ScanPlan) -> Leaves:
     import torch
 
     x = plan.leaves[0]
-    op = TORCH_OPS[plan.fn.name][0]  # type: ignore[union-attr]
+    op = _torch_op(plan)
     if op == "logcumsumexp":
         return [torch.logcumsumexp(x, dim=plan.axis)]
     return [getattr(torch, op)(x, dim=plan.axis, dtype=x.dtype)]
@@ -292,26 +293,22 @@ BACKENDS: dict[str, Backend] = {
 }
 """Every backend by its ``method=`` name."""
 
-AUTO: tuple[tuple[str, Callable[[ScanPlan], Exception | None]], ...] = (
-    ("dask", _refuse_dask),
-    ("torch", _refuse_torch_auto),
-    ("cuda", _refuse_cuda),
-    ("cpu", _refuse_cpu),
-    ("generic", _refuse_generic_auto),
-)
+AUTO: tuple[str, ...] = ("dask", "torch", "cuda", "cpu", "generic")
 """``method='auto'``: the first of these that accepts, in this order."""
+
+AUTO_REFUSE: dict[str, Callable[[ScanPlan], Exception | None]] = {
+    "torch": _refuse_torch_auto,
+    "generic": _refuse_generic_auto,
+}
+"""The rows that ``'auto'`` takes less often than an explicit ``method=``."""
 
 
 def choose(method: str, plan: ScanPlan) -> str:
     """The backend for ``method`` ('auto': the first in :data:`AUTO` that accepts), or its error."""
-    if method != "auto":
-        err = BACKENDS[method].refuse(plan)
-        if err is not None:
-            raise err
-        return method
-    for name, refuse in AUTO:
-        if refuse(plan) is None:
-            return name
+    key = None if method == "auto" else method
+    name = _dispatch.choose(BACKENDS, key, plan, AUTO, AUTO_REFUSE)
+    if name is not None:
+        return name
     # only CUDA device arrays get here: the GPU kernels are what could have run them
     err = _refuse_cuda(plan)
     if isinstance(err, ValueError) and not plan.is_monoid:

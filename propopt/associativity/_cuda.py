@@ -407,7 +407,7 @@ def kernels(monoid: Monoid, dtype: np.dtype) -> tuple[Any, int]:
 
     dtype = np.dtype(dtype)
     tpb, items = _shape(monoid.arity, dtype.itemsize)
-    sim = bool(config.ENABLE_CUDASIM)
+    sim = bool(getattr(config, "ENABLE_CUDASIM", 0))
     cache = _jit.kernel_cache(monoid, "cuda")
     key = (dtype, tpb, items, sim)
     if key not in cache:

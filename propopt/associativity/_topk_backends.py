@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
-from .. import _kinds
+from .. import _dispatch, _kinds
 from . import _topk_reference
 from ._topk_checks import torch_gather, torch_numpy
 from ._topk_threads import best_positions
@@ -43,9 +43,7 @@ class TopKPlan:
         return self.kind in (_kinds.TORCH_CUDA, _kinds.CUDA)
 
 
-class Backend(NamedTuple):
-    refuse: Callable[[TopKPlan], Exception | None]
-    run: Callable[[TopKPlan], tuple[Any, Any]]
+Backend = _dispatch.Backend  # Backend[TopKPlan, (values, indices)]
 
 
 def _refuse_cuda(plan: TopKPlan) -> Exception | None:
@@ -113,16 +111,10 @@ def choose(method: str, plan: TopKPlan) -> str:
     """The backend for ``method`` ('auto': the first of :data:`AUTO` that accepts), or its error."""
     if method not in METHODS:
         raise ValueError(f"method={method!r} is not one of {', '.join(map(repr, METHODS))}")
-    if method == "auto":
-        for name in AUTO:
-            if BACKENDS[name].refuse(plan) is None:
-                return name
-        # only CUDA inputs get here, when numba cannot use the GPU
+    name = _dispatch.choose(BACKENDS, None if method == "auto" else method, plan, AUTO)
+    if name is None:  # only CUDA inputs get here, when numba cannot use the GPU
         raise BACKENDS["cuda"].refuse(plan) or AssertionError("no top-k backend accepts")
-    err = BACKENDS[method].refuse(plan)
-    if err is not None:
-        raise err
-    return method
+    return name
 
 
 def _positions(

@@ -25,11 +25,11 @@ from __future__ import annotations
 import numbers
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 
 import numpy as np
 
-from .. import _jit, _kinds, threads
+from .. import _dispatch, _jit, _kinds, threads
 from ..arrays import per_point, points
 from . import _cpu, _reference
 
@@ -105,11 +105,7 @@ def _cuda_run(p: PairPlan) -> np.ndarray:
     return _cuda.pair_sum(p.kernel, p.X, p.w, p.args, p.k, p.scalar, p.signs, p.T, p.tile)
 
 
-class Backend(NamedTuple):
-    """One way to run a pair sum: what it refuses, and the run."""
-
-    refuse: Callable[[PairPlan], Exception | None]
-    run: Callable[[PairPlan], np.ndarray]
+Backend = _dispatch.Backend  # Backend[PairPlan, ndarray]: one way to run a pair sum
 
 
 def _takes_any(p: PairPlan) -> Exception | None:
@@ -151,17 +147,13 @@ AUTO: tuple[str, ...] = ("halved", "full")
 
 def choose(method: str, device: str, plan: PairPlan) -> tuple[str, str]:
     """The backend for ``(method, device)`` ('auto': the first of :data:`AUTO` that accepts)."""
-    if method == "auto":
-        for name in AUTO:
-            if BACKENDS[name, device].refuse(plan) is None:
-                return name, device
-        raise AssertionError("no pair-sum backend accepts this plan")
-    if (method, device) not in BACKENDS:
+    if method != "auto" and (method, device) not in BACKENDS:
         raise ValueError(f"method={method!r} does not run on device={device!r}")
-    err = BACKENDS[method, device].refuse(plan)
-    if err is not None:
-        raise err
-    return method, device
+    key = None if method == "auto" else (method, device)
+    got = _dispatch.choose(BACKENDS, key, plan, [(name, device) for name in AUTO])
+    if got is None:
+        raise AssertionError("no pair-sum backend accepts this plan")
+    return got
 
 
 def weights_of(weights: Any, n: int, name: str = "weights") -> np.ndarray:

@@ -309,7 +309,9 @@ def test_masses_keyword_still_works_with_a_deprecation_warning():
     x = np.random.default_rng(3).normal(size=(50, 3))
     m = np.random.default_rng(4).uniform(0.5, 2.0, 50)
     want = moments(x, mass=m)
-    with pytest.warns(DeprecationWarning, match=r"moments\(masses=\.\.\.\) is deprecated: pass mass="):
+    with pytest.warns(
+        DeprecationWarning, match=r"moments\(masses=\.\.\.\) is deprecated: pass mass="
+    ):
         got = moments(x, masses=m)
     assert np.array_equal(got.row, want.row)
     with pytest.raises(TypeError, match=r"got both masses= and mass=: pass mass= only"):
