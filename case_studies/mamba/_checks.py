@@ -108,15 +108,16 @@ def check_complex(A: Any, B: Any, C: Any, initial_state: Any) -> bool:
     return True
 
 
-def refuse_complex_cuda(named: dict[str, Any]) -> None:
-    """The CUDA kernel is real only: name the first complex argument and the fix."""
+def complex_cuda_error(named: dict[str, Any]) -> TypeError | None:
+    """The CUDA kernel is real only: the error naming the first complex argument and the fix."""
     for name, x in named.items():
         if is_complex(x):
-            raise TypeError(
+            return TypeError(
                 f"{name} has dtype {dtype_name(x)}: method='cuda' takes real A, B, C only; "
                 "for complex A (S4D-Lin) on CUDA tensors use method='parallel' (or 'auto'), "
                 "or run on CPU"
             )
+    return None
 
 
 def _want(name: str, x: Any, shape: tuple[int, ...], text: str) -> None:

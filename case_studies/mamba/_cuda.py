@@ -160,9 +160,11 @@ def scan_torch(u: Any, delta: Any, A: Any, B: Any, C: Any, D: Any, z: Any, delta
     """Forward on torch CUDA tensors; returns (out in the compute dtype, last state)."""
     import torch
 
-    from ._checks import refuse_complex_cuda
+    from ._checks import complex_cuda_error
 
-    refuse_complex_cuda(dict(A=A, B=B, C=C, initial_state=initial_state))  # real kernel only
+    err = complex_cuda_error(dict(A=A, B=B, C=C, initial_state=initial_state))
+    if err is not None:  # the kernel is real only
+        raise err
 
     cdt = torch.float64 if u.dtype == torch.float64 else torch.float32
     batch, dim, L = u.shape

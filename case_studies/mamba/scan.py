@@ -14,10 +14,12 @@ Semantics are those of mamba_ssm's ``selective_scan_fn`` /
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 
+from propopt import dispatch
 from propopt.arrays import array_module, flag
 
 from . import _checks, _complex, _host, _parallel, _reference
@@ -203,10 +205,130 @@ def _swap_last_two(v: Any) -> Any:
     return array_module(v).swapaxes(v, 1, 2)
 
 
+@dataclass
+class _Plan:
+    """A checked selective scan: what every backend of :data:`BACKENDS` receives."""
+
+    named: dict[str, Any]
+    kind: str
+    cplx: bool
+    needs_grad: bool
+    softplus: bool
+    scale_b: bool
+    starts: np.ndarray | None
+
+
+def _refuse_cpu(p: _Plan) -> Exception | None:
+    if p.kind == "torch-cuda":
+        return ValueError("method='cpu' got torch CUDA tensors; use method='cuda' or "
+                          "'parallel', or move the tensors to the CPU")  # fmt: skip
+    return None
+
+
+def _refuse_cuda(p: _Plan) -> Exception | None:
+    if p.kind != "torch-cuda":
+        return ValueError(f"method='cuda' needs torch CUDA tensors, got {p.kind} arrays; "
+                          "use method='cpu' or move the tensors to the GPU")  # fmt: skip
+    if p.cplx:
+        return _checks.complex_cuda_error(p.named)
+    if p.needs_grad:
+        return ValueError("method='cuda' computes the forward only; for gradients on CUDA "
+                          "tensors use method='parallel' (or 'auto')")  # fmt: skip
+    return None
+
+
+def _takes_any(p: _Plan) -> Exception | None:
+    return None
+
+
+def _auto_parallel(p: _Plan) -> Exception | None:
+    """'auto' runs the torch-op scan only on CUDA tensors that the CUDA kernel refuses."""
+    return None if p.kind == "torch-cuda" else ValueError("the CPU kernel takes host arrays")
+
+
+def _starts_on(p: _Plan) -> Any:
+    """The sequence starts on the arrays' device (None: one sequence per row)."""
+    if p.starts is None or p.kind == "numpy":
+        return p.starts
+    import torch
+
+    return torch.from_numpy(p.starts).to(p.named["u"].device)
+
+
+def _run_cpu(p: _Plan) -> tuple[Any, Any]:
+    if p.cplx:
+        args = _to_compute(p.named, p.kind, complex_A=True)
+        if p.kind == "torch" and p.needs_grad:
+            from ._autograd import ComplexScanFn
+
+            return ComplexScanFn.apply(  # type: ignore[no-any-return]
+                *(args[k] for k in _complex.NAMES), p.softplus, p.starts
+            )
+        if p.kind == "torch":
+            import torch
+
+            arrs = {k: None if v is None else v.detach().numpy() for k, v in args.items()}
+            out, last = _complex.scan_numpy(arrs, p.softplus, p.starts)
+            return torch.from_numpy(out), torch.from_numpy(last)
+        return _complex.scan_numpy(args, p.softplus, p.starts)
+    if p.kind == "torch" and p.needs_grad:
+        from ._autograd import SelectiveScanFn
+
+        n = p.named
+        return SelectiveScanFn.apply(  # type: ignore[no-any-return]
+            n["u"], n["delta"], n["A"], n["B"], n["C"], n["D"], n["z"], n["delta_bias"],
+            n["initial_state"], p.softplus, p.scale_b, p.starts,
+        )  # fmt: skip
+    args = _to_compute(p.named, p.kind)
+    return _cpu_numpy(args, p.softplus, p.scale_b, p.kind, p.starts)
+
+
+_ARGS = ("u", "delta", "A", "B", "C", "D", "z", "delta_bias")
+
+
+def _run_cuda(p: _Plan) -> tuple[Any, Any]:
+    from ._cuda import scan_torch
+
+    args = _to_compute(p.named, p.kind)
+    return scan_torch(*(args[k] for k in _ARGS), p.softplus, args["initial_state"], p.scale_b,
+                      _starts_on(p))  # fmt: skip
+
+
+def _run_parallel(p: _Plan) -> tuple[Any, Any]:
+    args = _to_compute(p.named, p.kind, complex_A=p.cplx)
+    scale_b = True if p.cplx else p.scale_b
+    return _parallel.scan(*(args[k] for k in _ARGS), p.softplus, args["initial_state"], scale_b,
+                          _starts_on(p))  # fmt: skip
+
+
+def _run_reference(p: _Plan) -> tuple[Any, Any]:
+    args = _to_compute(p.named, p.kind, complex_A=p.cplx)
+    if p.cplx:
+        return _reference.reference(**args, delta_softplus=p.softplus, starts=_starts_on(p))
+    return _reference.reference(**args, delta_softplus=p.softplus, scale_b=p.scale_b,
+                                starts=_starts_on(p))  # fmt: skip
+
+
+BACKENDS: dict[str, dispatch.Backend[_Plan, tuple[Any, Any]]] = {
+    "cuda": dispatch.Backend(_refuse_cuda, _run_cuda),
+    "parallel": dispatch.Backend(_takes_any, _run_parallel),
+    "cpu": dispatch.Backend(_refuse_cpu, _run_cpu),
+    "reference": dispatch.Backend(_takes_any, _run_reference),
+}
+"""Every backend of :func:`selective_scan` by its ``method=`` name."""
+
+AUTO: tuple[str, ...] = ("cuda", "parallel", "cpu")
+"""``method='auto'``: the first of these that accepts (the fused CUDA kernel for a
+forward on CUDA tensors, torch ops there otherwise, the CPU kernel on the host)."""
+
+
 def _dispatch(u: Any, delta: Any, A: Any, B: Any, C: Any, D: Any, z: Any, delta_bias: Any,
               softplus: bool, initial_state: Any, method: str, scale_b: bool,
               packed: tuple[Any, Any] = (None, None)) -> tuple[Any, Any]:  # fmt: skip
-    """Check the arrays, then run ``method``; ``packed`` is ``(seq_idx, cu_seqlens)``."""
+    """Check the arrays into a plan, then run the backend ``method`` picks from :data:`BACKENDS`.
+
+    ``packed`` is ``(seq_idx, cu_seqlens)``.
+    """
     if method not in METHODS:
         raise ValueError(f"method={method!r} is not one of {', '.join(map(repr, METHODS))}")
     named = _checks.native(dict(u=u, delta=delta, A=A, B=B, C=C, D=D, z=z,
@@ -222,85 +344,14 @@ def _dispatch(u: Any, delta: Any, A: Any, B: Any, C: Any, D: Any, z: Any, delta_
     if starts is not None and not starts.any():
         starts = None  # one sequence per row: nothing to reset
     needs_grad = kind != "numpy" and _needs_grad(named)
-    if method == "auto":
-        method = ("parallel" if needs_grad or cplx else "cuda") if kind == "torch-cuda" else "cpu"
-    if method == "cuda" and kind != "torch-cuda":
-        raise ValueError(f"method='cuda' needs torch CUDA tensors, got {kind} arrays; "
-                         "use method='cpu' or move the tensors to the GPU")  # fmt: skip
-    if method == "cpu" and kind == "torch-cuda":
-        raise ValueError("method='cpu' got torch CUDA tensors; use method='cuda' or "
-                         "'parallel', or move the tensors to the CPU")  # fmt: skip
-    if method == "cuda" and cplx:
-        _checks.refuse_complex_cuda(named)
-    if method == "cuda" and needs_grad:
-        raise ValueError("method='cuda' computes the forward only; for gradients on CUDA "
-                         "tensors use method='parallel' (or 'auto')")  # fmt: skip
-    in_dtype = u.dtype
-    if cplx:
-        return _scan_complex(named, kind, method, needs_grad, softplus, starts)
-    if method == "cpu" and kind == "torch" and needs_grad:
-        from ._autograd import SelectiveScanFn
-
-        return SelectiveScanFn.apply(u, delta, A, B, C, D, z, delta_bias,  # type: ignore[no-any-return]
-                                     initial_state, softplus, scale_b, starts)  # fmt: skip
-    args = _to_compute(named, kind)
-    st = starts
-    if starts is not None and kind != "numpy":
-        import torch
-
-        st = torch.from_numpy(starts).to(u.device)
-    if method == "cpu":
-        out, last = _cpu_numpy(args, softplus, scale_b, kind, starts)
-    elif method == "cuda":
-        from ._cuda import scan_torch
-
-        out, last = scan_torch(*(args[k] for k in ("u", "delta", "A", "B", "C", "D", "z",
-                                                   "delta_bias")),
-                               softplus, args["initial_state"], scale_b, st)  # fmt: skip
-    elif method == "parallel":
-        out, last = _parallel.scan(*(args[k] for k in ("u", "delta", "A", "B", "C", "D", "z",
-                                                       "delta_bias")),
-                                   softplus, args["initial_state"], scale_b, st)  # fmt: skip
-    else:
-        out, last = _reference.reference(**args, delta_softplus=softplus,
-                                         scale_b=scale_b, starts=st)  # fmt: skip
+    plan = _Plan(named, kind, cplx, needs_grad, softplus, scale_b, starts)
+    key = None if method == "auto" else method
+    name = dispatch.choose(BACKENDS, key, plan, AUTO, {"parallel": _auto_parallel})
+    assert name is not None  # 'parallel' takes every CUDA plan, 'cpu' every host plan
+    out, last = BACKENDS[name].run(plan)
     if kind == "numpy":
-        return out.astype(in_dtype, copy=False), last
-    return out.to(in_dtype), last
-
-
-def _scan_complex(named: dict[str, Any], kind: str, method: str, needs_grad: bool,
-                  softplus: bool, starts: np.ndarray | None) -> tuple[Any, Any]:  # fmt: skip
-    """The complex (S4D-Lin) scan: ``method`` is 'cpu', 'parallel' or 'reference'."""
-    args = _to_compute(named, kind, complex_A=True)
-    in_dtype = named["u"].dtype
-    st = starts
-    if starts is not None and kind != "numpy":
-        import torch
-
-        st = torch.from_numpy(starts).to(named["u"].device)
-    if method == "cpu" and kind == "torch" and needs_grad:
-        from ._autograd import ComplexScanFn
-
-        out, last = ComplexScanFn.apply(*(args[k] for k in _complex.NAMES), softplus, starts)
-    elif method == "cpu":
-        if kind == "torch":
-            import torch
-
-            arrs = {k: None if v is None else v.detach().numpy() for k, v in args.items()}
-            out, last = _complex.scan_numpy(arrs, softplus, starts)
-            out, last = torch.from_numpy(out), torch.from_numpy(last)
-        else:
-            out, last = _complex.scan_numpy(args, softplus, starts)
-    elif method == "parallel":
-        out, last = _parallel.scan(*(args[k] for k in ("u", "delta", "A", "B", "C", "D", "z",
-                                                       "delta_bias")),
-                                   softplus, args["initial_state"], True, st)  # fmt: skip
-    else:
-        out, last = _reference.reference(**args, delta_softplus=softplus, starts=st)
-    if kind == "numpy":
-        return out.astype(in_dtype, copy=False), last
-    return out.to(in_dtype), last
+        return out.astype(u.dtype, copy=False), last
+    return out.to(u.dtype), last
 
 
 def _needs_grad(named: dict[str, Any]) -> bool:

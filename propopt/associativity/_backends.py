@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _dispatch, _kinds, _validate
+from .. import _kinds, _validate, dispatch
 from ._cpu import SUPPORTED
 from .monoid import Monoid
 
@@ -69,7 +69,7 @@ class ScanPlan:
         return _kinds.describe(self.leaves[0])
 
 
-Backend = _dispatch.Backend  # Backend[ScanPlan, Leaves]: refuse(plan), run(plan)
+Backend = dispatch.Backend  # Backend[ScanPlan, Leaves]: refuse(plan), run(plan)
 
 
 # ------------------------------------------------------------------- refusals
@@ -306,7 +306,7 @@ AUTO_REFUSE: dict[str, Callable[[ScanPlan], Exception | None]] = {
 def choose(method: str, plan: ScanPlan) -> str:
     """The backend for ``method`` ('auto': the first in :data:`AUTO` that accepts), or its error."""
     key = None if method == "auto" else method
-    name = _dispatch.choose(BACKENDS, key, plan, AUTO, AUTO_REFUSE)
+    name = dispatch.choose(BACKENDS, key, plan, AUTO, AUTO_REFUSE)
     if name is not None:
         return name
     # only CUDA device arrays get here: the GPU kernels are what could have run them

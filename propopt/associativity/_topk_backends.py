@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _dispatch, _kinds
+from .. import _kinds, dispatch
 from . import _topk_reference
 from ._topk_checks import torch_gather, torch_numpy
 from ._topk_threads import best_positions
@@ -43,7 +43,7 @@ class TopKPlan:
         return self.kind in (_kinds.TORCH_CUDA, _kinds.CUDA)
 
 
-Backend = _dispatch.Backend  # Backend[TopKPlan, (values, indices)]
+Backend = dispatch.Backend  # Backend[TopKPlan, (values, indices)]
 
 
 def _refuse_cuda(plan: TopKPlan) -> Exception | None:
@@ -111,7 +111,7 @@ def choose(method: str, plan: TopKPlan) -> str:
     """The backend for ``method`` ('auto': the first of :data:`AUTO` that accepts), or its error."""
     if method not in METHODS:
         raise ValueError(f"method={method!r} is not one of {', '.join(map(repr, METHODS))}")
-    name = _dispatch.choose(BACKENDS, None if method == "auto" else method, plan, AUTO)
+    name = dispatch.choose(BACKENDS, None if method == "auto" else method, plan, AUTO)
     if name is None:  # only CUDA inputs get here, when numba cannot use the GPU
         raise BACKENDS["cuda"].refuse(plan) or AssertionError("no top-k backend accepts")
     return name

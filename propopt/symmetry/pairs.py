@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .. import _dispatch, _jit, _kinds, threads
+from .. import _jit, _kinds, dispatch, threads
 from ..arrays import per_point, points
 from . import _cpu, _reference
 
@@ -105,7 +105,7 @@ def _cuda_run(p: PairPlan) -> np.ndarray:
     return _cuda.pair_sum(p.kernel, p.X, p.w, p.args, p.k, p.scalar, p.signs, p.T, p.tile)
 
 
-Backend = _dispatch.Backend  # Backend[PairPlan, ndarray]: one way to run a pair sum
+Backend = dispatch.Backend  # Backend[PairPlan, ndarray]: one way to run a pair sum
 
 
 def _takes_any(p: PairPlan) -> Exception | None:
@@ -150,7 +150,7 @@ def choose(method: str, device: str, plan: PairPlan) -> tuple[str, str]:
     if method != "auto" and (method, device) not in BACKENDS:
         raise ValueError(f"method={method!r} does not run on device={device!r}")
     key = None if method == "auto" else (method, device)
-    got = _dispatch.choose(BACKENDS, key, plan, [(name, device) for name in AUTO])
+    got = dispatch.choose(BACKENDS, key, plan, [(name, device) for name in AUTO])
     if got is None:
         raise AssertionError("no pair-sum backend accepts this plan")
     return got

@@ -243,5 +243,5 @@ def test_cuda_refuses_complex_with_the_fix():
                                         r"A, B, C only; for complex A \(S4D-Lin\) on CUDA "
                                         r"tensors use method='parallel' \(or 'auto'\), or "
                                         "run on CPU$"):  # fmt: skip
-        _checks.refuse_complex_cuda(named)
-    _checks.refuse_complex_cuda({"u": np.ones((1, 1, 1)), "A": np.ones((1, 1))})  # real: fine
+        raise _checks.complex_cuda_error(named)
+    assert _checks.complex_cuda_error({"u": np.ones((1, 1, 1)), "A": np.ones((1, 1))}) is None

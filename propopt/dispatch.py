@@ -1,5 +1,8 @@
 """One dispatch layer: a verb's backend table and the choice of a backend for its plan.
 
+Public so that code built on propopt (the case studies first) dispatches as
+the verbs do.
+
 A verb validates its arguments once into a plan, then picks a row of its
 table.  Each row is a :class:`Backend`: ``refuse(plan)`` says why the row
 cannot run the plan (the error an explicit choice raises, and the reason
