@@ -13,10 +13,12 @@ Methods:
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 
+from propopt import dispatch
 from propopt.arrays import flag
 
 from . import _checks, _ssd_cpu, _ssd_host, _ssd_nonfinite, _ssd_reference
@@ -176,39 +178,23 @@ def ssd_scan(
         raise ValueError("return_varlen_states=True needs cu_seqlens (the packed sequences' "
                          "boundaries)")  # fmt: skip
     needs_grad = kind != "numpy" and _needs_grad(named)
-    if method == "auto":
-        method = "torch" if kind == "torch-cuda" or needs_grad else "cpu"
-    if method == "cpu" and kind == "torch-cuda":
-        raise ValueError("method='cpu' got torch CUDA tensors; use method='torch' (or 'auto'), "
-                         "or move the tensors to the CPU")  # fmt: skip
-    if method == "cpu" and needs_grad:
-        raise ValueError("method='cpu' computes no gradients; use method='torch' (or 'auto') "
-                         "for tensors that require grad, or detach them")  # fmt: skip
-    if method == "torch" and kind == "numpy":
-        raise ValueError("method='torch' needs torch tensors; use method='cpu' for numpy arrays")
     cdt = _compute_dtype(kind, x.dtype)
-    args = {k: None if v is None else _cast(v, cdt, kind) for k, v in named.items()}
-    flags: dict[str, Any] = dict(softplus=dt_softplus, dt_limit=(lo, hi))
-    state_cu = cu if return_varlen_states else None  # the sequences whose states are returned
+    plan = _Plan(
+        args={k: None if v is None else _cast(v, cdt, kind) for k, v in named.items()},
+        chunk=Q,
+        flags=dict(softplus=dt_softplus, dt_limit=(lo, hi)),
+        starts=starts,
+        state_cu=cu if return_varlen_states else None,  # the sequences whose states are returned
+        kind=kind,
+        needs_grad=needs_grad,
+    )
+    key = None if method == "auto" else method
+    name = dispatch.choose(BACKENDS, key, plan, AUTO, {"torch": _auto_torch})
+    assert name is not None  # 'torch' takes every tensor, 'cpu' every NumPy plan
     if L == 0:
-        y, final, varlen = _empty(args, kind, state_cu)
-    elif method == "cpu":
-        y, final, varlen = _run_cpu(args, Q, flags, starts, state_cu, kind)
-    elif method == "torch":
-        from . import _ssd_torch
-
-        y, final, varlen, bad = _ssd_torch.forward(
-            args["x"], args["dt"], args["A"], args["B"], args["C"], Q, args["D"], args["z"],
-            args["dt_bias"], flags["softplus"], flags["dt_limit"], args["initial_states"],
-            starts, state_cu)  # fmt: skip
-        bad = bad | _ssd_nonfinite.nonfinite_outputs(y, final, varlen, state_cu)
-        y, final, varlen = _ssd_nonfinite.repair(y, final, varlen, bad, args, starts=starts,
-                                                 cu=state_cu, **flags)  # fmt: skip
+        y, final, varlen = _empty(plan.args, kind, plan.state_cu)
     else:
-        y, final, varlen = _ssd_reference.ssd_reference(
-            args["x"], args["dt"], args["A"], args["B"], args["C"], args["D"], args["z"],
-            args["dt_bias"], flags["softplus"], flags["dt_limit"], args["initial_states"],
-            starts, state_cu)  # fmt: skip
+        y, final, varlen = BACKENDS[name].run(plan)
     y = y.astype(x.dtype, copy=False) if kind == "numpy" else y.to(x.dtype)
     res = [y]
     if return_final_states:
@@ -216,6 +202,82 @@ def ssd_scan(
     if return_varlen_states:
         res.append(varlen)
     return res[0] if len(res) == 1 else tuple(res)
+
+
+# ------------------------------------------------------------------ backends
+@dataclass
+class _Plan:
+    """A checked SSD scan in its compute dtype: what every backend of :data:`BACKENDS` runs."""
+
+    args: dict[str, Any]
+    chunk: int
+    flags: dict[str, Any]
+    starts: Any
+    state_cu: Any
+    kind: str
+    needs_grad: bool
+
+
+def _refuse_cpu(p: _Plan) -> Exception | None:
+    if p.kind == "torch-cuda":
+        return ValueError("method='cpu' got torch CUDA tensors; use method='torch' (or 'auto'), "
+                          "or move the tensors to the CPU")  # fmt: skip
+    if p.needs_grad:
+        return ValueError("method='cpu' computes no gradients; use method='torch' (or 'auto') "
+                          "for tensors that require grad, or detach them")  # fmt: skip
+    return None
+
+
+def _refuse_torch(p: _Plan) -> Exception | None:
+    if p.kind == "numpy":
+        return ValueError("method='torch' needs torch tensors; use method='cpu' for numpy arrays")
+    return None
+
+
+def _takes_any(p: _Plan) -> Exception | None:
+    return None
+
+
+def _auto_torch(p: _Plan) -> Exception | None:
+    """'auto' runs torch ops for CUDA tensors and for gradients; the CPU kernels otherwise."""
+    if p.kind == "torch-cuda" or p.needs_grad:
+        return None
+    return ValueError("the CPU kernels take this plan")
+
+
+def _backend_cpu(p: _Plan) -> tuple[Any, Any, Any]:
+    return _run_cpu(p.args, p.chunk, p.flags, p.starts, p.state_cu, p.kind)
+
+
+def _backend_torch(p: _Plan) -> tuple[Any, Any, Any]:
+    from . import _ssd_torch
+
+    a = p.args
+    f = p.flags
+    y, final, varlen, bad = _ssd_torch.forward(
+        a["x"], a["dt"], a["A"], a["B"], a["C"], p.chunk, a["D"], a["z"], a["dt_bias"],
+        f["softplus"], f["dt_limit"], a["initial_states"], p.starts, p.state_cu)  # fmt: skip
+    bad = bad | _ssd_nonfinite.nonfinite_outputs(y, final, varlen, p.state_cu)
+    return _ssd_nonfinite.repair(y, final, varlen, bad, a, starts=p.starts, cu=p.state_cu,
+                                 **p.flags)  # fmt: skip
+
+
+def _backend_reference(p: _Plan) -> tuple[Any, Any, Any]:
+    a, f = p.args, p.flags
+    return _ssd_reference.ssd_reference(  # type: ignore[no-any-return]
+        a["x"], a["dt"], a["A"], a["B"], a["C"], a["D"], a["z"], a["dt_bias"],
+        f["softplus"], f["dt_limit"], a["initial_states"], p.starts, p.state_cu)  # fmt: skip
+
+
+BACKENDS: dict[str, dispatch.Backend[_Plan, tuple[Any, Any, Any]]] = {
+    "torch": dispatch.Backend(_refuse_torch, _backend_torch),
+    "cpu": dispatch.Backend(_refuse_cpu, _backend_cpu),
+    "reference": dispatch.Backend(_takes_any, _backend_reference),
+}
+"""Every backend of :func:`ssd_scan` by its ``method=`` name."""
+
+AUTO: tuple[str, ...] = ("torch", "cpu")
+"""``method='auto'``: the first of these that accepts (by ``_auto_torch`` for torch)."""
 
 
 # ------------------------------------------------------------------ helpers
