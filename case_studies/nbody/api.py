@@ -22,11 +22,12 @@ and returns ``(acc, pot)``, ``pot`` None unless ``potential=True``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from propopt import direct_gravity
+from propopt import direct_gravity, dispatch
 from propopt.arrays import count, flag
 
 from ._args import check_theta
@@ -38,7 +39,7 @@ METHODS = ("tree", "fmm", "direct")
 DEVICES = ("cpu", "cuda", "dask")
 """Where :func:`field` runs: numba threads, numba.cuda, or a Dask cluster (``client=``)."""
 METHOD_DEVICES = {"tree": ("cpu", "cuda", "dask"), "fmm": ("cpu",), "direct": ("cpu", "cuda")}
-"""The devices each method runs on."""
+"""The devices each method runs on (the keys of :data:`BACKENDS`)."""
 OPTIONS = {
     "tree": ("theta", "leaf_size", "quadrupole", "group_size", "precision"),
     "fmm": ("theta", "leaf_size", "tol", "order"),
@@ -183,42 +184,93 @@ def field(
     potential = flag("potential", potential)
     if targets is None and target_eps is not None:
         raise ValueError("target_eps is given without targets: pass targets=, or leave it out")
-    if method == "direct":
-        return direct_gravity(pos, mass, eps=eps, G=G, targets=targets, target_eps=target_eps,
-                              softening=softening, device=device, potential=potential)  # fmt: skip
-    if method == "fmm":
-        from .fmm import LEAF_SIZE, TOL, fmm
+    plan = _Plan(pos, mass, eps, softening, G, targets, target_eps, potential, device,
+                 {k: v for k, v in given.items() if v is not None}, client, chunk)  # fmt: skip
+    key = (method, device)
+    dispatch.choose(BACKENDS, key, plan, ())  # raises the row's refusal
+    return BACKENDS[key].run(plan)
 
-        return fmm(pos, mass, tol=TOL if tol is None else tol, eps=eps, targets=targets,
-                   target_eps=target_eps, G=G, potential=potential, order=order,
-                   theta=None if theta is None else check_theta(theta, "fmm"),
-                   leaf_size=LEAF_SIZE if leaf_size is None else leaf_size,
-                   softening=softening)  # fmt: skip
+
+@dataclass
+class _Plan:
+    """A checked :func:`field` call: what every backend of :data:`BACKENDS` runs."""
+
+    pos: Any
+    mass: Any
+    eps: Any
+    softening: str
+    G: float
+    targets: Any
+    target_eps: Any
+    potential: bool
+    device: str
+    options: dict[str, Any]  # the method's own options that were given
+    client: Any
+    chunk: Any
+
+
+def _takes_any(p: _Plan) -> Exception | None:
+    return None
+
+
+def _refuse_dask(p: _Plan) -> Exception | None:
+    if p.client is None:
+        return ValueError("device='dask' needs client= (a distributed.Client)")
+    if p.targets is None:
+        return ValueError(
+            "device='dask' splits targets= into chunks: pass targets (e.g. the "
+            "bodies' positions), or use device='cpu' for the field at the bodies"
+        )
+    return None
+
+
+def _direct(p: _Plan) -> tuple[Any, Any]:
+    return direct_gravity(p.pos, p.mass, eps=p.eps, G=p.G, targets=p.targets,  # type: ignore[no-any-return]
+                          target_eps=p.target_eps, softening=p.softening, device=p.device,
+                          potential=p.potential)  # fmt: skip
+
+
+def _fmm(p: _Plan) -> tuple[Any, Any]:
+    from .fmm import LEAF_SIZE, TOL, fmm
+
+    o = p.options
+    theta = o.get("theta")
+    return fmm(p.pos, p.mass, tol=o.get("tol", TOL), eps=p.eps, targets=p.targets,
+               target_eps=p.target_eps, G=p.G, potential=p.potential, order=o.get("order"),
+               theta=None if theta is None else check_theta(theta, "fmm"),
+               leaf_size=o.get("leaf_size", LEAF_SIZE), softening=p.softening)  # fmt: skip
+
+
+def _tree(p: _Plan) -> tuple[Any, Any]:
     from .barnes_hut import GROUP_SIZE, LEAF_SIZE, THETA, Octree
 
-    tree = Octree.build(pos, mass, eps=eps, softening=softening,
-                        leaf_size=LEAF_SIZE if leaf_size is None else leaf_size)  # fmt: skip
+    o = p.options
+    tree = Octree.build(p.pos, p.mass, eps=p.eps, softening=p.softening,
+                        leaf_size=o.get("leaf_size", LEAF_SIZE))  # fmt: skip
     kw: dict[str, Any] = dict(
-        theta=THETA if theta is None else check_theta(theta, "tree"),
-        quadrupole=True if quadrupole is None else quadrupole,
-        group_size=GROUP_SIZE if group_size is None else group_size,
-        precision="float64" if precision is None else precision,
-        G=G,
-        potential=potential,
+        theta=check_theta(o.get("theta", THETA), "tree"),
+        quadrupole=o.get("quadrupole", True),
+        group_size=o.get("group_size", GROUP_SIZE),
+        precision=o.get("precision", "float64"),
+        G=p.G,
+        potential=p.potential,
     )
-    if target_eps is not None:
-        kw["target_eps"] = target_eps
-    if device == "dask":
+    if p.target_eps is not None:
+        kw["target_eps"] = p.target_eps
+    if p.device == "dask":
         from .distributed import field_dask
 
-        if client is None:
-            raise ValueError("device='dask' needs client= (a distributed.Client)")
-        if targets is None:
-            raise ValueError(
-                "device='dask' splits targets= into chunks: pass targets (e.g. the "
-                "bodies' positions), or use device='cpu' for the field at the bodies"
-            )
-        return field_dask(client, tree, targets,
-                          chunk=250_000 if chunk is None else count("chunk", chunk),
-                          **kw)  # fmt: skip
-    return tree.field(targets, device=device, **kw)
+        chunk = 250_000 if p.chunk is None else count("chunk", p.chunk)
+        return field_dask(p.client, tree, p.targets, chunk=chunk, **kw)  # type: ignore[no-any-return]
+    return tree.field(p.targets, device=p.device, **kw)  # type: ignore[no-any-return]
+
+
+BACKENDS: dict[tuple[str, str], dispatch.Backend[_Plan, tuple[Any, Any]]] = {
+    ("tree", "cpu"): dispatch.Backend(_takes_any, _tree),
+    ("tree", "cuda"): dispatch.Backend(_takes_any, _tree),
+    ("tree", "dask"): dispatch.Backend(_refuse_dask, _tree),
+    ("fmm", "cpu"): dispatch.Backend(_takes_any, _fmm),
+    ("direct", "cpu"): dispatch.Backend(_takes_any, _direct),
+    ("direct", "cuda"): dispatch.Backend(_takes_any, _direct),
+}
+"""Every ``(method, device)`` that :func:`field` runs."""

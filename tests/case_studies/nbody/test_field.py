@@ -338,3 +338,10 @@ def test_fmm_spline_keeps_tol_and_is_exact_at_theta_zero(sphere):
     np.testing.assert_allclose(p, p0, rtol=1e-10)
     with pytest.raises(ValueError, match=r"^softening='gauss' is not one of 'plummer', 'spline'"):
         fmm(pos, m, softening="gauss")
+
+
+def test_every_method_and_device_named_has_a_backend():
+    from case_studies.nbody import api
+
+    named = {(m, d) for m, ds in api.METHOD_DEVICES.items() for d in ds}
+    assert named == set(api.BACKENDS)
