@@ -22,12 +22,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from itertools import product
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from numba import njit, prange
 
-from .. import threads
+from .. import dispatch, threads
 from ..arrays import inexact, plain
 
 __all__ = ["MATMUL_TILE", "tiled_matmul", "tiled_pairwise", "tiles"]
@@ -129,6 +129,7 @@ def _matmul_tiled(A: Any, B: Any, C: Any, tile: int) -> None:
 
 
 MATMUL_METHODS = ("tiled", "naive", "blas", "reference")
+"""The ``method=`` names of :func:`tiled_matmul` (the keys of ``MATMUL_BACKENDS``)."""
 
 
 @threads.parallel
@@ -198,19 +199,44 @@ def tiled_matmul(A: Any, B: Any, *, method: str = "tiled", tile: int = MATMUL_TI
                 f"{x[i].astype(dt)}): the product runs in float; cast {nm} yourself if the "
                 "rounding is acceptable"
             )
-    a, b = np.ascontiguousarray(a, dt), np.ascontiguousarray(b, dt)
-    if method == "blas":
-        return np.matmul(a, b)
-    if method == "reference":
-        return np.matmul(a.astype(np.float64), b.astype(np.float64)).astype(dt)
-    C = np.zeros((a.shape[0], b.shape[1]), dt)
-    if C.size == 0 or a.shape[1] == 0:
+    plan = _MatmulPlan(np.ascontiguousarray(a, dt), np.ascontiguousarray(b, dt), int(tile))
+    return MATMUL_BACKENDS[method].run(plan)
+
+
+class _MatmulPlan(NamedTuple):
+    """Checked, contiguous matrices of one float dtype, and the tile size."""
+
+    a: np.ndarray
+    b: np.ndarray
+    tile: int
+
+
+def _numba_matmul(kernel: Callable[..., None]) -> Callable[[_MatmulPlan], np.ndarray]:
+    def run(p: _MatmulPlan) -> np.ndarray:
+        C = np.zeros((p.a.shape[0], p.b.shape[1]), p.a.dtype)
+        if C.size and p.a.shape[1]:
+            kernel(p.a, p.b, C, p.tile)
         return C
-    if method == "naive":
-        _matmul_naive(a, b, C)
-    else:
-        _matmul_tiled(a, b, C, int(tile))
-    return C
+
+    return run
+
+
+def _takes_any(p: _MatmulPlan) -> Exception | None:
+    return None
+
+
+MATMUL_BACKENDS: dict[str, dispatch.Backend[_MatmulPlan, np.ndarray]] = {
+    "tiled": dispatch.Backend(
+        _takes_any, _numba_matmul(lambda a, b, C, t: _matmul_tiled(a, b, C, t))
+    ),
+    "naive": dispatch.Backend(_takes_any, _numba_matmul(lambda a, b, C, t: _matmul_naive(a, b, C))),
+    "blas": dispatch.Backend(_takes_any, lambda p: np.matmul(p.a, p.b)),
+    "reference": dispatch.Backend(
+        _takes_any,
+        lambda p: np.matmul(p.a.astype(np.float64), p.b.astype(np.float64)).astype(p.a.dtype),
+    ),
+}
+"""Every ``method=`` of :func:`tiled_matmul`: the same product, four ways."""
 
 
 @threads.parallel

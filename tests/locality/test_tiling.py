@@ -153,3 +153,9 @@ def test_matmul_inputs():
     with pytest.raises(ValueError, match=r"A\[0, 0\] = 9007199254740993 is not exactly a float64"):
         tiled_matmul(np.array([[2**53 + 1]]), np.array([[1]]))
     assert tiled_matmul(np.array([[2**53]]), np.array([[1]])).tolist() == [[2.0**53]]
+
+
+def test_every_matmul_method_has_a_backend():
+    from propopt.locality import tiling
+
+    assert set(tiling.MATMUL_METHODS) == set(tiling.MATMUL_BACKENDS)
