@@ -199,16 +199,8 @@ print(json.dumps(res))
     return {"fresh_ms": fresh, "after_ms": used, "pause_s": pause, "ratio": ratio}
 
 
-_TORCH_FIRST_NEIGHBOUR = """
-import torch
-import numpy as np, propopt as pp, sys
-x = np.random.default_rng(1).normal(size=1 << 22).astype(np.float32)
-a = np.random.default_rng(2).uniform(0.9, 1, size=1 << 22).astype(np.float32)
-sys.stdout.write("ready\\n"); sys.stdout.flush()
-while True:
-    pp.associative_scan(pp.add, x)
-    pp.associative_scan(pp.linear_recurrence, (a, x))
-"""
+_TORCH_FIRST_NEIGHBOUR = "import torch\n" + _NEIGHBOUR
+"""The same neighbour, with torch imported first (numba then shares torch's OpenMP runtime)."""
 
 
 def layers(trials: int) -> dict[str, Any]:
@@ -220,7 +212,7 @@ def layers(trials: int) -> dict[str, Any]:
       imported first;
     * **neighbour**: the chapter's torch loop at torch's defaults, alone and
       then beside a process that imported torch first and runs propopt's
-      scans in a loop (``trials`` trials, each against its own idle time),
+      scans and top-k in a loop (``trials`` trials, each against its own idle time),
       and, for scale, beside one and two busy pure-Python processes;
     * **jax**: propopt's recurrence alone, then alternating call by call
       with a jitted jax scan in the same process (torch imported first).
