@@ -272,7 +272,7 @@ class SsdForwardHfMamba2(Benchmark):
         return ssd_scan(**self.d)
 
     def torch_method(self):
-        return ssd_scan(**self.d, method="torch")
+        return ssd_scan(**self.d, method="ops")
 
     def time_ssd_scan(self, L, initial_states):
         self.ours()

@@ -62,11 +62,11 @@ def pieces() -> None:
         "launch, 1 array argument": lambda: one[1, 32, stream](dx),
         "launch, 5 arrays + 2 scalars": lambda: five[1, 32, stream](dx, dx, dx, dx, dx, 4, 1.0),
         "compiled kernel .launch(), 1 array": lambda: compiled.launch((dx,), (1,), (32,), stream),
-        "pp.associative_scan(add), method='cuda'": lambda: pp.associative_scan(
-            pp.add, x, method="cuda"
+        "pp.associative_scan(add), method='tiled'": lambda: pp.associative_scan(
+            pp.add, x, method="tiled"
         ),
-        "pp.associative_scan(add), method='torch'": lambda: pp.associative_scan(
-            pp.add, x, method="torch"
+        "pp.associative_scan(add), method='native'": lambda: pp.associative_scan(
+            pp.add, x, method="native"
         ),
         "pp.topk(x, 1000)": lambda: pp.topk(x, 1000),
     }
@@ -82,7 +82,9 @@ def main() -> None:
         pieces()
     x = torch.randn(1 << 16, device="cuda")
     calls = {
-        "scan add, method='cuda', n = 2^16": lambda: pp.associative_scan(pp.add, x, method="cuda"),
+        "scan add, method='tiled', n = 2^16": lambda: pp.associative_scan(
+            pp.add, x, method="tiled"
+        ),
         "topk k = 1000, n = 2^16": lambda: pp.topk(x, 1000),
     }
     for name, fn in calls.items():

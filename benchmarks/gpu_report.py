@@ -124,17 +124,17 @@ def scans(n: int) -> None:
     x = torch.randn(n, device="cuda", generator=g)
     a = torch.rand(n, device="cuda", generator=g) * 0.1 + 0.9
     print(f"scans, n = {n} float32")
-    first = first_call(lambda: pp.associative_scan(pp.add, x, method="cuda"))
+    first = first_call(lambda: pp.associative_scan(pp.add, x, method="tiled"))
     print(f"  first call (compile) add: {first:.1f} s")
     cum = timed(lambda: torch.cumsum(x, 0))
     row("copy floor (read n + write n)", copy_ms(8 * n))
     row("torch.cumsum", cum)
-    add = timed(lambda: pp.associative_scan(pp.add, x, method="cuda"))
-    row("propopt add, method='cuda'", add, cum, "vs torch.cumsum")
+    add = timed(lambda: pp.associative_scan(pp.add, x, method="tiled"))
+    row("propopt add, method='tiled'", add, cum, "vs torch.cumsum")
     row("propopt add, method='auto'", timed(lambda: pp.associative_scan(pp.add, x)), cum)
     for name, fn in (
         ("torch.cumsum", lambda: torch.cumsum(x, 0)),
-        ("add, method='cuda'", lambda: pp.associative_scan(pp.add, x, method="cuda")),
+        ("add, method='tiled'", lambda: pp.associative_scan(pp.add, x, method="tiled")),
         ("linear_recurrence", lambda: pp.associative_scan(pp.linear_recurrence, (a, x))),
     ):
         try:
@@ -147,9 +147,9 @@ def scans(n: int) -> None:
     row("propopt maximum", timed(lambda: pp.associative_scan(pp.maximum, x)), cum)
     row("torch.cummax", timed(lambda: torch.cummax(x, 0)), cum)
     xd = x.double()
-    row("propopt add float64", timed(lambda: pp.associative_scan(pp.add, xd, method="cuda")),
+    row("propopt add float64", timed(lambda: pp.associative_scan(pp.add, xd, method="tiled")),
         timed(lambda: torch.cumsum(xd, 0)), "vs torch.cumsum float64")  # fmt: skip
-    print("  crossover with torch's own scans (method='cuda' / torch's op; < 1: propopt faster):")
+    print("  crossover with torch's own scans (method='tiled' / torch's op; < 1: propopt faster):")
     peers = (
         (pp.add, "cumsum", x),
         (pp.mul, "cumprod", 1 + x * 1e-7),
@@ -160,14 +160,14 @@ def scans(n: int) -> None:
             xs = data[: 1 << p]
             if xs.numel() < 1 << p:
                 break
-            ours = timed(lambda xs=xs, m=m: pp.associative_scan(m, xs, method="cuda"))
+            ours = timed(lambda xs=xs, m=m: pp.associative_scan(m, xs, method="tiled"))
             theirs = timed(lambda xs=xs, op=op: getattr(torch, op)(xs, 0))
             row(f"{m.name} n = 2^{p}: propopt / torch.{op}", ours, theirs)
     print("  host time per call, n = 2^16 (wall clock of 200 queued calls, then one sync):")
     xs = x[: 1 << 16]
     for name, fn in (
         ("torch.cumsum", lambda: torch.cumsum(xs, 0)),
-        ("propopt add, method='cuda'", lambda: pp.associative_scan(pp.add, xs, method="cuda")),
+        ("propopt add, method='tiled'", lambda: pp.associative_scan(pp.add, xs, method="tiled")),
         ("propopt add, method='auto'", lambda: pp.associative_scan(pp.add, xs)),
     ):
         fn()

@@ -651,13 +651,23 @@ def scan_cases() -> None:
     )
     case("method='CPU' (case)", lambda: S(pp.add, np.ones(3), method="CPU"), Error("method"))
     case("method=None", lambda: S(pp.add, np.ones(3), method=None), Error("method"))
-    case("method='cuda' on numpy", lambda: S(pp.add, np.ones(3), method="cuda"), Error("method"))
+    case(
+        "device='cuda' on numpy",
+        lambda: S(pp.add, np.ones(3), device="cuda"),
+        Error("device", "elems"),
+    )
+    case(
+        "method='native' on numpy",
+        lambda: S(pp.add, np.ones(3), method="native"),
+        Error("method", "elems"),
+    )
+    case("device='gpu'", lambda: S(pp.add, np.ones(3), device="gpu"), Error("device"))
     case("method='reference'", lambda: S(pp.add, x17(), method="reference"), Value(ref17))
     case("method='generic'", lambda: S(pp.add, x17(), method="generic"), Value(ref17, rtol=1e-14))
     case(
-        "method='dask' on numpy",
-        lambda: S(pp.add, np.ones(3), method="dask"),
-        Either(Value([1.0, 2, 3]), "method"),
+        "device='dask' on numpy",
+        lambda: S(pp.add, np.ones(3), device="dask"),
+        Either(Value([1.0, 2, 3]), "device"),
     )
     case(
         "reverse='False' (a string)",
@@ -1018,9 +1028,9 @@ def scan_cases() -> None:
             Value(lambda: cumsum64(np.arange(10.0))),
         )
         case(
-            "dask with method='cpu'",
-            lambda: S(pp.add, da.from_array(np.arange(10.0), chunks=3), method="cpu"),
-            Error("method"),
+            "dask with device='cpu'",
+            lambda: S(pp.add, da.from_array(np.arange(10.0), chunks=3), device="cpu"),
+            Error("device", "elems"),
         )
         case(
             "dask with unknown chunks",
@@ -1100,7 +1110,7 @@ def topk_cases() -> None:
     case("sorted='yes'", lambda: T(x5(), 2, sorted="yes"), Error("sorted"))
     case("nan='smallest'", lambda: T(x5(), 2, nan="smallest"), Error("nan"))
     case("method='gpu'", lambda: T(x5(), 2, method="gpu"), Error("method"))
-    case("method='cuda' on numpy", lambda: T(x5(), 2, method="cuda"), Error("method", "x"))
+    case("device='cuda' on numpy", lambda: T(x5(), 2, device="cuda"), Error("device", "x"))
     case(
         "NaN ignored, 1-D (fewer than k)",
         lambda: T(np.array([np.nan, 1.0, 2.0]), 3),
@@ -2778,9 +2788,9 @@ def mamba_cases() -> None:
     )
     case("method='gpu'", lambda: ss(u(), dl(), A(), B(), C(), method="gpu"), Error("method"))
     case(
-        "method='cuda' on numpy",
-        lambda: ss(u(), dl(), A(), B(), C(), method="cuda"),
-        Error("method"),
+        "device='cuda' on numpy",
+        lambda: ss(u(), dl(), A(), B(), C(), device="cuda"),
+        Error("device", "u"),
     )
     case(
         "method='reference'",

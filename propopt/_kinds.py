@@ -63,6 +63,16 @@ def device_of(x: Any) -> str:
     return "cpu"
 
 
+#: the ``device=`` an array kind lives on
+PLACES: dict[str, str] = {
+    NUMPY: "cpu",
+    TORCH: "cpu",
+    TORCH_CUDA: "cuda",
+    CUDA: "cuda",
+    DASK: "dask",
+}
+
+
 def common_kind(leaves: Sequence[Any], paths: Sequence[str]) -> str:
     """The one array kind shared by all ``leaves``, or a clear error."""
     kinds = []

@@ -25,12 +25,13 @@ from typing import Any
 
 import numpy as np
 
-from ._kinds import CUDA, DASK, NUMPY, TORCH, TORCH_CUDA, array_kind, describe
+from ._kinds import CUDA, DASK, NUMPY, PLACES, TORCH, TORCH_CUDA, array_kind, describe
 
 __all__ = [
     "CUDA",
     "DASK",
     "NUMPY",
+    "PLACES",
     "TORCH",
     "TORCH_CUDA",
     "array_kind",

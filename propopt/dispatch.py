@@ -14,13 +14,15 @@ verb's order that accepts.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping, Sequence
+import warnings
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 P = TypeVar("P")
 O = TypeVar("O")
 K = TypeVar("K", bound=Hashable)
+
 
 @dataclass(frozen=True)
 class Backend(Generic[P, O]):
@@ -55,3 +57,86 @@ def choose(
         if judge.get(k, table[k].refuse)(plan) is None:
             return k
     return None
+
+
+#: where a verb runs: ``device=`` on every verb that takes it
+DEVICES: tuple[str, ...] = ("cpu", "cuda", "dask")
+
+
+def method_device(
+    verb: str,
+    method: str,
+    device: str,
+    keys: Iterable[tuple[str, str]],
+    old: Mapping[str, tuple[str, str]] | None = None,
+    stacklevel: int = 3,
+) -> tuple[str, str]:
+    """``(method, device)`` checked against a table keyed by ``(method, device)``.
+
+    ``method`` names the algorithm and ``device`` the place; ``'auto'`` is
+    allowed for either.  ``old`` maps a retired ``method=`` spelling that
+    named a place (``'cpu'``, ``'cuda'``...) to its pair: it still works, with
+    a ``DeprecationWarning`` (``stacklevel`` points it at the verb's caller).
+    """
+    keys = list(keys)
+    methods = ["auto", *dict.fromkeys(m for m, _ in keys)]
+    devices = ["auto", *(d for d in DEVICES if any(d == k[1] for k in keys))]
+    if old and isinstance(method, str) and method in old:
+        new_method, new_device = old[method]
+        if new_device == "auto":  # a spelling that named a library, not a place
+            new_device = device
+        elif device not in ("auto", new_device):
+            raise ValueError(
+                f"{verb}(method={method!r}, device={device!r}) is contradictory: method="
+                f"{method!r} is the old spelling of method={new_method!r}, "
+                f"device={new_device!r}; pass method={new_method!r}"
+            )
+        where = "" if new_device == "auto" else f", device={new_device!r}"
+        warnings.warn(
+            f"{verb}(method={method!r}) is deprecated: pass method={new_method!r}{where} "
+            "(method names the algorithm, device the place)",
+            DeprecationWarning,
+            stacklevel=stacklevel,
+        )
+        method, device = new_method, new_device
+    if method not in methods:
+        raise ValueError(f"method={method!r} is not one of {', '.join(map(repr, methods))}")
+    if device not in devices:
+        raise ValueError(f"device={device!r} is not one of {', '.join(map(repr, devices))}")
+    return method, device
+
+
+def choose_on(
+    table: Mapping[tuple[str, str], Backend[P, O]],
+    method: str,
+    device: str,
+    plan: P,
+    here: str,
+    auto: Sequence[tuple[str, str]],
+    auto_refuse: Mapping[tuple[str, str], Callable[[P], Exception | None]] | None = None,
+    what: str = "the arrays",
+) -> tuple[str, str] | None:
+    """:func:`choose` for a table keyed by ``(method, device)``.
+
+    ``here`` is where the plan's arrays (named ``what`` in errors) are;
+    ``device`` must be ``'auto'`` or
+    ``here`` (no verb moves arrays between devices behind the caller's back).
+    An explicit ``method`` runs its row there or raises the row's refusal (or
+    says on which devices it runs); ``method='auto'`` takes the first row of
+    ``auto`` there that accepts, and ``None`` when none does.
+    """
+    if device not in ("auto", here):
+        raise ValueError(
+            f"device={device!r}, but the data ({what}) is on {here!r}; move it there first, "
+            f"or pass device={here!r} (or 'auto')"
+        )
+    where = here
+    if method != "auto":
+        if (method, where) not in table:
+            on = [d for m, d in table if m == method]
+            raise ValueError(
+                f"method={method!r} runs on device {' or '.join(map(repr, on))}, but the data "
+                f"({what}) is on {where!r}; move it, or pick another method"
+            )
+        return choose(table, (method, where), plan, ())
+    return choose(table, None, plan, [k for k in auto if k[1] == where], auto_refuse)

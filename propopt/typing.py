@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-ScanMethod = Literal["auto", "reference", "generic", "cpu", "cuda", "torch", "dask"]
-"""Backends of :func:`propopt.associative_scan`."""
+ScanMethod = Literal["auto", "tiled", "native", "generic", "reference"]
+"""Algorithms of :func:`propopt.associative_scan` (``method=``)."""
+
+Device = Literal["auto", "cpu", "cuda", "dask"]
+"""Where a verb runs (``device=``): ``'auto'`` is where its arrays are."""
 
 ArrayLike = Any
 """A NumPy array, torch tensor, CUDA device array or dask array."""

@@ -66,3 +66,35 @@ def test_every_nbody_verb_returns_acc_and_pot_or_none():
         assert acc.shape == (64, 3) and pot is None, name
         acc, pot = call(potential=True)
         assert acc.shape == (64, 3) and pot.shape == (64,), name
+
+
+def test_method_names_the_algorithm_and_device_the_place():
+    from case_studies.mamba import scan as mamba_scan
+    from case_studies.mamba import ssd
+    from case_studies.nbody import api as nbody
+    from propopt.associativity import _backends, _topk_backends
+    from propopt.symmetry import pairs
+
+    places = {"cpu", "cuda", "dask", "torch", "numpy", "jax"}
+    tables = {
+        "associative_scan": _backends.BACKENDS,
+        "topk": _topk_backends.BACKENDS,
+        "selective_scan": mamba_scan.BACKENDS,
+        "ssd_scan": ssd.BACKENDS,
+        "field": nbody.BACKENDS,
+        "pairwise_sum": pairs.BACKENDS,
+    }
+    for verb, table in tables.items():
+        for method, device in table:
+            assert method not in places, f"{verb}: method={method!r} names a place or library"
+            assert device in ("cpu", "cuda", "dask"), f"{verb}: device={device!r}"
+    takes_method = [
+        f"{pkg}.{name}" for pkg, name, fn in api_table.verbs()
+        if "method" in inspect.signature(fn).parameters
+    ]
+    no_device = [
+        f"{pkg}.{name}" for pkg, name, fn in api_table.verbs()
+        if "method" in inspect.signature(fn).parameters
+        and "device" not in inspect.signature(fn).parameters
+    ]
+    assert len(takes_method) >= 8 and no_device == []

@@ -35,7 +35,7 @@ da = pytest.importorskip("dask.array")
 FAST = settings(max_examples=60, suppress_health_check=list(HealthCheck))
 LONG = settings(max_examples=400, suppress_health_check=list(HealthCheck))
 
-SCAN_BACKENDS = ("reference", "generic", "cpu", "dask")
+SCAN_BACKENDS = ("reference", "generic", "tiled", "dask")  # "dask": tiled, on dask arrays
 PAIR_METHODS = ("halved", "full", "untiled", "reference")
 COVERED: dict[str, tuple[str, ...]] = {
     "associative_scan": SCAN_BACKENDS,
@@ -255,7 +255,8 @@ def _run_scan(backend, m, elems, kw, chunks):
         if any(not isinstance(x, np.ndarray) for x in leaves):
             return None
         dl = tuple(da.from_array(x, chunks=chunks) for x in leaves)
-        res = pp.associative_scan(m, dl if isinstance(elems, tuple) else dl[0], method="dask", **kw)
+        arg = dl if isinstance(elems, tuple) else dl[0]
+        res = pp.associative_scan(m, arg, method="tiled", **kw)
         res = tuple(r.compute() for r in res) if isinstance(res, tuple) else res.compute()
         return res
     return pp.associative_scan(m, elems, method=backend, **kw)
@@ -370,7 +371,7 @@ def test_scan_backends_agree_long(case):
 
 
 # ------------------------------------------------------------------- top-k
-TOPK_BACKENDS = ("cpu", "reference", "summary", "dask")
+TOPK_BACKENDS = ("select", "reference", "summary", "dask")
 COVERED["topk"] = TOPK_BACKENDS
 
 
@@ -413,7 +414,7 @@ def topk_cases(draw):
 
 
 def _run_topk(backend, x, k, largest, nan, chunks):
-    if backend in ("cpu", "reference"):
+    if backend in ("select", "reference"):
         v, i = pp.topk(x, k, largest=largest, nan=nan, method=backend)
         return _as64(v), np.asarray(i.numpy() if hasattr(i, "numpy") else i)
     if not isinstance(x, np.ndarray):
@@ -576,8 +577,8 @@ def test_pairs_and_gravity_agree_long(case):
 
 
 # ------------------------------------------------------- Mamba and Mamba-2
-SSD_METHODS = ("cpu", "torch", "reference")
-SELECTIVE_METHODS = ("reference", "parallel", "cpu")
+SSD_METHODS = ("fused", "ops", "reference")
+SELECTIVE_METHODS = ("reference", "parallel", "fused")
 COVERED["ssd_scan"] = SSD_METHODS
 COVERED["selective_scan"] = SELECTIVE_METHODS
 
@@ -674,7 +675,7 @@ def check_ssd_case(case) -> None:
             cast["C"][None],
         ]
         args.append(D.astype(dtype))
-        if method == "torch":
+        if method == "ops":
             args = [torch.from_numpy(np.ascontiguousarray(a)) for a in args]
         *args, Dk = args
         out = ssd_scan(*args, chunk_size=chunk, D=Dk, cu_seqlens=np.array(cu), method=method)
@@ -837,13 +838,15 @@ def test_every_backend_is_covered():
     from propopt.associativity import _topk_backends, scan
     from propopt.symmetry import pairs
 
-    device_only = {"auto", "cuda"}  # 'cuda' runs in tests/test_gpu.py on a GPU
-    # 'torch' is torch's own scan of CUDA tensors, checked there too
-    assert set(scan.METHODS) - device_only - {"torch"} == set(COVERED["associative_scan"])
-    assert set(_topk_backends.METHODS) - device_only == set(COVERED["topk"]) - {"summary", "dask"}
-    assert set(pairs.METHODS) - device_only == set(COVERED["pairwise_sum"])
-    assert set(mamba_ssd.SSD_METHODS) - device_only == set(COVERED["ssd_scan"])
-    assert set(mamba_scan.METHODS) - device_only == set(COVERED["selective_scan"])
+    def host_rows(table):  # the rows on device 'cuda' run in tests/test_gpu.py on a GPU
+        return {m for m, d in table if d != "cuda"}
+
+    assert host_rows(scan._backends.BACKENDS) == set(COVERED["associative_scan"]) - {"dask"}
+    assert ("tiled", "dask") in scan._backends.BACKENDS  # covered as "dask"
+    assert host_rows(_topk_backends.BACKENDS) == set(COVERED["topk"]) - {"summary", "dask"}
+    assert set(pairs.METHODS) - {"auto", "cuda"} == set(COVERED["pairwise_sum"])
+    assert host_rows(mamba_ssd.BACKENDS) == set(COVERED["ssd_scan"])
+    assert host_rows(mamba_scan.BACKENDS) == set(COVERED["selective_scan"])
     from case_studies.nbody import METHODS as NBODY_METHODS
 
     assert set(NBODY_METHODS) <= {m.split("-")[0] for m in COVERED["nbody_field"]}

@@ -52,7 +52,7 @@ def test_scan_matches_cpu(name, reverse, exclusive, shape, axis):
     host = [rng.uniform(0.45, 0.55, shape) for _ in range(m.arity)]
     kw = dict(axis=axis, reverse=reverse, exclusive=exclusive)
     ref = pp.associative_scan(m, host, **kw)
-    out = pp.associative_scan(m, on_gpu(*host), method="cuda", **kw)
+    out = pp.associative_scan(m, on_gpu(*host), method="tiled", **kw)
     for o, r in zip(out, ref):
         assert o.is_cuda and o.dtype == torch.float64
         o = o.cpu().numpy()
@@ -89,17 +89,17 @@ def test_one_pass_scan_is_exact_on_integers(n):
     want = np.cumsum(host)
     g = on_gpu(host)[0]
     for _ in range(5 if n > 1 << 20 else 2):
-        got = pp.associative_scan(pp.add, g, method="cuda")
+        got = pp.associative_scan(pp.add, g, method="tiled")
         assert np.array_equal(got.cpu().numpy(), want)
     # int32 wraps as NumPy does; int8 and complex64 take the shared-memory block scan
     h32 = rng.integers(-(2**31), 2**31 - 1, n, dtype=np.int32)
-    got = pp.associative_scan(pp.add, on_gpu(h32)[0], method="cuda").cpu().numpy()
+    got = pp.associative_scan(pp.add, on_gpu(h32)[0], method="tiled").cpu().numpy()
     assert np.array_equal(got, np.cumsum(h32, dtype=np.int32))
     h8 = rng.integers(-100, 100, n, dtype=np.int8)
-    got = pp.associative_scan(pp.add, on_gpu(h8)[0], method="cuda").cpu().numpy()
+    got = pp.associative_scan(pp.add, on_gpu(h8)[0], method="tiled").cpu().numpy()
     assert np.array_equal(got, np.cumsum(h8, dtype=np.int8))
     hc = (rng.normal(size=n) + 1j * rng.normal(size=n)).astype(np.complex64)
-    got = pp.associative_scan(pp.add, on_gpu(hc)[0], method="cuda").cpu().numpy()
+    got = pp.associative_scan(pp.add, on_gpu(hc)[0], method="tiled").cpu().numpy()
     want_c = np.cumsum(hc.astype(np.complex128))
     assert np.abs(got - want_c).max() <= 1e-5 * np.sqrt(n) * 8 + 1e-5
 
@@ -112,15 +112,15 @@ def test_torch_row_matches_torch_and_auto_takes_it_below_the_crossover(name):
     x = torch.rand(3, 5000, device=DEV) * 0.01 + 0.995
     op = _backends.TORCH_OPS[m.name][0]
     want = getattr(torch, op)(x, 1)
-    got = pp.associative_scan(m, x, axis=1, method="torch")
+    got = pp.associative_scan(m, x, axis=1, method="native")
     assert torch.allclose(got, want, rtol=1e-6)
-    ours = pp.associative_scan(m, x, axis=1, method="cuda")
+    ours = pp.associative_scan(m, x, axis=1, method="tiled")
     assert torch.allclose(got, ours, rtol=1e-5)
     plan = _backends.ScanPlan(m, None, [x], "torch-cuda", 1, False, False)  # type: ignore[arg-type]
     small = x.numel() < _backends.TORCH_AUTO_BELOW[op]
-    assert _backends.choose("auto", plan) == ("torch" if small else "cuda")
+    assert _backends.choose("auto", "auto", plan) == (("native" if small else "tiled"), "cuda")
     plan = _backends.ScanPlan(m, None, [x], "torch-cuda", 1, True, False)  # type: ignore[arg-type]
-    assert _backends.choose("auto", plan) == "cuda"
+    assert _backends.choose("auto", "auto", plan) == ("tiled", "cuda")
     xi = torch.arange(-50, 50, device=DEV, dtype=torch.int32)
     if name == "add":  # integer sums stay in their dtype, as the kernels' do
         got = pp.associative_scan(m, xi)
@@ -227,7 +227,7 @@ def test_mamba_forward_matches_cpu(bc, options):
     else:
         delta = np.abs(delta)
     ref, hr = selective_scan(u, delta, A, B, C, delta_softplus=options, return_last_state=True,
-                             method="cpu", **kw)  # fmt: skip
+                             method="fused", **kw)  # fmt: skip
     g = {k: torch.from_numpy(v).to(DEV) for k, v in kw.items()}
     out, h = selective_scan(*on_gpu(u, delta, A, B, C), delta_softplus=options,
                             return_last_state=True, **g)  # fmt: skip

@@ -113,8 +113,8 @@ def complex_cuda_error(named: dict[str, Any]) -> TypeError | None:
     for name, x in named.items():
         if is_complex(x):
             return TypeError(
-                f"{name} has dtype {dtype_name(x)}: method='cuda' takes real A, B, C only; "
-                "for complex A (S4D-Lin) on CUDA tensors use method='parallel' (or 'auto'), "
+                f"{name} has dtype {dtype_name(x)}: method='fused' on CUDA takes real A, B, C "
+                "only; for complex A (S4D-Lin) on CUDA tensors use method='parallel' (or 'auto'), "
                 "or run on CPU"
             )
     return None

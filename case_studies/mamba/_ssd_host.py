@@ -66,7 +66,7 @@ except ImportError:  # pragma: no cover - exercised by forcing GEMM_BACKEND
 GEMM_BACKEND = "torch" if _torch is not None else "numpy"
 
 
-#: Longest chunk ``method='cpu'`` uses (a longer ``chunk_size`` is cut to it).
+#: Longest chunk ``method='fused'`` uses (a longer ``chunk_size`` is cut to it).
 #: The state products cost the same per token at any chunk size; the
 #: intra-chunk triangle costs ``chunk / 2`` multiply-adds per token and
 #: channel, and the carry pass a pass over ``dstate / chunk`` numbers per

@@ -24,9 +24,9 @@ A decay ``exp(dt A)`` that is exactly zero (``A = -inf``, or ``dt A`` below
 ``_ssd_cpu.CUT_BELOW``) is not such an entry: the chunked scans cut the
 head's run there, as a sequence start does, and stay exact.
 
-``method='cpu'`` does step 1 only when its first pass flags something
+``method='fused'`` does step 1 only when its first pass flags something
 (:func:`._ssd_cpu.prep` and :func:`._ssd_cpu.finish` flag as they go), so
-finite inputs cost one comparison per output; ``method='torch'`` checks its
+finite inputs cost one comparison per output; ``method='ops'`` checks its
 inputs first, so that the gradients of the other sequences never meet a nan
 either (gradients through the recomputed sequences are the recurrence's).
 The recomputation is a Python loop over the sequence's tokens, all the

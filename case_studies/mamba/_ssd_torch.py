@@ -1,4 +1,4 @@
-"""The chunked SSD scan in torch operations: ``method='torch'`` of :func:`.ssd_scan`.
+"""The chunked SSD scan in torch operations: ``method='ops'`` of :func:`.ssd_scan`.
 
 The same three phases as :mod:`._ssd_host`, written with torch tensor
 operations so that autograd differentiates them and they run on any torch

@@ -20,12 +20,12 @@ from typing import Any, Literal
 import numpy as np
 
 from propopt import dispatch
-from propopt.arrays import array_module, flag
+from propopt.arrays import PLACES, array_module, flag
 
 from . import _checks, _complex, _host, _parallel, _reference
 
-Method = Literal["auto", "reference", "parallel", "cpu", "cuda"]
-METHODS: tuple[str, ...] = ("auto", "reference", "parallel", "cpu", "cuda")
+Method = Literal["auto", "fused", "parallel", "reference"]
+Device = Literal["auto", "cpu", "cuda"]
 
 #: The arguments of :func:`selective_scan` that may be complex (S4D-Lin).
 COMPLEX_ARGS = ("A", "B", "C", "initial_state")
@@ -47,6 +47,7 @@ def selective_scan(
     cu_seqlens: Any = None,
     *,
     method: Method = "auto",
+    device: Device = "auto",
 ) -> Any:
     r"""Mamba's selective scan (mamba_ssm ``selective_scan_fn`` semantics), on CPU or CUDA.
 
@@ -71,7 +72,7 @@ def selective_scan(
         State matrix (diagonal per channel).  Mamba uses ``A = -exp(A_log) < 0``,
         so ``exp(dt A) <= 1``; with positive ``A`` the state grows as
         ``exp(dt A t)`` and overflows for long sequences.  Complex (S4D-Lin)
-        for methods 'cpu', 'parallel' and 'reference': see Notes.
+        for methods 'fused' on the CPU, 'parallel' and 'reference': see Notes.
     B, C : array
         ``(dim, d_state)`` shared by all tokens, ``(batch, d_state, L)`` per
         token, or ``(batch, groups, d_state, L)`` with channel ``d`` in group
@@ -103,9 +104,19 @@ def selective_scan(
         Packed sequences of one row (batch 1): sequence ``i`` is tokens
         ``cu_seqlens[i] .. cu_seqlens[i + 1] - 1``; if ``seq_idx`` is also
         given they must agree.
-    method : {'auto', 'reference', 'parallel', 'cpu', 'cuda'}
-        ``'auto'``: ``'cuda'`` for CUDA tensors (``'parallel'`` when they
-        require grad), else ``'cpu'``.
+    method : {'auto', 'fused', 'parallel', 'reference'}
+        The algorithm.  ``'fused'``: propopt's compiled kernels, sequential
+        in time and parallel over channels, with every step fused in one pass
+        (numba threads on the CPU, one CUDA kernel for the forward on the
+        GPU).  ``'parallel'``: the associative scan of the affine maps in
+        array ops (differentiable by torch).  ``'reference'``: the sequential
+        loop the tests trust.  ``'auto'``: ``'fused'``, except ``'parallel'``
+        for CUDA tensors that require grad or are complex.  The spellings
+        ``'cpu'`` and ``'cuda'`` (now ``'fused'`` on that device) still work,
+        with a ``DeprecationWarning``.
+    device : {'auto', 'cpu', 'cuda'}
+        Where it runs: where the arrays are (``'auto'``); any other value
+        must name that place.
 
     Returns
     -------
@@ -155,18 +166,21 @@ def selective_scan(
     softplus = flag("delta_softplus", delta_softplus)
     return_last_state = flag("return_last_state", return_last_state)
     out, last = _dispatch(u, delta, A, B, C, D, z, delta_bias, softplus, initial_state,
-                          method, scale_b=True, packed=(seq_idx, cu_seqlens))  # fmt: skip
+                          (method, device), scale_b=True,
+                          packed=(seq_idx, cu_seqlens))  # fmt: skip
     return (out, last) if return_last_state else out
 
 
-def chapter_scan(x: Any, A: Any, B: Any, C: Any, delta: Any, *, method: Method = "auto") -> Any:
+def chapter_scan(x: Any, A: Any, B: Any, C: Any, delta: Any, *, method: Method = "auto",
+                 device: Device = "auto") -> Any:  # fmt: skip
     """The chapter's ``mamba_scan_naive`` (same layout and meaning), computed fast.
 
     ``x``, ``delta``: (batch, L, d_model); ``A``: (d_model, d_state); ``B``,
     ``C``: (batch, L, d_state).  ``h_t = exp(delta_t A) h_{t-1} + B_t x_t`` and
     ``y_t = C_t . h_t``: unlike :func:`selective_scan`, ``B`` is not scaled by
     ``delta``.  Returns ``y`` of shape (batch, L, d_model).  The CPU kernel
-    reads the (batch, L, d_model) arrays in place.
+    reads the (batch, L, d_model) arrays in place.  ``method`` and ``device``
+    as for :func:`selective_scan`.
 
     Examples
     --------
@@ -196,7 +210,8 @@ def chapter_scan(x: Any, A: Any, B: Any, C: Any, delta: Any, *, method: Method =
     _checks._want("B", B, (batch, L, N), "(batch, L, d_state)")
     _checks._want("C", C, (batch, L, N), "(batch, L, d_state)")
     xs, ds, Bs, Cs = (_swap_last_two(v) for v in (x, delta, B, C))
-    out, _ = _dispatch(xs, ds, A, Bs, Cs, None, None, None, False, None, method, scale_b=False)
+    out, _ = _dispatch(xs, ds, A, Bs, Cs, None, None, None, False, None, (method, device),
+                       scale_b=False)  # fmt: skip
     return _swap_last_two(out)
 
 
@@ -218,32 +233,17 @@ class _Plan:
     starts: np.ndarray | None
 
 
-def _refuse_cpu(p: _Plan) -> Exception | None:
-    if p.kind == "torch-cuda":
-        return ValueError("method='cpu' got torch CUDA tensors; use method='cuda' or "
-                          "'parallel', or move the tensors to the CPU")  # fmt: skip
-    return None
-
-
 def _refuse_cuda(p: _Plan) -> Exception | None:
-    if p.kind != "torch-cuda":
-        return ValueError(f"method='cuda' needs torch CUDA tensors, got {p.kind} arrays; "
-                          "use method='cpu' or move the tensors to the GPU")  # fmt: skip
     if p.cplx:
         return _checks.complex_cuda_error(p.named)
     if p.needs_grad:
-        return ValueError("method='cuda' computes the forward only; for gradients on CUDA "
-                          "tensors use method='parallel' (or 'auto')")  # fmt: skip
+        return ValueError("method='fused' computes the forward only on CUDA; for gradients "
+                          "on CUDA tensors use method='parallel' (or 'auto')")  # fmt: skip
     return None
 
 
 def _takes_any(p: _Plan) -> Exception | None:
     return None
-
-
-def _auto_parallel(p: _Plan) -> Exception | None:
-    """'auto' runs the torch-op scan only on CUDA tensors that the CUDA kernel refuses."""
-    return None if p.kind == "torch-cuda" else ValueError("the CPU kernel takes host arrays")
 
 
 def _starts_on(p: _Plan) -> Any:
@@ -309,28 +309,38 @@ def _run_reference(p: _Plan) -> tuple[Any, Any]:
                                 starts=_starts_on(p))  # fmt: skip
 
 
-BACKENDS: dict[str, dispatch.Backend[_Plan, tuple[Any, Any]]] = {
-    "cuda": dispatch.Backend(_refuse_cuda, _run_cuda),
-    "parallel": dispatch.Backend(_takes_any, _run_parallel),
-    "cpu": dispatch.Backend(_refuse_cpu, _run_cpu),
-    "reference": dispatch.Backend(_takes_any, _run_reference),
+BACKENDS: dict[tuple[str, str], dispatch.Backend[_Plan, tuple[Any, Any]]] = {
+    ("fused", "cuda"): dispatch.Backend(_refuse_cuda, _run_cuda),
+    ("fused", "cpu"): dispatch.Backend(_takes_any, _run_cpu),
+    ("parallel", "cpu"): dispatch.Backend(_takes_any, _run_parallel),
+    ("parallel", "cuda"): dispatch.Backend(_takes_any, _run_parallel),
+    ("reference", "cpu"): dispatch.Backend(_takes_any, _run_reference),
+    ("reference", "cuda"): dispatch.Backend(_takes_any, _run_reference),
 }
-"""Every backend of :func:`selective_scan` by its ``method=`` name."""
+"""Every backend of :func:`selective_scan` by its ``(method, device)``."""
 
-AUTO: tuple[str, ...] = ("cuda", "parallel", "cpu")
-"""``method='auto'``: the first of these that accepts (the fused CUDA kernel for a
-forward on CUDA tensors, torch ops there otherwise, the CPU kernel on the host)."""
+AUTO: tuple[tuple[str, str], ...] = (("fused", "cuda"), ("parallel", "cuda"), ("fused", "cpu"))
+"""``method='auto'``: the first of these on the arrays' device that accepts (the fused
+CUDA kernel for a forward on CUDA tensors, torch ops there otherwise, the CPU kernel on
+the host)."""
+
+METHODS: tuple[str, ...] = ("auto", *dict.fromkeys(m for m, _ in BACKENDS))
+DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda")
+
+#: the retired ``method=`` spellings that named a place, and what they now are
+OLD_METHODS: dict[str, tuple[str, str]] = {"cpu": ("fused", "cpu"), "cuda": ("fused", "cuda")}
 
 
 def _dispatch(u: Any, delta: Any, A: Any, B: Any, C: Any, D: Any, z: Any, delta_bias: Any,
-              softplus: bool, initial_state: Any, method: str, scale_b: bool,
+              softplus: bool, initial_state: Any, where: tuple[str, str], scale_b: bool,
               packed: tuple[Any, Any] = (None, None)) -> tuple[Any, Any]:  # fmt: skip
-    """Check the arrays into a plan, then run the backend ``method`` picks from :data:`BACKENDS`.
+    """Check the arrays into a plan, then run the backend of :data:`BACKENDS` that
+    ``where = (method, device)`` picks.
 
     ``packed`` is ``(seq_idx, cu_seqlens)``.
     """
-    if method not in METHODS:
-        raise ValueError(f"method={method!r} is not one of {', '.join(map(repr, METHODS))}")
+    verb = "selective_scan" if scale_b else "chapter_scan"
+    method, device = dispatch.method_device(verb, *where, BACKENDS, OLD_METHODS, stacklevel=4)
     named = _checks.native(dict(u=u, delta=delta, A=A, B=B, C=C, D=D, z=z,
                                 delta_bias=delta_bias, initial_state=initial_state))  # fmt: skip
     kind = _checks.check_arrays(named, complex_ok=COMPLEX_ARGS if scale_b else ())
@@ -345,9 +355,9 @@ def _dispatch(u: Any, delta: Any, A: Any, B: Any, C: Any, D: Any, z: Any, delta_
         starts = None  # one sequence per row: nothing to reset
     needs_grad = kind != "numpy" and _needs_grad(named)
     plan = _Plan(named, kind, cplx, needs_grad, softplus, scale_b, starts)
-    key = None if method == "auto" else method
-    name = dispatch.choose(BACKENDS, key, plan, AUTO, {"parallel": _auto_parallel})
-    assert name is not None  # 'parallel' takes every CUDA plan, 'cpu' every host plan
+    name = dispatch.choose_on(BACKENDS, method, device, plan, PLACES[kind], AUTO,
+                              what="u, delta, ...")  # fmt: skip
+    assert name is not None  # 'parallel' takes every CUDA plan, 'fused' every host plan
     out, last = BACKENDS[name].run(plan)
     if kind == "numpy":
         return out.astype(u.dtype, copy=False), last

@@ -2,10 +2,10 @@
 
 Methods:
 
-* ``'cpu'``: BLAS GEMMs for the chunk states and their outputs (all heads
+* ``'fused'``: BLAS GEMMs for the chunk states and their outputs (all heads
   at once), numba kernels for the rest, the intra-chunk products in
   explicit vector code (:mod:`._ssd_host`, :mod:`._ssd_cpu`, :mod:`._ssd_tile`);
-* ``'torch'``: the same three phases in torch operations (explicit mask),
+* ``'ops'``: the same three phases in torch operations (explicit mask),
   differentiable by autograd and usable on any torch device (:mod:`._ssd_torch`);
 * ``'reference'``: the recurrence token by token (:mod:`._ssd_reference`).
 """
@@ -19,12 +19,11 @@ from typing import Any, Literal
 import numpy as np
 
 from propopt import dispatch
-from propopt.arrays import flag
+from propopt.arrays import PLACES, flag
 
 from . import _checks, _ssd_cpu, _ssd_host, _ssd_nonfinite, _ssd_reference
 
-SsdMethod = Literal["auto", "cpu", "torch", "reference"]
-SSD_METHODS: tuple[str, ...] = ("auto", "cpu", "torch", "reference")
+SsdMethod = Literal["auto", "fused", "ops", "reference"]
 
 
 def ssd_scan(
@@ -46,6 +45,7 @@ def ssd_scan(
     return_varlen_states: bool = False,
     *,
     method: SsdMethod = "auto",
+    device: Literal["auto", "cpu", "cuda"] = "auto",
 ) -> Any:
     r"""Mamba-2's selective scan by state-space duality (mamba_ssm ``mamba_chunk_scan_combined``).
 
@@ -69,7 +69,7 @@ def ssd_scan(
       ``C H``), and inside a chunk ``L`` factors through any token between
       ``s`` and ``t``, ``L[t, s] = L[t, r] L[r, s]``, so the per-head
       intra-chunk product reads ``C B^T`` as it is with one ``exp`` per
-      token and tile of rows (``method='cpu'``).
+      token and tile of rows (``method='fused'``).
 
     Parameters
     ----------
@@ -84,7 +84,7 @@ def ssd_scan(
         Tokens per chunk: the cost/accuracy-neutral knob (the result does not
         depend on it beyond rounding).  Work is ``O(seqlen chunk_size)`` per
         head for the chunks and ``O(seqlen headdim dstate)`` for the states.
-        ``method='cpu'`` takes it as an upper bound and uses chunks of at most
+        ``method='fused'`` takes it as an upper bound and uses chunks of at most
         ``_ssd_host.CPU_CHUNK`` (64) tokens, its fastest (see docs/mamba.md).
     D : array (nheads,) or (nheads, headdim), optional
         Skip connection ``D x``.
@@ -116,9 +116,18 @@ def ssd_scan(
         Also return each packed sequence's state after its last token,
         (nseq, nheads, headdim, dstate) (zeros for an empty sequence); needs
         ``cu_seqlens``.
-    method : {'auto', 'cpu', 'torch', 'reference'}
-        ``'auto'``: ``'torch'`` for CUDA tensors or when a tensor requires
-        grad, else ``'cpu'``.
+    method : {'auto', 'fused', 'ops', 'reference'}
+        The algorithm.  ``'fused'``: propopt's compiled CPU kernels, each
+        chunk's steps fused in one pass over its tokens (no gradients).
+        ``'ops'``: the same chunked algorithm in torch tensor ops, on CPU or
+        CUDA tensors (differentiable).  ``'reference'``: the token-by-token
+        recurrence the tests trust.  ``'auto'``: ``'ops'`` for CUDA tensors
+        or when a tensor requires grad, else ``'fused'``.  The spellings
+        ``'cpu'`` (now ``'fused'``) and ``'torch'`` (now ``'ops'``) still
+        work, with a ``DeprecationWarning``.
+    device : {'auto', 'cpu', 'cuda'}
+        Where it runs: where the arrays are (``'auto'``); any other value
+        must name that place.
 
     Returns
     -------
@@ -127,7 +136,7 @@ def ssd_scan(
 
     Notes
     -----
-    ``method='cpu'`` works in ``O(seqlen (chunk_size / 2 + 2 dstate) nheads
+    ``method='fused'`` works in ``O(seqlen (chunk_size / 2 + 2 dstate) nheads
     headdim)`` multiply-adds (the states' two GEMMs and the intra-chunk
     triangle) and ``O(seqlen / chunk_size nheads headdim dstate)`` extra
     memory for the chunk states.  Decays ``exp(dt_{s+1} A + ... + dt_t A)``
@@ -161,8 +170,7 @@ def ssd_scan(
     algorithm, section 6; ``mamba_chunk_scan_combined`` of
     github.com/state-spaces/mamba).
     """
-    if method not in SSD_METHODS:
-        raise ValueError(f"method={method!r} is not one of {', '.join(map(repr, SSD_METHODS))}")
+    method, device = dispatch.method_device("ssd_scan", method, device, BACKENDS, OLD_METHODS)
     dt_softplus = flag("dt_softplus", dt_softplus)
     return_final_states = flag("return_final_states", return_final_states)
     return_varlen_states = flag("return_varlen_states", return_varlen_states)
@@ -188,9 +196,9 @@ def ssd_scan(
         kind=kind,
         needs_grad=needs_grad,
     )
-    key = None if method == "auto" else method
-    name = dispatch.choose(BACKENDS, key, plan, AUTO, {"torch": _auto_torch})
-    assert name is not None  # 'torch' takes every tensor, 'cpu' every NumPy plan
+    name = dispatch.choose_on(BACKENDS, method, device, plan, PLACES[kind], AUTO,
+                              {("ops", "cpu"): _auto_ops}, "x, dt, ...")  # fmt: skip
+    assert name is not None  # 'ops' takes every tensor, 'fused' every NumPy plan
     if L == 0:
         y, final, varlen = _empty(plan.args, kind, plan.state_cu)
     else:
@@ -218,19 +226,16 @@ class _Plan:
     needs_grad: bool
 
 
-def _refuse_cpu(p: _Plan) -> Exception | None:
-    if p.kind == "torch-cuda":
-        return ValueError("method='cpu' got torch CUDA tensors; use method='torch' (or 'auto'), "
-                          "or move the tensors to the CPU")  # fmt: skip
+def _refuse_fused(p: _Plan) -> Exception | None:
     if p.needs_grad:
-        return ValueError("method='cpu' computes no gradients; use method='torch' (or 'auto') "
+        return ValueError("method='fused' computes no gradients; use method='ops' (or 'auto') "
                           "for tensors that require grad, or detach them")  # fmt: skip
     return None
 
 
-def _refuse_torch(p: _Plan) -> Exception | None:
+def _refuse_ops(p: _Plan) -> Exception | None:
     if p.kind == "numpy":
-        return ValueError("method='torch' needs torch tensors; use method='cpu' for numpy arrays")
+        return ValueError("method='ops' needs torch tensors; use method='fused' for numpy arrays")
     return None
 
 
@@ -238,9 +243,9 @@ def _takes_any(p: _Plan) -> Exception | None:
     return None
 
 
-def _auto_torch(p: _Plan) -> Exception | None:
-    """'auto' runs torch ops for CUDA tensors and for gradients; the CPU kernels otherwise."""
-    if p.kind == "torch-cuda" or p.needs_grad:
+def _auto_ops(p: _Plan) -> Exception | None:
+    """'auto' runs torch ops on the CPU for gradients; the CPU kernels otherwise."""
+    if p.needs_grad:
         return None
     return ValueError("the CPU kernels take this plan")
 
@@ -269,15 +274,23 @@ def _backend_reference(p: _Plan) -> tuple[Any, Any, Any]:
         f["softplus"], f["dt_limit"], a["initial_states"], p.starts, p.state_cu)  # fmt: skip
 
 
-BACKENDS: dict[str, dispatch.Backend[_Plan, tuple[Any, Any, Any]]] = {
-    "torch": dispatch.Backend(_refuse_torch, _backend_torch),
-    "cpu": dispatch.Backend(_refuse_cpu, _backend_cpu),
-    "reference": dispatch.Backend(_takes_any, _backend_reference),
+BACKENDS: dict[tuple[str, str], dispatch.Backend[_Plan, tuple[Any, Any, Any]]] = {
+    ("ops", "cpu"): dispatch.Backend(_refuse_ops, _backend_torch),
+    ("ops", "cuda"): dispatch.Backend(_refuse_ops, _backend_torch),
+    ("fused", "cpu"): dispatch.Backend(_refuse_fused, _backend_cpu),
+    ("reference", "cpu"): dispatch.Backend(_takes_any, _backend_reference),
+    ("reference", "cuda"): dispatch.Backend(_takes_any, _backend_reference),
 }
-"""Every backend of :func:`ssd_scan` by its ``method=`` name."""
+"""Every backend of :func:`ssd_scan` by its ``(method, device)``."""
 
-AUTO: tuple[str, ...] = ("torch", "cpu")
-"""``method='auto'``: the first of these that accepts (by ``_auto_torch`` for torch)."""
+AUTO: tuple[tuple[str, str], ...] = (("ops", "cuda"), ("ops", "cpu"), ("fused", "cpu"))
+"""``method='auto'``: the first of these on the arrays' device that accepts (torch ops on
+CPU tensors only for gradients: ``_auto_ops``)."""
+
+SSD_METHODS: tuple[str, ...] = ("auto", *dict.fromkeys(m for m, _ in BACKENDS))
+
+#: the retired ``method=`` spellings, and what they now are
+OLD_METHODS: dict[str, tuple[str, str]] = {"cpu": ("fused", "cpu"), "torch": ("ops", "auto")}
 
 
 # ------------------------------------------------------------------ helpers
@@ -415,7 +428,7 @@ def _host_forward(a: dict[str, Any], Q: int, flags: dict[str, Any], st: np.ndarr
 def phase_times(fn: Any, rounds: int = 3) -> dict[str, float]:
     """Median seconds per kernel and GEMM group of one call of ``fn`` (benchmarks).
 
-    ``fn`` runs :func:`ssd_scan` (``method='cpu'``); its numba kernels and its GEMMs are
+    ``fn`` runs :func:`ssd_scan` (``method='fused'``); its numba kernels and its GEMMs are
     wrapped with timers for the calls, then restored.
     """
     names = ("prep", "pass_states", "finish")

@@ -7,11 +7,15 @@ a pair of functions with one signature each:
   (the error an explicit ``method=`` raises), or ``None``;
 * ``run(plan) -> list of leaves``: the scan.
 
-``method='auto'`` runs the first backend of :data:`AUTO` that accepts
-(dask arrays; then torch's own CUDA scan where torch has the op and is the
-faster below a measured size; then CUDA arrays with a monoid, then host
-arrays with a monoid, then vectorized calls of ``fn``); the Dask backend's per-chunk step
-goes through the same table.  The laws every backend relies on are in
+The table is keyed by ``(method, device)``: the algorithm (``'tiled'``, the
+compiled kernels that scan tiles and pass their carries; ``'native'``,
+torch's own cumulative op; ``'generic'``, vectorized calls of ``fn``;
+``'reference'``, the sequential fold) and the place it runs on, where the
+arrays are.  ``method='auto'`` runs the first backend of :data:`AUTO` on
+that device that accepts (on the GPU, torch's own scan where torch has the
+op and is the faster below a measured size, then the CUDA kernel; a monoid
+on the host runs the CPU kernel; vectorized calls of ``fn`` otherwise); the
+Dask backend's per-chunk step goes through the same table.  The laws every backend relies on are in
 ``scan.py``; the slow sequential fold the tests trust is ``reference``.
 """
 
@@ -73,58 +77,27 @@ Backend = dispatch.Backend  # Backend[ScanPlan, Leaves]: refuse(plan), run(plan)
 
 
 # ------------------------------------------------------------------- refusals
-def _not_dask(plan: ScanPlan, name: str) -> Exception | None:
-    if plan.kind == _kinds.DASK:
-        return ValueError(
-            f"method={name!r} cannot scan dask arrays; use method='dask' or 'auto' "
-            "(or compute the arrays first)"
-        )
-    return None
-
-
-def _kernel(plan: ScanPlan, name: str) -> Exception | None:
-    """The refusals shared by the compiled backends (cpu and cuda)."""
+def _kernel(plan: ScanPlan) -> Exception | None:
+    """The refusals of the compiled kernels (``method='tiled'`` on the CPU and on CUDA)."""
     if not plan.is_monoid:
         return ValueError(
-            f"method={name!r} needs a Monoid (a numba-compilable combine with its "
-            "identity); wrap the scalar combine with propopt.Monoid, or use "
-            "method='generic' for a plain callable"
+            "method='tiled' needs a Monoid (a numba-compilable combine with its identity); "
+            "wrap the scalar combine with propopt.Monoid, or use method='generic' for a "
+            "plain callable"
         )
     if plan.needs_grad:
         return ValueError(
-            f"method={name!r} is not differentiable and elems requires grad; use "
+            "method='tiled' is not differentiable and elems requires grad; use "
             "method='generic' (or 'auto') for torch autograd, or detach elems"
         )
     if plan.np_dtype not in SUPPORTED:
         names = sorted(d.name for d in SUPPORTED)
         return TypeError(
-            f"method={name!r} has no kernel for dtype {plan.leaves[0].dtype} (monoid "
+            f"method='tiled' has no kernel for dtype {plan.leaves[0].dtype} (monoid "
             f"{plan.fn.name!r}); the kernels take {', '.join(names)}: cast elems (e.g. to "  # type: ignore[union-attr]
             "float32) or use method='generic'"
         )
     return None
-
-
-def _refuse_cpu(plan: ScanPlan) -> Exception | None:
-    if err := _not_dask(plan, "cpu"):
-        return err
-    if plan.on_gpu:
-        return ValueError(
-            "method='cpu' got CUDA arrays; use method='cuda' or 'auto', or move them to the "
-            "host first"
-        )
-    return _kernel(plan, "cpu")
-
-
-def _refuse_cuda(plan: ScanPlan) -> Exception | None:
-    if err := _not_dask(plan, "cuda"):
-        return err
-    if not plan.on_gpu:
-        return ValueError(
-            f"method='cuda' needs CUDA arrays (torch CUDA tensors or numba device arrays) but "
-            f"elems holds {plan.described()}; move them to the GPU or use method='cpu'"
-        )
-    return _kernel(plan, "cuda")
 
 
 #: torch's own CUDA scan for a monoid, where torch has the exact op: the
@@ -136,45 +109,45 @@ TORCH_OPS: dict[str, tuple[str, frozenset[str]]] = {
 }
 
 #: ``method='auto'`` takes torch's op for scans of fewer elements than this
-#: (docs/gpu.md: the crossover measured against the ``'cuda'`` kernel)
+#: (docs/gpu.md: the crossover measured against the tiled CUDA kernel)
 TORCH_AUTO_BELOW: dict[str, int] = {"cumsum": 1 << 62, "cumprod": 1 << 62, "logcumsumexp": 1 << 62}
 
 
-def _refuse_torch(plan: ScanPlan) -> Exception | None:
+def _refuse_native(plan: ScanPlan) -> Exception | None:
     if plan.kind != _kinds.TORCH_CUDA:
         return ValueError(
-            f"method='torch' runs torch's CUDA scans on torch CUDA tensors but elems holds "
+            f"method='native' runs torch's CUDA scans on torch CUDA tensors but elems holds "
             f"{plan.described()}; use method='auto'"
         )
     name = getattr(plan.fn, "name", None)
     if not plan.is_monoid or name not in TORCH_OPS:
         names = ", ".join(map(repr, TORCH_OPS))
         return ValueError(
-            f"method='torch' takes the monoids torch has a scan for ({names}), not "
-            f"{getattr(plan.fn, 'name', plan.fn)!r}; use method='cuda' or 'auto'"
+            f"method='native' takes the monoids torch has a scan for ({names}), not "
+            f"{getattr(plan.fn, 'name', plan.fn)!r}; use method='tiled' or 'auto'"
         )
     op, dtypes = TORCH_OPS[name]
     if str(plan.leaves[0].dtype).replace("torch.", "") not in dtypes:
         return TypeError(
-            f"method='torch' runs torch.{op} on {', '.join(sorted(dtypes))}, not "
-            f"{plan.leaves[0].dtype}; cast elems or use method='cuda' or 'auto'"
+            f"method='native' runs torch.{op} on {', '.join(sorted(dtypes))}, not "
+            f"{plan.leaves[0].dtype}; cast elems or use method='tiled' or 'auto'"
         )
     if plan.reverse or plan.exclusive:
         return ValueError(
-            f"method='torch' has no reverse or exclusive form of torch.{op}; use "
-            "method='cuda' or 'auto'"
+            f"method='native' has no reverse or exclusive form of torch.{op}; use "
+            "method='tiled' or 'auto'"
         )
     return None
 
 
 def _torch_op(plan: ScanPlan) -> str:
-    """The torch function for the plan's monoid (one that :func:`_refuse_torch` accepted)."""
+    """The torch function for the plan's monoid (one that :func:`_refuse_native` accepted)."""
     return TORCH_OPS[str(getattr(plan.fn, "name", ""))][0]
 
 
-def _refuse_torch_auto(plan: ScanPlan) -> Exception | None:
+def _refuse_native_auto(plan: ScanPlan) -> Exception | None:
     """'auto' takes torch's op below its measured crossover with the CUDA kernel."""
-    err = _refuse_torch(plan)
+    err = _refuse_native(plan)
     if err is None:
         op = _torch_op(plan)
         if plan.leaves[0].numel() >= TORCH_AUTO_BELOW[op]:
@@ -184,8 +157,6 @@ def _refuse_torch_auto(plan: ScanPlan) -> Exception | None:
 
 def _refuse_host_calls(name: str) -> Callable[[ScanPlan], Exception | None]:
     def refuse(plan: ScanPlan) -> Exception | None:
-        if err := _not_dask(plan, name):
-            return err
         if plan.kind == _kinds.CUDA:
             return ValueError(
                 f"method={name!r} cannot run on CUDA device arrays: pass a Monoid (compiled "
@@ -196,12 +167,7 @@ def _refuse_host_calls(name: str) -> Callable[[ScanPlan], Exception | None]:
     return refuse
 
 
-def _refuse_dask(plan: ScanPlan) -> Exception | None:
-    if plan.kind != _kinds.DASK:
-        return ValueError(
-            f"method='dask' needs dask arrays but elems holds {plan.described()}; wrap them "
-            "with dask.array.from_array or use method='auto'"
-        )
+def _takes_any(plan: ScanPlan) -> Exception | None:
     return None
 
 
@@ -280,37 +246,58 @@ def scan_block(
 ) -> Leaves:
     """One Dask chunk's inclusive scan in memory, by the backend the table picks for it."""
     plan = ScanPlan(fn, combine, blocks, _kinds.NUMPY, axis, reverse, False)
-    return run("auto", plan)
+    return run("auto", "auto", plan)
 
 
-BACKENDS: dict[str, Backend] = {
-    "dask": Backend(_refuse_dask, _run_dask),
-    "torch": Backend(_refuse_torch, _run_torch),
-    "cuda": Backend(_refuse_cuda, _run_cuda),
-    "cpu": Backend(_refuse_cpu, _run_cpu),
-    "generic": Backend(_refuse_host_calls("generic"), _run_generic),
-    "reference": Backend(_refuse_host_calls("reference"), _run_reference),
+Key = tuple[str, str]  # (method, device)
+
+BACKENDS: dict[Key, Backend] = {
+    ("tiled", "dask"): Backend(_takes_any, _run_dask),
+    ("native", "cuda"): Backend(_refuse_native, _run_torch),
+    ("tiled", "cuda"): Backend(_kernel, _run_cuda),
+    ("tiled", "cpu"): Backend(_kernel, _run_cpu),
+    ("generic", "cpu"): Backend(_takes_any, _run_generic),
+    ("generic", "cuda"): Backend(_refuse_host_calls("generic"), _run_generic),
+    ("reference", "cpu"): Backend(_takes_any, _run_reference),
+    ("reference", "cuda"): Backend(_refuse_host_calls("reference"), _run_reference),
 }
-"""Every backend by its ``method=`` name."""
+"""Every backend by its ``(method, device)``."""
 
-AUTO: tuple[str, ...] = ("dask", "torch", "cuda", "cpu", "generic")
-"""``method='auto'``: the first of these that accepts, in this order."""
+AUTO: tuple[Key, ...] = (
+    ("tiled", "dask"),
+    ("native", "cuda"),
+    ("tiled", "cuda"),
+    ("tiled", "cpu"),
+    ("generic", "cpu"),
+    ("generic", "cuda"),
+)
+"""``method='auto'``: the first of these on the arrays' device that accepts, in this order."""
 
-AUTO_REFUSE: dict[str, Callable[[ScanPlan], Exception | None]] = {
-    "torch": _refuse_torch_auto,
-    "generic": _refuse_generic_auto,
+AUTO_REFUSE: dict[Key, Callable[[ScanPlan], Exception | None]] = {
+    ("native", "cuda"): _refuse_native_auto,
+    ("generic", "cpu"): _refuse_generic_auto,
+    ("generic", "cuda"): _refuse_generic_auto,
 }
 """The rows that ``'auto'`` takes less often than an explicit ``method=``."""
 
+#: the retired ``method=`` spellings that named a place, and what they now are
+OLD_METHODS: dict[str, Key] = {
+    "cpu": ("tiled", "cpu"),
+    "cuda": ("tiled", "cuda"),
+    "dask": ("tiled", "dask"),
+    "torch": ("native", "cuda"),
+}
 
-def choose(method: str, plan: ScanPlan) -> str:
-    """The backend for ``method`` ('auto': the first in :data:`AUTO` that accepts), or its error."""
-    key = None if method == "auto" else method
-    name = dispatch.choose(BACKENDS, key, plan, AUTO, AUTO_REFUSE)
-    if name is not None:
-        return name
+
+def choose(method: str, device: str, plan: ScanPlan) -> Key:
+    """The backend for ``(method, device)`` ('auto': the first in :data:`AUTO` that accepts)."""
+    key = dispatch.choose_on(
+        BACKENDS, method, device, plan, _kinds.PLACES[plan.kind], AUTO, AUTO_REFUSE, "elems"
+    )
+    if key is not None:
+        return key
     # only CUDA device arrays get here: the GPU kernels are what could have run them
-    err = _refuse_cuda(plan)
+    err = _kernel(plan)
     if isinstance(err, ValueError) and not plan.is_monoid:
         err = ValueError(
             "a plain callable fn cannot run on CUDA device arrays; pass a Monoid, or torch "
@@ -319,6 +306,6 @@ def choose(method: str, plan: ScanPlan) -> str:
     raise err if err is not None else AssertionError("no scan backend accepts this plan")
 
 
-def run(method: str, plan: ScanPlan) -> Leaves:
+def run(method: str, device: str, plan: ScanPlan) -> Leaves:
     """Run ``plan`` on the backend :func:`choose` picks."""
-    return BACKENDS[choose(method, plan)].run(plan)
+    return BACKENDS[choose(method, device, plan)].run(plan)

@@ -7,9 +7,10 @@ A backend is a pair of functions with one signature each, as for the scans
   plan (the error an explicit ``method=`` raises), or ``None``;
 * ``run(plan) -> (values, indices)``: the result, of the input's kind.
 
-``method='auto'`` runs the first backend of :data:`AUTO` that accepts: the
-CUDA kernel for CUDA arrays, else the CPU kernels; ``'reference'`` is the
-slow sort the tests trust.
+The table is keyed by ``(method, device)``: ``'select'``, the threshold
+selection of the compiled kernels (numba threads on the host, the CUDA
+kernel on the GPU), and ``'reference'``, the slow sort the tests trust, on
+the device that holds ``x``.  ``method='auto'`` is ``'select'``.
 """
 
 from __future__ import annotations
@@ -47,8 +48,6 @@ Backend = dispatch.Backend  # Backend[TopKPlan, (values, indices)]
 
 
 def _refuse_cuda(plan: TopKPlan) -> Exception | None:
-    if not plan.on_gpu:
-        return ValueError("method='cuda' needs a CUDA tensor; move x with x.cuda() first")
     if not _cuda_available():
         return RuntimeError(
             f"x is on {_kinds.device_of(plan.x)} but numba.cuda cannot use the GPU "
@@ -66,15 +65,8 @@ def _cuda_available() -> bool:
     return bool(cuda.is_available())
 
 
-def _refuse_host(name: str) -> Callable[[TopKPlan], Exception | None]:
-    def refuse(plan: TopKPlan) -> Exception | None:
-        if plan.on_gpu:
-            return ValueError(
-                f"method={name!r} runs on the CPU; x is on {_kinds.device_of(plan.x)}"
-            )
-        return None
-
-    return refuse
+def _takes_any(plan: TopKPlan) -> Exception | None:
+    return None
 
 
 def _run_cuda(plan: TopKPlan) -> tuple[Any, Any]:
@@ -94,27 +86,33 @@ def _run_host(method: str) -> Callable[[TopKPlan], tuple[Any, Any]]:
     return run
 
 
-BACKENDS: dict[str, Backend] = {
-    "cpu": Backend(_refuse_host("cpu"), _run_host("cpu")),
-    "cuda": Backend(_refuse_cuda, _run_cuda),
-    "reference": Backend(_refuse_host("reference"), _run_host("reference")),
+Key = tuple[str, str]  # (method, device)
+
+BACKENDS: dict[Key, Backend] = {
+    ("select", "cpu"): Backend(_takes_any, _run_host("select")),
+    ("select", "cuda"): Backend(_refuse_cuda, _run_cuda),
+    ("reference", "cpu"): Backend(_takes_any, _run_host("reference")),
 }
-"""Every backend by its ``method=`` name."""
+"""Every backend by its ``(method, device)``."""
 
-AUTO: tuple[str, ...] = ("cuda", "cpu")
-"""``method='auto'``: the first of these that accepts, in this order."""
+AUTO: tuple[Key, ...] = (("select", "cuda"), ("select", "cpu"))
+"""``method='auto'``: the first of these on the device of ``x`` that accepts."""
 
-METHODS: tuple[str, ...] = ("auto", *BACKENDS)
+METHODS: tuple[str, ...] = ("auto", *dict.fromkeys(m for m, _ in BACKENDS))
+DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda")
+
+#: the retired ``method=`` spellings that named a place, and what they now are
+OLD_METHODS: dict[str, Key] = {"cpu": ("select", "cpu"), "cuda": ("select", "cuda")}
 
 
-def choose(method: str, plan: TopKPlan) -> str:
-    """The backend for ``method`` ('auto': the first of :data:`AUTO` that accepts), or its error."""
-    if method not in METHODS:
-        raise ValueError(f"method={method!r} is not one of {', '.join(map(repr, METHODS))}")
-    name = dispatch.choose(BACKENDS, None if method == "auto" else method, plan, AUTO)
-    if name is None:  # only CUDA inputs get here, when numba cannot use the GPU
-        raise BACKENDS["cuda"].refuse(plan) or AssertionError("no top-k backend accepts")
-    return name
+def choose(method: str, device: str, plan: TopKPlan) -> Key:
+    """The backend for ``(method, device)`` ('auto': the first of :data:`AUTO` that accepts)."""
+    key = dispatch.choose_on(
+        BACKENDS, method, device, plan, _kinds.PLACES[plan.kind], AUTO, what="x"
+    )
+    if key is None:  # only CUDA inputs get here, when numba cannot use the GPU
+        raise _refuse_cuda(plan) or AssertionError("no top-k backend accepts")
+    return key
 
 
 def _positions(

@@ -17,13 +17,14 @@ from typing import Any
 
 import numpy as np
 
-from .. import _jit, _kinds, _pytree, _validate
+from .. import _jit, _kinds, _pytree, _validate, dispatch
 from ..arrays import flag
-from ..typing import ScanMethod
+from ..typing import Device, ScanMethod
 from . import _backends, _half, _law_check, _masked
 from .monoid import Monoid
 
-METHODS: tuple[str, ...] = ("auto", "reference", "generic", "cpu", "cuda", "torch", "dask")
+METHODS: tuple[str, ...] = ("auto", *dict.fromkeys(m for m, _ in _backends.BACKENDS))
+DEVICES: tuple[str, ...] = ("auto", *dispatch.DEVICES)
 
 Leaves = list[Any]
 
@@ -37,6 +38,7 @@ def associative_scan(
     exclusive: bool = False,
     identity: Any = None,
     method: ScanMethod = "auto",
+    device: Device = "auto",
     check: bool | None = None,
     reset: Any = None,
     out: Any = None,
@@ -81,14 +83,24 @@ def associative_scan(
         same answer: ``identity=`` with a monoid must equal it (a different
         value raises ``ValueError``; to start the scan from a value, put it
         in front of ``elems``).
-    method : {'auto', 'reference', 'generic', 'cpu', 'cuda', 'torch', 'dask'}
-        ``'auto'`` picks ``'dask'`` for dask arrays; for a monoid, ``'cuda'``
-        on the GPU (or ``'torch'``, torch's own ``cumsum``, ``cumprod`` or
-        ``logcumsumexp`` of a torch CUDA tensor, at the sizes where it is the
-        faster: docs/gpu.md) and ``'cpu'`` (numba threads) on the host unless a torch
-        tensor requires grad; otherwise ``'generic'`` (vectorized calls of
-        ``fn``; differentiable by torch).  ``'reference'`` is the sequential
-        fold that the tests trust.
+    method : {'auto', 'tiled', 'native', 'generic', 'reference'}
+        The algorithm.  ``'tiled'``: propopt's compiled kernels, which scan
+        tiles and pass their carries along (numba threads on the host, one
+        CUDA kernel with decoupled look-back on the GPU, the chunks and their
+        carries for Dask); it needs a :class:`~propopt.Monoid`.
+        ``'native'``: torch's own ``cumsum``, ``cumprod`` or
+        ``logcumsumexp`` of a torch CUDA tensor.  ``'generic'``: vectorized
+        calls of ``fn`` (differentiable by torch).  ``'reference'``: the
+        sequential fold that the tests trust.  ``'auto'``: for a monoid,
+        ``'native'`` on the GPU where torch has the op and is the faster
+        (docs/gpu.md), else ``'tiled'``, unless a torch tensor requires
+        grad; ``'generic'`` otherwise; dask arrays always run ``'tiled'``.
+        The spellings ``'cpu'``, ``'cuda'``, ``'dask'`` (now ``'tiled'`` on
+        that device) and ``'torch'`` (now ``'native'``) still work, with a
+        ``DeprecationWarning``.
+    device : {'auto', 'cpu', 'cuda', 'dask'}
+        Where it runs: where the arrays are (``'auto'``).  A scan never moves
+        arrays between devices, so any other value must name that place.
     check : bool or None
         ``True``: run :func:`propopt.audit.check_associative` on elements
         sampled from ``elems`` first, and raise
@@ -188,8 +200,9 @@ def associative_scan(
     D. Merrill and M. Garland, "Single-pass parallel prefix scan with
     decoupled look-back", NVIDIA NVR-2016-002, 2016.
     """
-    if method not in METHODS:
-        raise ValueError(f"method={method!r} is not one of {', '.join(map(repr, METHODS))}")
+    method, device = dispatch.method_device(
+        "associative_scan", method, device, _backends.BACKENDS, _backends.OLD_METHODS
+    )
     if not (isinstance(fn, Monoid) or callable(fn)):
         raise TypeError(f"fn must be a Monoid or a callable combining two batches, got {fn!r}")
     reverse, exclusive = flag("reverse", reverse), flag("exclusive", exclusive)
@@ -257,8 +270,9 @@ def associative_scan(
         )
         exclusive, ident = False, None
     plan = _backends.ScanPlan(fn, combine, leaves, kind, ax, reverse, exclusive, ident)
-    chosen = _backends.choose(method, plan)
-    if outs is not None and chosen == "cpu" and reset is None and given is None and mask is None:
+    chosen = _backends.choose(method, device, plan)
+    direct = reset is None and given is None and mask is None
+    if outs is not None and chosen == ("tiled", "cpu") and direct:
         plan.out = _direct_out(outs, leaves)
 
     n = leaves[0].shape[ax]
@@ -266,11 +280,12 @@ def associative_scan(
         _law_check.before_scan(law_fn, elems, ax, check, monoid=isinstance(law_fn, Monoid),
                                dask=kind == _kinds.DASK)  # fmt: skip
 
-    if n == 0 and chosen != "dask":
+    if n == 0 and chosen[1] != "dask":
         out = [x[(slice(None),) * ax + (slice(0, 0),)] for x in leaves]
         out = [o.copy() if hasattr(o, "copy") else o.clone() for o in out]
     else:
-        if ident is None and isinstance(fn, Monoid) and chosen in ("dask", "reference", "generic"):
+        calls_fn = chosen[0] in ("reference", "generic") or chosen[1] == "dask"
+        if ident is None and isinstance(fn, Monoid) and calls_fn:
             plan.identity = _monoid_identity(fn, leaves, ax)
         with _jit.user_code(
             f"combine {_validate.name_of(fn)!r}",

@@ -33,9 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from .. import _kinds
+from .. import _kinds, dispatch
 from .._validate import axis_in_range
-from ._topk_backends import BACKENDS, METHODS, TopKPlan, choose
+from ._topk_backends import BACKENDS, OLD_METHODS, TopKPlan, choose
 from ._topk_checks import (
     NanPolicy,
     check_dtype,
@@ -60,6 +60,7 @@ def topk(
     *,
     nan: NanPolicy = "ignore",
     method: str = "auto",
+    device: str = "auto",
     out: tuple[Any, Any] | None = None,
 ) -> tuple[Any, Any]:
     """The ``k`` best values along an axis and their indices, like ``torch.topk``.
@@ -97,9 +98,15 @@ def topk(
         ``'ignore'`` never returns a NaN (a 1-D input may then yield fewer
         than ``k``; an N-D input whose rows would differ in length is an
         error); ``'largest'`` ranks NaN above every number, as torch does.
-    method : {'auto', 'cpu', 'cuda', 'reference'}
-        ``'auto'`` runs the CUDA kernel for CUDA tensors and the CPU kernel
-        otherwise; ``'reference'`` sorts with Python (tests).
+    method : {'auto', 'select', 'reference'}
+        The algorithm: ``'select'`` (and ``'auto'``), the threshold
+        selection of the Notes (numba threads on the host, a CUDA kernel on
+        the GPU); ``'reference'`` sorts on the host (tests).  The spellings
+        ``'cpu'`` and ``'cuda'`` (now ``'select'`` on that device) still
+        work, with a ``DeprecationWarning``.
+    device : {'auto', 'cpu', 'cuda'}
+        Where it runs: where ``x`` is (``'auto'``); ``topk`` never moves
+        ``x``, so any other value must name that place.
     out : (values, indices), optional
         Arrays to write the result into, of the input's kind, device and
         dtype (indices int64) and the result's shape; torch tensors of another
@@ -137,8 +144,7 @@ def topk(
     nanbig = check_nan(nan)
     if not isinstance(sorted, (bool, np.bool_)):
         raise TypeError(f"sorted must be a bool, got {sorted!r}")
-    if method not in METHODS:
-        raise ValueError(f"method={method!r} is not one of {', '.join(map(repr, METHODS))}")
+    method, device = dispatch.method_device("topk", method, device, BACKENDS, OLD_METHODS)
     if not isinstance(largest, (bool, np.bool_)):
         raise TypeError(f"largest must be a bool, got {largest!r}")
     kind = _kinds.array_kind(x)
@@ -162,13 +168,14 @@ def topk(
                 "x is a 0-d masked array whose one value is masked: there is nothing to "
                 "select; unmask it or skip this call"
             )
-        v, i = topk(x.reshape(1), 1, 0, largest, sorted, nan="largest", method=method)
+        v, i = topk(x.reshape(1), 1, 0, largest, sorted, nan="largest", method=method,
+                    device=device)  # fmt: skip
         return _into(out, v.reshape(()), i.reshape(()))
     if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
         raise TypeError(f"axis must be an int, got {axis!r}")
     ax = axis_in_range(axis, "x", tuple(x.shape))
     plan = TopKPlan(x, k, ax, bool(largest), nanbig, bool(sorted), kind)
-    backend = choose(method, plan)
+    backend = choose(method, device, plan)
     check_dtype(score_dtype(x))
     if k == 0:
         return _into(out, *_empty(x, ax))

@@ -94,7 +94,7 @@ def test_cuda_never_combines_the_identity_into_an_element(reverse, exclusive):
         out = pp.associative_scan(
             pp.linear_recurrence,
             (cuda.to_device(a), cuda.to_device(b)),
-            method="cuda",
+            method="tiled",
             reverse=reverse,
             exclusive=exclusive,
         )[1].copy_to_host()

@@ -107,7 +107,7 @@ def test_matches_reference(client, fn_name, layout, reverse, exclusive):
 def test_user_monoid_with_compiled_kernels(client, reverse, exclusive):
     xs = draw(affine, (23,))
     # compile the kernels in this process first: the monoid must still pickle
-    pp.associative_scan(affine, xs, method="cpu")
+    pp.associative_scan(affine, xs, method="tiled")
     lazy, ref = scan_both(affine, xs, (5, 7, 11), reverse=reverse, exclusive=exclusive)
     check(client, lazy, ref)
 
@@ -174,10 +174,12 @@ def test_slicing_the_result_culls(client):
     np.testing.assert_allclose(client.compute(out[10:20], sync=True), np.cumsum(x)[10:20])
 
 
-def test_method_cpu_refuses_dask():
+def test_device_cpu_refuses_dask():
     x = da.ones(10, chunks=3)
-    with pytest.raises(ValueError, match="dask"):
-        pp.associative_scan(pp.add, x, method="cpu")
+    with pytest.raises(ValueError, match=r"device='cpu', but the data \(elems\) is on 'dask'"):
+        pp.associative_scan(pp.add, x, device="cpu")
+    with pytest.raises(ValueError, match="method='generic' runs on device 'cpu' or 'cuda'"):
+        pp.associative_scan(pp.add, x, method="generic")
 
 
 def test_unknown_chunk_sizes_refused():

@@ -77,19 +77,44 @@ def test_monoid_leaves_differ_in_dtype_or_shape():
 
 
 def test_unknown_method_lists_valid_ones():
-    names = "'auto', 'reference', 'generic', 'cpu', 'cuda', 'torch', 'dask'"
+    names = "'auto', 'tiled', 'native', 'generic', 'reference'"
     with pytest.raises(ValueError, match=names):
         pp.associative_scan(pp.add, np.ones(3), method="gpu")
+    with pytest.raises(ValueError, match="device='gpu' is not one of 'auto', 'cpu', 'cuda'"):
+        pp.associative_scan(pp.add, np.ones(3), device="gpu")
 
 
 def test_kernel_methods_need_a_monoid():
-    with pytest.raises(ValueError, match="needs a Monoid"):
-        pp.associative_scan(lambda a, b: a + b, np.ones(3), method="cpu")
+    with pytest.raises(ValueError, match="method='tiled' needs a Monoid"):
+        pp.associative_scan(lambda a, b: a + b, np.ones(3), method="tiled")
 
 
-def test_cuda_method_needs_cuda_arrays():
-    with pytest.raises(ValueError, match="method='cuda' needs CUDA arrays"):
-        pp.associative_scan(pp.add, np.ones(3), method="cuda")
+def test_device_must_be_where_the_arrays_are():
+    with pytest.raises(ValueError, match=r"^device='cuda', but the data \(elems\) is on 'cpu'"):
+        pp.associative_scan(pp.add, np.ones(3), device="cuda")
+    with pytest.raises(ValueError, match=r"^method='native' runs on device 'cuda', but the data"):
+        pp.associative_scan(pp.add, np.ones(3), method="native")
+    np.testing.assert_array_equal(
+        pp.associative_scan(pp.add, np.ones(3), method="tiled", device="cpu"), [1, 2, 3]
+    )
+
+
+@pytest.mark.parametrize(
+    "old, new", [("cpu", "method='tiled', device='cpu'"), ("generic", None)]
+)
+def test_retired_method_spellings_warn_and_give_the_same_answer(old, new):
+    x = np.arange(1.0, 6.0)
+    if new is None:  # an algorithm's name: no warning
+        got = pp.associative_scan(pp.add, x, method=old)
+    else:
+        with pytest.warns(DeprecationWarning, match=rf"method={old!r}\) is deprecated: pass {new}"):
+            got = pp.associative_scan(pp.add, x, method=old)
+    np.testing.assert_array_equal(got, np.cumsum(x))
+
+
+def test_retired_spelling_contradicting_device_is_an_error():
+    with pytest.raises(ValueError, match=r"method='cpu', device='cuda'\) is contradictory"):
+        pp.associative_scan(pp.add, np.ones(3), method="cpu", device="cuda")
 
 
 def test_not_an_array():
@@ -174,13 +199,13 @@ def test_torch_method_refusals_name_the_fix():
     torch = pytest.importorskip("torch")
     from propopt.associativity import _backends
 
-    with pytest.raises(ValueError, match=r"^method='torch' .* torch CUDA tensors .*method='auto'$"):
-        pp.associative_scan(pp.add, torch.ones(3), method="torch")
+    with pytest.raises(ValueError, match=r"^method='native' runs on device 'cuda', but the data"):
+        pp.associative_scan(pp.add, torch.ones(3), method="native")
 
     # the refusals that need a CUDA tensor are checked on the plan itself
     def refusal(fn, x, reverse=False):
         plan = _backends.ScanPlan(fn, None, [x], _kinds.TORCH_CUDA, 0, reverse, False)
-        return _backends._refuse_torch(plan)
+        return _backends._refuse_native(plan)
 
     assert "'add', 'mul', 'logaddexp'" in str(refusal(pp.maximum, torch.ones(3)))
     assert isinstance(refusal(pp.add, torch.ones(3, dtype=torch.int8)), TypeError)

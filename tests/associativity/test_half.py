@@ -194,7 +194,7 @@ def test_half_every_backend_and_direction(m, dtype, lib):
     rng = np.random.default_rng(zlib.crc32(f"{m.name}-{dtype}-{lib}".encode()))
     elems = draw(m, 4096, dtype, rng)
     ref = loop64(m, elems)
-    for method in ("auto", "cpu", "generic", "reference"):
+    for method in ("auto", "tiled", "generic", "reference"):
         out = scan(m, elems, lib, dtype, method=method)
         assert rel_error(out, ref) <= TOL[dtype], (method, rel_error(out, ref))
     # reverse and exclusive: out_i = e_{n-1} . ... . e_{i+1}, the loop over the

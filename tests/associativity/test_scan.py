@@ -81,7 +81,7 @@ FAST = {
 
 
 def _matrix():
-    for method in ("cpu", "generic"):
+    for method in ("tiled", "generic"):
         for dtype in (np.float32, np.float64, np.int64):
             for m in MONOIDS:
                 fast = method == "generic" or (m.name, np.dtype(dtype).name) in FAST
@@ -146,7 +146,7 @@ def test_scan_known_values():
     assert a.tolist() == [0.5, 0.25, 0.125, 0.0625]
 
 
-@pytest.mark.parametrize("method", ["cpu", "generic", "reference"])
+@pytest.mark.parametrize("method", ["tiled", "generic", "reference"])
 def test_matmul_operand_order_forward_and_reverse(method):
     # Non-commutative: forward gives M0 @ ... @ Mi, reverse gives
     # M_{n-1} @ ... @ M_i (the accumulated suffix on the left), as in jax.
@@ -216,7 +216,7 @@ def test_custom_monoid_from_scalar_function():
 
     rng = np.random.default_rng(8)
     x, y = rng.normal(size=500), rng.normal(size=500)
-    for method in ("cpu", "generic"):
+    for method in ("tiled", "generic"):
         s, c = pp.associative_scan(affine_min, (x, y), method=method)
         np.testing.assert_allclose(s, np.cumsum(x), rtol=1e-12)
         np.testing.assert_array_equal(c, np.minimum.accumulate(np.minimum(y, 1.0)))
@@ -256,7 +256,7 @@ def test_length_zero_and_one():
 def test_float16_runs_the_float32_kernel_and_keeps_its_dtype():
     # half precision is widened to float32 for the kernel (tests/associativity/test_half.py)
     x = np.linspace(0, 1, 50, dtype=np.float16)
-    for method in ("auto", "cpu"):
+    for method in ("auto", "tiled"):
         out = pp.associative_scan(pp.add, x, method=method)
         assert out.dtype == np.float16
         np.testing.assert_allclose(out, np.cumsum(x.astype(np.float64)), rtol=1e-3)
@@ -266,8 +266,8 @@ def test_distinct_lambda_monoids_get_distinct_kernels():
     x = np.arange(1, 6, dtype=np.int64)
     plus = pp.Monoid(lambda a, b: a + b, 0)
     times = pp.Monoid(lambda a, b: a * b, 1)
-    assert pp.associative_scan(plus, x, method="cpu").tolist() == [1, 3, 6, 10, 15]
-    assert pp.associative_scan(times, x, method="cpu").tolist() == [1, 2, 6, 24, 120]
+    assert pp.associative_scan(plus, x, method="tiled").tolist() == [1, 3, 6, 10, 15]
+    assert pp.associative_scan(times, x, method="tiled").tolist() == [1, 2, 6, 24, 120]
 
 
 def test_monoid_pickles_without_its_kernels():
@@ -280,5 +280,5 @@ def test_monoid_pickles_without_its_kernels():
     clone = pickle.loads(pickle.dumps(pp.linear_recurrence))
     assert clone.name == "linear_recurrence" and not any("kernel" in k for k in vars(clone))
     assert not _jit.kernel_cache(clone, "cpu")  # a copy compiles (or loads) its own
-    got = pp.associative_scan(clone, (np.full(3, 0.5), np.ones(3)), method="cpu")[1]
+    got = pp.associative_scan(clone, (np.full(3, 0.5), np.ones(3)), method="tiled")[1]
     assert got.tolist() == [1.0, 1.5, 1.75]

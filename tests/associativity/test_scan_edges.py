@@ -6,7 +6,7 @@ import pytest
 
 import propopt as pp
 
-METHODS = ["cpu", "reference", "generic"]
+METHODS = ["tiled", "reference", "generic"]
 
 
 def loop_sum(values, skip=()):
@@ -97,7 +97,7 @@ def test_matrix_scans_as_plain_ndarray(method):
     out = pp.associative_scan(pp.add, m, method=method)
     assert type(out) is np.ndarray and out.tolist() == [[1.0, 2.0], [4.0, 6.0]]
     # a plain combine sees elementwise arrays, not matrix products
-    plain = "auto" if method == "cpu" else method
+    plain = "auto" if method == "tiled" else method
     prod = pp.associative_scan(lambda p, q: p * q, m, method=plain)
     assert type(prod) is np.ndarray and prod.tolist() == [[1.0, 2.0], [3.0, 8.0]]
 
@@ -115,7 +115,7 @@ def test_combine_numba_cannot_type_is_one_line():
 
     m = pp.Monoid(branchy, identity=0.0, name="branchy", kinds="f")
     with pytest.raises(TypeError) as err:
-        pp.associative_scan(m, np.ones(5), method="cpu")
+        pp.associative_scan(m, np.ones(5), method="tiled")
     msg = str(err.value)
     assert "\n" not in msg and "combine 'branchy' could not be compiled by numba" in msg
 

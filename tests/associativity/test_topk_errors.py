@@ -21,10 +21,12 @@ def test_k_must_be_int():
 def test_unknown_options_list_valid_ones():
     with pytest.raises(ValueError, match="nan='drop' is not one of 'ignore', 'largest'"):
         topk(np.ones(4), 1, nan="drop")
-    with pytest.raises(ValueError, match="method='gpu' is not one of 'auto', 'cpu'"):
+    with pytest.raises(ValueError, match="method='gpu' is not one of 'auto', 'select', 'ref"):
         topk(np.ones(4), 1, method="gpu")
-    with pytest.raises(ValueError, match="method='cuda' needs a CUDA tensor"):
-        topk(np.ones(4), 1, method="cuda")
+    with pytest.raises(ValueError, match=r"device='cuda', but the data \(x\) is on 'cpu'"):
+        topk(np.ones(4), 1, device="cuda")
+    with pytest.warns(DeprecationWarning, match="pass method='select', device='cpu'"):
+        assert topk(np.arange(4.0), 1, method="cpu")[1].tolist() == [3]
 
 
 def test_axis_and_input_type():
@@ -123,16 +125,15 @@ def test_backends_come_from_one_table():
     from propopt import _kinds
     from propopt.associativity import _topk_backends as tb
 
-    assert set(tb.BACKENDS) == {"cpu", "cuda", "reference"}
-    assert tb.METHODS == ("auto", "cpu", "cuda", "reference")
+    assert set(tb.BACKENDS) == {("select", "cpu"), ("select", "cuda"), ("reference", "cpu")}
+    assert tb.METHODS == ("auto", "select", "reference")
     plan = tb.TopKPlan(np.ones(5), 2, 0, True, False, True, _kinds.NUMPY)
-    assert tb.choose("auto", plan) == "cpu"  # the first of AUTO that accepts host memory
-    assert tb.BACKENDS["cuda"].refuse(plan) is not None
-    assert tb.BACKENDS["reference"].refuse(plan) is None
-    with pytest.raises(ValueError, match="method='cuda' needs a CUDA tensor"):
-        tb.choose("cuda", plan)
-    ref = tb.BACKENDS["reference"].run(plan)
-    cpu = tb.BACKENDS["cpu"].run(plan)
+    assert tb.choose("auto", "auto", plan) == ("select", "cpu")  # where x is
+    assert tb.BACKENDS[("reference", "cpu")].refuse(plan) is None
+    with pytest.raises(ValueError, match=r"device='cuda', but the data \(x\) is on 'cpu'"):
+        tb.choose("select", "cuda", plan)
+    ref = tb.BACKENDS[("reference", "cpu")].run(plan)
+    cpu = tb.BACKENDS[("select", "cpu")].run(plan)
     np.testing.assert_array_equal(ref[1], cpu[1])
 
 
@@ -142,11 +143,13 @@ def test_cuda_input_without_a_usable_gpu_is_a_clear_error(monkeypatch):
 
     monkeypatch.setattr(tb, "_cuda_available", lambda: False)
     plan = tb.TopKPlan(np.ones(5), 2, 0, True, False, True, _kinds.TORCH_CUDA)
-    for method in ("auto", "cuda"):  # 'auto' has no host backend to fall back to here
+    for method in ("auto", "select"):  # 'auto' has no host backend to fall back to here
         with pytest.raises(RuntimeError, match=r"numba.cuda cannot use the GPU"):
-            tb.choose(method, plan)
-    with pytest.raises(ValueError, match="method='cpu' runs on the CPU"):
-        tb.choose("cpu", plan)
+            tb.choose(method, "auto", plan)
+    with pytest.raises(ValueError, match=r"device='cpu', but the data \(x\) is on 'cuda'"):
+        tb.choose("select", "cpu", plan)
+    with pytest.raises(ValueError, match="method='reference' runs on device 'cpu'"):
+        tb.choose("reference", "auto", plan)
 
 
 def test_out_read_only_names_out():

@@ -130,7 +130,7 @@ def test_each_review_adds_a_gpu_row_when_a_gpu_is_seen(name, monkeypatch):
     monkeypatch.setattr(common, "gpu_name", lambda: "Test GPU")
     monkeypatch.setattr(torch.Tensor, "cuda", lambda self, *a, **k: self)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
-    if name == "scan":  # CPU tensors: the row's method='cuda' would refuse them
+    if name == "scan":  # CPU tensors stand in for CUDA ones: scan them where they are
         monkeypatch.setattr(mod, "GPU_METHOD", "auto")
     rows = mod.review("small", Progress(1.0, min_interval_s=1e9))
     gpu = [r for r in rows if r.device == "cuda (Test GPU)"]

@@ -24,7 +24,7 @@ REC = ("a loop over time", "associativity", "scan of affine maps (a, b)")
 SUM_GPU = (*SUM[:2], "one pass, decoupled look-back (numba.cuda)")
 #: propopt's own CUDA kernel: for a torch CUDA tensor, method='auto' hands a
 #: plain cumsum to torch.cumsum, which would compare torch with itself
-GPU_METHOD = "cuda"
+GPU_METHOD = "tiled"
 
 
 def review(size: str, progress: Progress) -> list[Row]:

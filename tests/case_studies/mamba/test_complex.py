@@ -81,7 +81,7 @@ KINDS = [("shared", "shared"), ("step", "step"), ("group", "step"), ("shared", "
 EXTRAS = [(), ("D",), ("z", "delta_bias"), ("D", "z", "delta_bias", "initial_state")]
 
 
-@pytest.mark.parametrize("method", ["cpu", "parallel", "reference"])
+@pytest.mark.parametrize("method", ["fused", "parallel", "reference"])
 @pytest.mark.parametrize("b_kind, c_kind", KINDS)
 @pytest.mark.parametrize("extras", EXTRAS)
 @pytest.mark.parametrize("softplus", [False, True])
@@ -99,7 +99,7 @@ def test_matches_slow_loop(method, b_kind, c_kind, extras, softplus):
     np.testing.assert_allclose(last, exact_last, rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("method", ["cpu", "parallel", "reference"])
+@pytest.mark.parametrize("method", ["fused", "parallel", "reference"])
 def test_torch_tensors_and_single_precision(method):
     d = data(batch=3, dim=8, L=70, N=4, b_kind="group", c_kind="step", seed=1)
     exact, exact_last = slow(d["u"], d["delta"], d["A"], d["B"], d["C"], d["D"], d["z"],
@@ -148,7 +148,7 @@ def test_chunks_carry_the_complex_state():
     np.testing.assert_allclose(h, whole_last, rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("method", ["cpu", "parallel", "reference"])
+@pytest.mark.parametrize("method", ["fused", "parallel", "reference"])
 def test_packed_sequences(method):
     d = data(batch=1, dim=4, L=12, N=3, seed=4)
     seq_idx = np.array([[0, 0, 0, 0, 0, 1, 1, 2, 2, 2, 2, 2]])
@@ -172,7 +172,7 @@ def test_gradcheck(b_kind, c_kind, packed):
     seq_idx = np.array([[0, 0, 1, 1, 1], [0, 0, 0, 0, 0]]) if packed else None
 
     def f(*xs):
-        return selective_scan(*xs[:8], True, True, xs[8], seq_idx=seq_idx, method="cpu")
+        return selective_scan(*xs[:8], True, True, xs[8], seq_idx=seq_idx, method="fused")
 
     assert torch.autograd.gradcheck(f, leaves, eps=1e-6, atol=1e-7, rtol=1e-5)
 
@@ -184,14 +184,14 @@ def test_cpu_gradients_match_autograd_through_the_loop():
     d["delta"][0, 0, :10] = 25.0
     names = ("u", "delta", "A", "B", "C", "D", "z", "delta_bias", "initial_state")
     grads = {}
-    for method in ("cpu", "parallel"):
+    for method in ("fused", "parallel"):
         leaves = [torch.from_numpy(d[k]).requires_grad_() for k in names]
         out, last = selective_scan(*leaves[:8], True, True, leaves[8], method=method)
         loss = (out * torch.linspace(-1, 1, 150, dtype=torch.float64)).sum()
         loss = loss + (last * (1 + 2j)).real.sum()
         loss.backward()
         grads[method] = [x.grad for x in leaves]
-    for name, g, ref in zip(names, grads["cpu"], grads["parallel"]):
+    for name, g, ref in zip(names, grads["fused"], grads["parallel"]):
         assert g.dtype == ref.dtype, name
         scale = ref.abs().max().item()
         assert (g - ref).abs().max().item() <= 1e-11 * scale, name
@@ -239,8 +239,8 @@ def test_errors():
 
 def test_cuda_refuses_complex_with_the_fix():
     named = {"u": np.ones((1, 1, 1)), "A": np.ones((1, 1), np.complex64), "B": None}
-    with pytest.raises(TypeError, match=r"^A has dtype complex64: method='cuda' takes real "
-                                        r"A, B, C only; for complex A \(S4D-Lin\) on CUDA "
+    with pytest.raises(TypeError, match=r"^A has dtype complex64: method='fused' on CUDA takes "
+                                        r"real A, B, C only; for complex A \(S4D-Lin\) on CUDA "
                                         r"tensors use method='parallel' \(or 'auto'\), or "
                                         "run on CPU$"):  # fmt: skip
         raise _checks.complex_cuda_error(named)

@@ -38,7 +38,7 @@ def test_shape_errors_name_the_argument(name, value, match):
 
 def test_type_and_option_errors():
     d = _d()
-    with pytest.raises(ValueError, match=r"method='gpu' is not one of 'auto', 'reference'"):
+    with pytest.raises(ValueError, match=r"method='gpu' is not one of 'auto', 'fused', 'parallel'"):
         selective_scan(**d, method="gpu")
     with pytest.raises(TypeError, match="only A, B, C, initial_state may be complex"):
         selective_scan(**_d(u=d["u"].astype(np.complex64)))
@@ -46,8 +46,10 @@ def test_type_and_option_errors():
         selective_scan(**_d(u=np.ones((2, 4, 5), np.int64)))
     with pytest.raises(TypeError, match="D: expected a numpy array or a torch tensor, got list"):
         selective_scan(**_d(D=[1.0, 2.0, 3.0, 4.0]))
-    with pytest.raises(ValueError, match="method='cuda' needs torch CUDA tensors"):
-        selective_scan(**d, method="cuda")
+    with pytest.raises(ValueError, match=r"device=.cuda., but the data \(u, delta, ...\) is on"):
+        selective_scan(**d, device="cuda")
+    with pytest.warns(DeprecationWarning, match="pass method='fused', device='cpu'"):
+        np.testing.assert_array_equal(selective_scan(**d, method="cpu"), selective_scan(**d))
 
 
 def test_mixed_libraries_rejected():
@@ -121,12 +123,12 @@ def test_non_native_byte_order_is_accepted(dtype):
     d = {k: v.astype(dtype) for k, v in inputs(batch=2, dim=4, L=9, N=3).items()}
     sw = {k: _swapped(v) for k, v in d.items()}
     assert not sw["u"].dtype.isnative
-    for method in ("cpu", "parallel", "reference"):
+    for method in ("fused", "parallel", "reference"):
         want = selective_scan(**d, method=method)
         got = selective_scan(**sw, method=method)
         assert got.dtype.isnative and np.array_equal(got, want), method
     m = {k: v.astype(dtype) for k, v in make(nb=1, L=20).items()}
-    for method in ("cpu", "reference"):
+    for method in ("fused", "reference"):
         want = ssd_scan(**m, chunk_size=8, method=method)
         got = ssd_scan(**{k: _swapped(v) for k, v in m.items()}, chunk_size=8, method=method)
         assert np.array_equal(got, want), method

@@ -42,7 +42,7 @@ NONDET = 1e-12
 def test_gradcheck_float64(b_kind, c_kind, dim, L, fast):
     # Each input element costs two forward calls: shapes stay tiny.
     d = inputs(batch=2, dim=dim, L=L, N=2, b_kind=b_kind, c_kind=c_kind)
-    assert torch.autograd.gradcheck(_fn("cpu"), _tensors(d), fast_mode=fast, nondet_tol=NONDET)
+    assert torch.autograd.gradcheck(_fn("fused"), _tensors(d), fast_mode=fast, nondet_tol=NONDET)
 
 
 @pytest.mark.slow
@@ -50,7 +50,7 @@ def test_gradcheck_float64_across_chunks():
     # L = 70 crosses a checkpoint (every 64 tokens); fast_mode checks random
     # projections of the Jacobian instead of every column.
     d = inputs(batch=1, dim=2, L=70, N=2, b_kind="step", c_kind="step")
-    assert torch.autograd.gradcheck(_fn("cpu"), _tensors(d), fast_mode=True, nondet_tol=NONDET)
+    assert torch.autograd.gradcheck(_fn("fused"), _tensors(d), fast_mode=True, nondet_tol=NONDET)
 
 
 @pytest.mark.parametrize("L", [1, 65, pytest.param(64, marks=pytest.mark.slow),
@@ -62,12 +62,12 @@ def test_gradients_match_autograd_of_the_reference(L):
     w_out = torch.randn(2, 16, L, generator=g, dtype=torch.float64)
     w_last = torch.randn(2, 16, 3, generator=g, dtype=torch.float64)
     grads = {}
-    for method in ("cpu", "reference", "parallel"):
+    for method in ("fused", "reference", "parallel"):
         xs = _tensors(d)
         out, last = _fn(method)(*xs)
         ((out * w_out).sum() + (last * w_last).sum()).backward()
         grads[method] = [x.grad.numpy() for x in xs]
-    for name, a, r, p in zip(NAMES, grads["cpu"], grads["reference"], grads["parallel"]):
+    for name, a, r, p in zip(NAMES, grads["fused"], grads["reference"], grads["parallel"]):
         scale = np.abs(r).max()
         assert np.abs(a - r).max() <= 1e-11 * scale, name
         assert np.abs(p - r).max() <= 1e-11 * scale, name
@@ -76,7 +76,7 @@ def test_gradients_match_autograd_of_the_reference(L):
 def test_gradient_through_the_last_state_only():
     d = inputs(batch=1, dim=3, L=130, N=2)
     xs = _tensors(d)
-    _, last = _fn("cpu")(*xs)
+    _, last = _fn("fused")(*xs)
     last.sum().backward()
     assert all(x.grad is not None for x in xs)
     xs_ref = _tensors(d)
@@ -91,12 +91,12 @@ def test_gradient_through_the_last_state_only():
 def test_float32_gradients_and_half_dtypes():
     d = inputs(batch=1, dim=16, L=100, N=4, dtype=np.float32)
     xs = [torch.from_numpy(d[k]).to(torch.bfloat16).requires_grad_() for k in NAMES]
-    out, _ = _fn("cpu")(*xs)
+    out, _ = _fn("fused")(*xs)
     assert out.dtype == torch.bfloat16
     out.float().sum().backward()
     assert all(x.grad is not None and x.grad.dtype == torch.bfloat16 for x in xs)
     xs32 = _tensors(d)
-    out32, _ = _fn("cpu")(*xs32)
+    out32, _ = _fn("fused")(*xs32)
     out32.sum().backward()
     xs64 = [torch.from_numpy(d[k].astype(np.float64)).requires_grad_() for k in NAMES]
     _fn("reference")(*xs64)[0].sum().backward()

@@ -116,9 +116,9 @@ def mamba2(L=48, dtype=np.float64, seed=0, nb=1):
 
 
 def lib(d, method):
-    """The arrays for ``method`` (torch tensors but for 'cpu'), without the Nones."""
+    """The arrays for ``method`` (torch tensors but for 'fused'), without the Nones."""
     d = {k: v for k, v in d.items() if v is not None}
-    return d if method == "cpu" else {k: torch.from_numpy(v) for k, v in d.items()}
+    return d if method == "fused" else {k: torch.from_numpy(v) for k, v in d.items()}
 
 
 def oracle2(d, cu=None, seq_idx=None):
@@ -127,7 +127,7 @@ def oracle2(d, cu=None, seq_idx=None):
                           h0=d["initial_states"], starts=st)  # fmt: skip
 
 
-@pytest.mark.parametrize("method", ["cpu", "torch", "reference"])
+@pytest.mark.parametrize("method", ["fused", "ops", "reference"])
 @pytest.mark.parametrize("field", ["x", "dt", "B", "C"])
 @pytest.mark.parametrize("value", [np.nan, np.inf])
 @pytest.mark.parametrize("at", [10, 40])
@@ -153,7 +153,7 @@ def test_ssd_nonfinite_stays_in_its_sequence(method, field, value, at):
     same(np.asarray(y)[:, s:e], np.asarray(alone), 1e-12)
 
 
-@pytest.mark.parametrize("method", ["cpu", "torch", "reference"])
+@pytest.mark.parametrize("method", ["fused", "ops", "reference"])
 @pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
 def test_ssd_nonfinite_initial_state_stays_in_sequence_0(method, value):
     d = mamba2()
@@ -163,7 +163,7 @@ def test_ssd_nonfinite_initial_state_stays_in_sequence_0(method, value):
     assert np.isfinite(np.asarray(y)[:, 36:]).all()
 
 
-@pytest.mark.parametrize("method", ["cpu", "torch", "reference"])
+@pytest.mark.parametrize("method", ["fused", "ops", "reference"])
 def test_ssd_nonfinite_in_one_row_of_a_batch(method):
     # seq_idx over two rows (row 1 drops its initial state); a nan in row 1's
     # second sequence, an inf in row 0's first
@@ -179,7 +179,7 @@ def test_ssd_nonfinite_in_one_row_of_a_batch(method):
     assert np.isfinite(np.asarray(y)[0, 20:]).all() and np.isfinite(np.asarray(y)[1, :33]).all()
 
 
-@pytest.mark.parametrize("method", ["cpu", "torch", "reference"])
+@pytest.mark.parametrize("method", ["fused", "ops", "reference"])
 @pytest.mark.parametrize("field", ["x", "B", "dt"])
 def test_ssd_nonfinite_reaches_no_earlier_token(method, field):
     # One sequence: tokens 32-39 share chunk 2 with the nan at token 40.
@@ -193,7 +193,7 @@ def test_ssd_nonfinite_reaches_no_earlier_token(method, field):
 
 @pytest.mark.parametrize("field", ["x", "dt", "B", "C"])
 def test_ssd_packed_gradients_stay_in_their_sequence(field):
-    # method='torch' (autograd): a nan in sequence 1 leaves the gradients of a
+    # method='ops' (autograd): a nan in sequence 1 leaves the gradients of a
     # loss on sequence 0 exactly those of sequence 0 alone (finite)
     d = mamba2(seed=1)
     d[field][0, 40] = np.nan
@@ -202,7 +202,7 @@ def test_ssd_packed_gradients_stay_in_their_sequence(field):
 
     def grads(part, cu):
         t = {k: torch.tensor(v, requires_grad=k in names) for k, v in part.items()}
-        y = ssd_scan(**t, chunk_size=16, cu_seqlens=cu, method="torch")
+        y = ssd_scan(**t, chunk_size=16, cu_seqlens=cu, method="ops")
         (y[:, :36] * torch.from_numpy(w)).sum().backward()
         return {k: t[k].grad.numpy() for k in names}
 
@@ -214,7 +214,7 @@ def test_ssd_packed_gradients_stay_in_their_sequence(field):
     same(packed["initial_states"], alone["initial_states"], 1e-12)
 
 
-@pytest.mark.parametrize("method", ["cpu", "torch", "reference"])
+@pytest.mark.parametrize("method", ["fused", "ops", "reference"])
 @pytest.mark.parametrize("cu", [None, CU])
 def test_ssd_infinite_decay_is_zero(method, cu):
     # A = -inf: exp(dt A) = 0 at every token of head 0 (dt > 0), so its state
@@ -229,26 +229,26 @@ def test_ssd_infinite_decay_is_zero(method, cu):
     same(final, ref_s[:, -1], TOL[np.float64])
 
 
-@pytest.mark.parametrize("method", ["cpu", "torch", "reference"])
+@pytest.mark.parametrize("method", ["fused", "ops", "reference"])
 def test_ssd_decay_that_overflows_float32_is_zero(method):
     # float32 A = -1e38 and dt in [2, 5]: dt A overflows float32 to -inf (a
-    # decay of exactly 0); method='torch' is what autograd runs by default
+    # decay of exactly 0); method='ops' is what autograd runs by default
     d = mamba2(dtype=np.float32, seed=3)
     d["A"][1] = np.float32(-1e38)
     d["dt"][:] = np.random.default_rng(4).uniform(2, 5, d["dt"].shape).astype(np.float32)
     t = lib(d, method)
-    if method != "cpu":
+    if method != "fused":
         t["x"].requires_grad_()
     y = ssd_scan(**t, chunk_size=16, cu_seqlens=CU, method=method)
-    got = y.detach().numpy() if method != "cpu" else y
+    got = y.detach().numpy() if method != "fused" else y
     assert np.isfinite(got).all()
     same(got, oracle2(d, CU)[0], TOL[np.float32])
-    if method != "cpu":
+    if method != "fused":
         y.sum().backward()
         assert torch.isfinite(t["x"].grad).all()
 
 
-@pytest.mark.parametrize("method", ["cpu", "torch", "reference"])
+@pytest.mark.parametrize("method", ["fused", "ops", "reference"])
 def test_ssd_packed_strong_decay_float32(method):
     # A sequence decays by ~30 e-folds a token, then another starts in the
     # same chunk: the explicit mask's exp(cs_i - cs_j) across the start is
@@ -273,7 +273,7 @@ def mamba1(seed=0):
                 initial_state=rng.normal(size=(1, dim, N)))  # fmt: skip
 
 
-@pytest.mark.parametrize("method", ["cpu", "parallel", "reference"])
+@pytest.mark.parametrize("method", ["fused", "parallel", "reference"])
 @pytest.mark.parametrize("field, at", [("u", 10), ("delta", 10), ("B", 10),
                                        ("initial_state", None)])  # fmt: skip
 def test_selective_scan_nonfinite_stays_in_its_sequence(method, field, at):
@@ -289,7 +289,7 @@ def test_selective_scan_nonfinite_stays_in_its_sequence(method, field, at):
     same(y, ref, TOL[np.float64])
 
 
-@pytest.mark.parametrize("method", ["cpu", "parallel", "reference"])
+@pytest.mark.parametrize("method", ["fused", "parallel", "reference"])
 @pytest.mark.parametrize("at", [10, 40])
 def test_selective_scan_packed_gradients_stay_in_their_sequence(method, at):
     # a nan in one sequence's delta: the gradients of a loss on the other

@@ -55,7 +55,7 @@ def piece(d, s, e, first):
 # 'parallel' on NumPy compiles the segmented scan's column kernels (5 s); its
 # torch autograd path is in the default set through the gradient test
 @pytest.mark.parametrize(
-    "method", ["cpu", pytest.param("parallel", marks=pytest.mark.slow), "reference"]
+    "method", ["fused", pytest.param("parallel", marks=pytest.mark.slow), "reference"]
 )
 def test_mamba1_packed_equals_each_sequence_alone(method):
     d = mamba1()
@@ -76,8 +76,8 @@ def test_mamba1_sequence_split_carries_stop_at_starts():
     from propopt.threads import set_num_threads
 
     with set_num_threads(2):
-        out = selective_scan(**d, seq_idx=seq_idx_of(lengths), method="cpu")
-        alone = [selective_scan(**piece(d, s, e, i == 0), method="cpu")
+        out = selective_scan(**d, seq_idx=seq_idx_of(lengths), method="fused")
+        alone = [selective_scan(**piece(d, s, e, i == 0), method="fused")
                  for i, (s, e) in enumerate(bounds(lengths))]  # fmt: skip
     assert rel_err(out, np.concatenate(alone, -1)) <= EXACT
 
@@ -85,13 +85,13 @@ def test_mamba1_sequence_split_carries_stop_at_starts():
 def test_mamba1_cu_seqlens_and_rows_of_their_own():
     d = inputs(batch=2, dim=16, L=30, N=3, b_kind="shared", c_kind="step", seed=1)
     seq_idx = np.array([[0] * 7 + [1] * 23, [3] * 12 + [4] * 18])  # row 1 drops its h0
-    out = selective_scan(**d, seq_idx=seq_idx, method="cpu")
+    out = selective_scan(**d, seq_idx=seq_idx, method="fused")
     ref = selective_scan(**{k: v.copy() for k, v in d.items()}, seq_idx=seq_idx,
                          method="reference")  # fmt: skip
     assert rel_err(out, ref) <= EXACT
     row0 = {k: v[:1] if k in ("u", "delta", "z", "C", "initial_state") else v for k, v in d.items()}
     cu = np.array([0, 7, 30])
-    np.testing.assert_array_equal(selective_scan(**row0, cu_seqlens=cu, method="cpu"), out[:1])
+    np.testing.assert_array_equal(selective_scan(**row0, cu_seqlens=cu, method="fused"), out[:1])
     h0 = {k: v for k, v in d.items() if k != "initial_state"}
     alone = selective_scan(**{k: v[1:, ..., 12:] if k in ("u", "delta", "z", "C") else v
                               for k, v in h0.items()}, method="reference")  # fmt: skip
@@ -114,7 +114,7 @@ def _grads(torch, fn, tensors, w_out, w_last):
     return {k: np.zeros(v.shape) if v.grad is None else v.grad.numpy() for k, v in leaves.items()}
 
 
-@pytest.mark.parametrize("method", ["cpu", "parallel"])
+@pytest.mark.parametrize("method", ["fused", "parallel"])
 def test_mamba1_packed_gradients_equal_each_sequence_alone(method):
     torch = pytest.importorskip("torch")
     d = mamba1(seed=3)
@@ -190,11 +190,11 @@ def piece2(d, s, e, first):
     return out
 
 
-@pytest.mark.parametrize("method", ["cpu", "torch"])
+@pytest.mark.parametrize("method", ["fused", "ops"])
 def test_mamba2_packed_equals_each_sequence_alone(method):
     d = mamba2()
     kw = dict(chunk_size=16, dt_softplus=True, return_final_states=True, method=method)
-    conv = (lambda v: v) if method == "cpu" else pytest.importorskip("torch").tensor
+    conv = (lambda v: v) if method == "fused" else pytest.importorskip("torch").tensor
     t = {k: conv(v) for k, v in d.items()}
     y, last = ssd_scan(**t, seq_idx=conv(seq_idx_of(LENGTHS)), **kw)
     alone = [ssd_scan(**{k: conv(v) for k, v in piece2(d, s, e, i == 0).items() if v is not None},
@@ -209,7 +209,7 @@ def test_mamba2_packed_gradients_equal_each_sequence_alone():
     rng = np.random.default_rng(7)
     w_out = torch.tensor(rng.normal(size=d["x"].shape))
     w_last = torch.tensor(rng.normal(size=d["initial_states"].shape))
-    kw = dict(chunk_size=16, dt_softplus=True, return_final_states=True, method="torch")
+    kw = dict(chunk_size=16, dt_softplus=True, return_final_states=True, method="ops")
     seq = torch.tensor(seq_idx_of(LENGTHS))
     g = _grads(torch, lambda t: ssd_scan(**t, seq_idx=seq, **kw), d, w_out, w_last)
     parts = []

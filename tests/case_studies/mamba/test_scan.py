@@ -23,7 +23,7 @@ def _ref(d, softplus=True):
     return reference(**d64, delta_softplus=softplus)
 
 
-@pytest.mark.parametrize("method", ["cpu", "parallel"])
+@pytest.mark.parametrize("method", ["fused", "parallel"])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize(
     "b_kind, c_kind, dim",
@@ -148,7 +148,7 @@ def test_chapter_adapter_matches_the_chapter_loop():
     A = -torch.exp(torch.from_numpy(rng.normal(size=(32, 4))))
     B, C = (torch.from_numpy(rng.normal(size=(2, 50, 4))) for _ in range(2))
     exact = naive(x, A, B, C, delta).numpy()
-    for method in ("cpu", "parallel", "reference"):
+    for method in ("fused", "parallel", "reference"):
         got = chapter_scan(x, A, B, C, delta, method=method)
         assert got.shape == (2, 50, 32)
         np.testing.assert_allclose(got.numpy(), exact, rtol=1e-12, atol=1e-12)
@@ -192,7 +192,7 @@ def test_non_finite_inputs_propagate():
     d = inputs(batch=1, dim=16, L=20, N=4, dtype=np.float32, extras=False)
     d["u"][0, 3, 5] = np.nan
     d["delta"][0, 7, 2] = np.inf
-    for method in ("cpu", "parallel"):
+    for method in ("fused", "parallel"):
         out = selective_scan(**d, method=method)
         assert np.isnan(out[0, 3, 5:]).all() and np.isfinite(out[0, 3, :5]).all()
         assert not np.isfinite(out[0, 7, 2])

@@ -84,7 +84,7 @@ def packed_seq_idx(nb, L, cuts):
     return si
 
 
-@pytest.mark.parametrize("method", ["cpu", "torch", "reference"])
+@pytest.mark.parametrize("method", ["fused", "ops", "reference"])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("L, chunk", [(70, 16), (33, 32), (5, 16), (64, 16)])
 @pytest.mark.parametrize("with_init, with_seq", [(False, False), (True, False), (True, True)])
@@ -96,8 +96,8 @@ def test_matches_recurrence(method, dtype, L, chunk, with_init, with_seq):
     if with_seq:
         si[1] += 1  # row 1 starts at seq_idx 1: its initial state is dropped
     kw = dict(dt_softplus=True, initial_states=init, seq_idx=si, return_final_states=True)
-    args = d if method == "cpu" else as_torch(d)
-    if method != "cpu":
+    args = d if method == "fused" else as_torch(d)
+    if method != "fused":
         kw["initial_states"] = None if init is None else torch.from_numpy(init)
     y, final = ssd_scan(**args, chunk_size=chunk, method=method, **kw)
     ref_y, ref_final = oracle(**d, softplus=True, initial_states=init, seq_idx=si)
@@ -152,7 +152,7 @@ def test_vector_tiles(P, chunk, factored, monkeypatch):
     # float32 with P a multiple of 16: the intra-chunk tiles' vector code
     # (blocks of 64 channels, then of 16), with sequence starts, a head cut
     # at every token (A = -inf), a shorter last chunk and an initial state;
-    # chunks longer than method='cpu' takes by default as well.
+    # chunks longer than method='fused' takes by default as well.
     monkeypatch.setattr(_ssd_cpu, "FACTORED", factored)
     monkeypatch.setattr(_ssd_host, "CPU_CHUNK", 256)
     d = make(nb=1, L=100, H=3, P=P, G=1, N=8, dtype=np.float32, seed=40)
@@ -173,7 +173,7 @@ def test_numpy_gemms(monkeypatch):
 
 
 def test_cpu_chunk_cap(monkeypatch):
-    # method='cpu' cuts chunks to CPU_CHUNK tokens; any cut gives the same result.
+    # method='fused' cuts chunks to CPU_CHUNK tokens; any cut gives the same result.
     d = make(L=90)
     exact = oracle(**d, softplus=True)[0]
     for cap in (5, 64, 1000):
@@ -199,7 +199,7 @@ def _lengths_to_cu(lengths):
     return np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
 
 
-@pytest.mark.parametrize("method", ["cpu", "torch"])
+@pytest.mark.parametrize("method", ["fused", "ops"])
 @pytest.mark.parametrize("lengths", [[5, 1, 16, 11, 16, 3], [16, 16], [1], [40, 0, 9]])
 def test_packed_equals_separate(method, lengths):
     # float64: a packed row gives each sequence exactly what it gets alone,
@@ -209,8 +209,8 @@ def test_packed_equals_separate(method, lengths):
     cu = _lengths_to_cu(lengths)
     rng = np.random.default_rng(4)
     init = rng.normal(size=(1, 4, 3, 5))
-    args = d if method == "cpu" else as_torch(d)
-    i0 = init if method == "cpu" else torch.from_numpy(init)
+    args = d if method == "fused" else as_torch(d)
+    i0 = init if method == "fused" else torch.from_numpy(init)
     y, fin, states = ssd_scan(**args, chunk_size=16, dt_softplus=True, cu_seqlens=cu,
                               initial_states=i0, return_final_states=True,
                               return_varlen_states=True, method=method)  # fmt: skip
@@ -262,11 +262,11 @@ def test_edge_sizes(nb, L, H, P, G, N, chunk):
     assert rel_err(y, ry) <= 1e-10 and rel_err(fin, rf) <= 1e-10
 
 
-@pytest.mark.parametrize("method", ["cpu", "torch", "reference"])
+@pytest.mark.parametrize("method", ["fused", "ops", "reference"])
 def test_empty_sequence(method):
     d = make(nb=2, L=0)
     init = np.ones((2, 4, 3, 5))
-    args, i0 = (d, init) if method == "cpu" else (as_torch(d), torch.from_numpy(init))
+    args, i0 = (d, init) if method == "fused" else (as_torch(d), torch.from_numpy(init))
     y, fin = ssd_scan(**args, chunk_size=8, initial_states=i0, return_final_states=True,
                       method=method)  # fmt: skip
     assert tuple(y.shape) == (2, 0, 4, 3) and np.array_equal(np.asarray(fin), init)
@@ -355,9 +355,9 @@ def test_bad_combinations():
     t = as_torch(d)
     t["x"].requires_grad_()
     with pytest.raises(ValueError, match="computes no gradients"):
-        ssd_scan(**t, chunk_size=16, method="cpu")
+        ssd_scan(**t, chunk_size=16, method="fused")
     with pytest.raises(ValueError, match="needs torch tensors"):
-        ssd_scan(**d, chunk_size=16, method="torch")
+        ssd_scan(**d, chunk_size=16, method="ops")
     with pytest.raises(TypeError, match="must all be numpy"):
         ssd_scan(**dict(d, x=torch.from_numpy(d["x"])), chunk_size=16)
 
