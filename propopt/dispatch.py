@@ -115,28 +115,32 @@ def choose_on(
     auto: Sequence[tuple[str, str]],
     auto_refuse: Mapping[tuple[str, str], Callable[[P], Exception | None]] | None = None,
     what: str = "the arrays",
+    moves: bool = False,
 ) -> tuple[str, str] | None:
     """:func:`choose` for a table keyed by ``(method, device)``.
 
-    ``here`` is where the plan's arrays (named ``what`` in errors) are;
-    ``device`` must be ``'auto'`` or
-    ``here`` (no verb moves arrays between devices behind the caller's back).
-    An explicit ``method`` runs its row there or raises the row's refusal (or
-    says on which devices it runs); ``method='auto'`` takes the first row of
-    ``auto`` there that accepts, and ``None`` when none does.
+    ``here`` is where the plan's arrays (named ``what`` in errors) are, and
+    ``device='auto'`` runs there.  Another ``device`` must equal ``here``,
+    unless the verb ``moves`` its arrays to the device it is given (and the
+    result back).  An explicit ``method`` runs its row there or raises the
+    row's refusal (or says on which devices it runs); ``method='auto'``
+    takes the first row of ``auto`` there that accepts, and ``None`` when
+    none does.
     """
-    if device not in ("auto", here):
+    if device not in ("auto", here) and not moves:
         raise ValueError(
             f"device={device!r}, but the data ({what}) is on {here!r}; move it there first, "
             f"or pass device={here!r} (or 'auto')"
         )
-    where = here
+    where = here if device == "auto" else device
     if method != "auto":
         if (method, where) not in table:
             on = [d for m, d in table if m == method]
+            runs = f"method={method!r} runs on device {' or '.join(map(repr, on))}"
+            if device != "auto":
+                raise ValueError(f"{runs}, not device={device!r}; pass another device or method")
             raise ValueError(
-                f"method={method!r} runs on device {' or '.join(map(repr, on))}, but the data "
-                f"({what}) is on {where!r}; move it, or pick another method"
+                f"{runs}, but the data ({what}) is on {where!r}; move it, or pick another method"
             )
         return choose(table, (method, where), plan, ())
     return choose(table, None, plan, [k for k in auto if k[1] == where], auto_refuse)

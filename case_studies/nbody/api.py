@@ -241,7 +241,8 @@ def _fmm(p: _Plan) -> tuple[Any, Any]:
                leaf_size=o.get("leaf_size", LEAF_SIZE), softening=p.softening)  # fmt: skip
 
 
-def _tree(p: _Plan) -> tuple[Any, Any]:
+def _tree_and_options(p: _Plan) -> tuple[Any, dict[str, Any]]:
+    """The octree of the bodies, and the keywords of its ``field``."""
     from .barnes_hut import GROUP_SIZE, LEAF_SIZE, THETA, Octree
 
     o = p.options
@@ -257,18 +258,26 @@ def _tree(p: _Plan) -> tuple[Any, Any]:
     )
     if p.target_eps is not None:
         kw["target_eps"] = p.target_eps
-    if p.device == "dask":
-        from .distributed import field_dask
+    return tree, kw
 
-        chunk = 250_000 if p.chunk is None else count("chunk", p.chunk)
-        return field_dask(p.client, tree, p.targets, chunk=chunk, **kw)  # type: ignore[no-any-return]
+
+def _tree(p: _Plan) -> tuple[Any, Any]:
+    tree, kw = _tree_and_options(p)
     return tree.field(p.targets, device=p.device, **kw)  # type: ignore[no-any-return]
+
+
+def _tree_dask(p: _Plan) -> tuple[Any, Any]:
+    from .distributed import field_dask
+
+    tree, kw = _tree_and_options(p)
+    chunk = 250_000 if p.chunk is None else count("chunk", p.chunk)
+    return field_dask(p.client, tree, p.targets, chunk=chunk, **kw)  # type: ignore[no-any-return]
 
 
 BACKENDS: dict[tuple[str, str], dispatch.Backend[_Plan, tuple[Any, Any]]] = {
     ("tree", "cpu"): dispatch.Backend(_takes_any, _tree),
     ("tree", "cuda"): dispatch.Backend(_takes_any, _tree),
-    ("tree", "dask"): dispatch.Backend(_refuse_dask, _tree),
+    ("tree", "dask"): dispatch.Backend(_refuse_dask, _tree_dask),
     ("fmm", "cpu"): dispatch.Backend(_takes_any, _fmm),
     ("direct", "cpu"): dispatch.Backend(_takes_any, _direct),
     ("direct", "cuda"): dispatch.Backend(_takes_any, _direct),

@@ -29,7 +29,7 @@ from typing import Any
 import numba
 import numpy as np
 
-from propopt import direct_gravity, morton_order, threads
+from propopt import direct_gravity, dispatch, morton_order, threads
 from propopt.arrays import count, flag, per_point, plain, points, real
 from propopt.locality import bounding_box
 from propopt.symmetry import SOFTENINGS
@@ -423,47 +423,11 @@ class Octree:
             tgt[:3] = np.ldexp(T[torder].T - origin[:, None], -self.length_exp)
             tgt[3] = np.ldexp(te[torder], -self.length_exp) ** 2
         m = tgt.shape[1]
-        walked = bool(m and self.n and method == "tree" and device == "cpu")
-        res = np.empty((m, 4)) if walked else np.zeros((m, 4))  # the walk writes every row
-        if m and self.n:
-            if method == "direct":  # the exact sum, in the tree's units
-                P = np.ascontiguousarray(self.src[:3].T)
-                e = np.sqrt(self.src[4])
-                soft = self.softening
-                if targets is None:
-                    a, p = direct_gravity(P, self.src[3], eps=e, device=device, softening=soft,
-                                          potential=True)  # fmt: skip
-                else:
-                    Tp = np.ascontiguousarray(tgt[:3].T)
-                    a, p = direct_gravity(P, self.src[3], eps=e, targets=Tp, softening=soft,
-                                          target_eps=np.sqrt(tgt[3]), device=device,
-                                          potential=True)  # fmt: skip
-                res[:, :3], res[:, 3] = a, p
-            elif device == "cuda":
-                if self.softening != "plummer":
-                    raise ValueError(
-                        f"softening={self.softening!r}: the CUDA walk has Plummer softening "
-                        "only; use device='cpu' or method='direct'"
-                    )
-                from ._cuda import walk_cuda
-
-                res = walk_cuda(self, tgt, theta, quadrupole)
-            else:
-                gs, ge, gmax = _groups(tkeys, group_size)
-                nblocks = int(min(gs.shape[0], 16 * numba.get_num_threads()))
-                old = numba.get_parallel_chunksize()
-                numba.set_parallel_chunksize(1)
-                try:
-                    walk(
-                        np.ascontiguousarray(tgt), gs, ge, gmax, self.src, self.nodes,
-                        self._test(theta), self.start, self.end, self.next, self.leaf,
-                        quadrupole, potential,
-                        nblocks, np.array([0.0, 0.5, 1.0, 3.0, 5.0], precision),
-                        precision == "float32", self.softening == "spline", targets is None,
-                        res,
-                    )  # fmt: skip
-                finally:
-                    numba.set_parallel_chunksize(old)
+        plan = _UnitField(self, tgt, tkeys, targets is not None, theta, quadrupole, group_size,
+                          precision, potential)  # fmt: skip
+        key = (method, device)
+        dispatch.choose(UNIT_FIELDS, key, plan, ())  # raises the row's refusal
+        res = UNIT_FIELDS[key].run(plan) if m and self.n else np.zeros((m, 4))
         self_m = self_e2 = np.zeros(0)
         if targets is None and method == "tree" and m and self.n:
             # the walk counted each body's own softened potential: -m_i / eps_i
@@ -555,6 +519,88 @@ class Octree:
             v.nbytes for v in (self.order, self.src, self.keys, self.start, self.end, self.next,
                                self.leaf, self.level, self.rows, self.lo, self.hi, self.nodes)
         )  # fmt: skip
+
+
+# ------------------------------------------------------- the raw field, by row
+@dataclass
+class _UnitField:
+    """One evaluation of an :class:`Octree`'s field in tree units, for a row of
+    :data:`UNIT_FIELDS`: ``tgt`` is (4, m), targets' x, y, z, eps^2 in Morton order."""
+
+    tree: Octree
+    tgt: np.ndarray
+    tkeys: np.ndarray
+    given: bool  # targets= was given (else the targets are the bodies)
+    theta: float
+    quadrupole: bool
+    group_size: int
+    precision: str
+    potential: bool
+
+
+def _walk_cpu(p: _UnitField) -> np.ndarray:
+    t = p.tree
+    res = np.empty((p.tgt.shape[1], 4))  # the walk writes every row
+    gs, ge, gmax = _groups(p.tkeys, p.group_size)
+    nblocks = int(min(gs.shape[0], 16 * numba.get_num_threads()))
+    old = numba.get_parallel_chunksize()
+    numba.set_parallel_chunksize(1)
+    try:
+        walk(
+            np.ascontiguousarray(p.tgt), gs, ge, gmax, t.src, t.nodes, t._test(p.theta),
+            t.start, t.end, t.next, t.leaf, p.quadrupole, p.potential, nblocks,
+            np.array([0.0, 0.5, 1.0, 3.0, 5.0], p.precision), p.precision == "float32",
+            t.softening == "spline", not p.given, res,
+        )  # fmt: skip
+    finally:
+        numba.set_parallel_chunksize(old)
+    return res
+
+
+def _refuse_walk_cuda(p: _UnitField) -> Exception | None:
+    if p.tree.softening != "plummer":
+        return ValueError(
+            f"softening={p.tree.softening!r}: the CUDA walk has Plummer softening only; use "
+            "device='cpu' or method='direct'"
+        )
+    return None
+
+
+def _walk_cuda(p: _UnitField) -> np.ndarray:
+    from ._cuda import walk_cuda
+
+    return walk_cuda(p.tree, p.tgt, p.theta, p.quadrupole)  # type: ignore[no-any-return]
+
+
+def _exact(device: str) -> Any:
+    def run(p: _UnitField) -> np.ndarray:
+        """The exact sum, in the tree's units."""
+        t = p.tree
+        P = np.ascontiguousarray(t.src[:3].T)
+        kw: dict[str, Any] = {}
+        if p.given:
+            kw = dict(targets=np.ascontiguousarray(p.tgt[:3].T), target_eps=np.sqrt(p.tgt[3]))
+        a, pot = direct_gravity(P, t.src[3], eps=np.sqrt(t.src[4]), device=device,
+                                softening=t.softening, potential=True, **kw)  # fmt: skip
+        res = np.empty((p.tgt.shape[1], 4))
+        res[:, :3], res[:, 3] = a, pot
+        return res
+
+    return run
+
+
+def _takes_any(p: _UnitField) -> Exception | None:
+    return None
+
+
+UNIT_FIELDS: dict[tuple[str, str], dispatch.Backend[_UnitField, np.ndarray]] = {
+    ("tree", "cpu"): dispatch.Backend(_takes_any, _walk_cpu),
+    ("tree", "cuda"): dispatch.Backend(_refuse_walk_cuda, _walk_cuda),
+    ("direct", "cpu"): dispatch.Backend(_takes_any, _exact("cpu")),
+    ("direct", "cuda"): dispatch.Backend(_takes_any, _exact("cuda")),
+}
+"""The raw field of :meth:`Octree.field` (tree units, Morton order, rows ``ax, ay, az,
+phi``) by ``(method, device)``."""
 
 
 def barnes_hut(

@@ -75,12 +75,30 @@ def _run_cuda(plan: TopKPlan) -> tuple[Any, Any]:
     return _topk_cuda.topk(plan.x, plan.k, plan.axis, plan.largest, plan.nanbig, plan.ordered)
 
 
-def _run_host(method: str) -> Callable[[TopKPlan], tuple[Any, Any]]:
+#: ``pick(x2, k, largest, nanbig, ordered) -> (positions, counts)``: the top k
+#: positions of each row of a 2-D array, and how many of them are real
+Pick = Callable[[np.ndarray, int, bool, bool, bool], tuple[np.ndarray, np.ndarray]]
+
+
+def _select_rows(
+    x2: np.ndarray, k: int, largest: bool, nanbig: bool, ordered: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    return best_positions(x2, k, largest, nanbig, ordered=ordered)  # type: ignore[no-any-return]
+
+
+def _sorted_rows(
+    x2: np.ndarray, k: int, largest: bool, nanbig: bool, ordered: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    pos = _topk_reference.topk(x2, k, largest, "largest" if nanbig else "ignore")
+    return pos, (pos >= 0).sum(axis=1)
+
+
+def _run_host(pick: Pick) -> Callable[[TopKPlan], tuple[Any, Any]]:
     def run(plan: TopKPlan) -> tuple[Any, Any]:
         x, ax = plan.x, plan.axis
         if plan.kind == _kinds.TORCH:
-            return _topk_torch_cpu(x, plan.k, ax, plan.largest, plan.nanbig, method, plan.ordered)
-        idx = _positions(x, plan.k, ax, plan.largest, plan.nanbig, method, plan.ordered)
+            return _topk_torch_cpu(x, plan.k, ax, plan.largest, plan.nanbig, pick, plan.ordered)
+        idx = _positions(x, plan.k, ax, plan.largest, plan.nanbig, pick, plan.ordered)
         return np.take_along_axis(x, idx, ax), idx
 
     return run
@@ -89,9 +107,9 @@ def _run_host(method: str) -> Callable[[TopKPlan], tuple[Any, Any]]:
 Key = tuple[str, str]  # (method, device)
 
 BACKENDS: dict[Key, Backend] = {
-    ("select", "cpu"): Backend(_takes_any, _run_host("select")),
+    ("select", "cpu"): Backend(_takes_any, _run_host(_select_rows)),
     ("select", "cuda"): Backend(_refuse_cuda, _run_cuda),
-    ("reference", "cpu"): Backend(_takes_any, _run_host("reference")),
+    ("reference", "cpu"): Backend(_takes_any, _run_host(_sorted_rows)),
 }
 """Every backend by its ``(method, device)``."""
 
@@ -116,7 +134,7 @@ def choose(method: str, device: str, plan: TopKPlan) -> Key:
 
 
 def _positions(
-    x: np.ndarray, k: int, ax: int, largest: bool, nanbig: bool, method: str, ordered: bool = True
+    x: np.ndarray, k: int, ax: int, largest: bool, nanbig: bool, pick: Pick, ordered: bool = True
 ) -> np.ndarray:
     """int64 indices of the top k along ``ax`` (shape of ``x`` with min(k, n) there)."""
     xm = np.moveaxis(x, ax, -1)
@@ -126,11 +144,7 @@ def _positions(
     if n == 0 or rows == 0:
         return np.moveaxis(np.empty(lead + (kk,), np.int64), -1, ax)
     x2 = xm.reshape(rows, n)
-    if method == "reference":
-        pos = _topk_reference.topk(x2, kk, largest, "largest" if nanbig else "ignore")
-        counts = (pos >= 0).sum(axis=1)
-    else:
-        pos, counts = best_positions(x2, kk, largest, nanbig, ordered=ordered)
+    pos, counts = pick(x2, kk, largest, nanbig, ordered)
     got = int(counts.min())
     if got < kk:
         if rows > 1 and got != int(counts.max()):
@@ -146,12 +160,12 @@ def _positions(
 
 
 def _topk_torch_cpu(
-    x: Any, k: int, ax: int, largest: bool, nanbig: bool, method: str, ordered: bool = True
+    x: Any, k: int, ax: int, largest: bool, nanbig: bool, pick: Pick, ordered: bool = True
 ) -> tuple[Any, Any]:
     import torch
 
     view = torch_numpy(x)
     idx = torch.from_numpy(
-        np.ascontiguousarray(_positions(view, k, ax, largest, nanbig, method, ordered))
+        np.ascontiguousarray(_positions(view, k, ax, largest, nanbig, pick, ordered))
     )
     return torch_gather(x, ax, idx), idx

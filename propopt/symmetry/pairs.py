@@ -141,16 +141,16 @@ BACKENDS: dict[tuple[str, str], Backend] = {
 }
 """Every (algorithm, device) that runs, by key."""
 
-AUTO: tuple[str, ...] = ("halved", "full")
-"""``method='auto'``: the first of these that accepts, on the device chosen."""
+AUTO: tuple[tuple[str, str], ...] = tuple(
+    (m, d) for d in ("cpu", "cuda") for m in ("halved", "full")
+)
+"""``method='auto'``: the first of these on the device that accepts (halved, then full)."""
 
 
-def choose(method: str, device: str, plan: PairPlan) -> tuple[str, str]:
-    """The backend for ``(method, device)`` ('auto': the first of :data:`AUTO` that accepts)."""
-    if method != "auto" and (method, device) not in BACKENDS:
-        raise ValueError(f"method={method!r} does not run on device={device!r}")
-    key = None if method == "auto" else (method, device)
-    got = dispatch.choose(BACKENDS, key, plan, [(name, device) for name in AUTO])
+def choose(method: str, device: str, plan: PairPlan, here: str = "cpu") -> tuple[str, str]:
+    """The backend for ``(method, device)`` ('auto': the first of :data:`AUTO` that accepts);
+    ``device='auto'`` is ``here``, where the points are (another device gets a copy)."""
+    got = dispatch.choose_on(BACKENDS, method, device, plan, here, AUTO, moves=True)
     if got is None:
         raise AssertionError("no pair-sum backend accepts this plan")
     return got
@@ -327,10 +327,8 @@ def pairwise_sum(
     args = _check_args(args)
     k, scalar = _shape_of(kernel, X, args)
     signs = signs_of(symmetry, k)
-    if device == "auto":
-        device = "cuda" if on_gpu else "cpu"
     plan = PairPlan(kernel, X, w, args, k, scalar, signs, T, None)
-    key = choose(method, device, plan)
+    key = choose(method, device, plan, "cuda" if on_gpu else "cpu")
     if tile is not None:
         plan.tile = _check_tile(tile)
     m = n if T is None else T.shape[0]

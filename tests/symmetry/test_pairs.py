@@ -177,7 +177,7 @@ def test_algorithm_and_device_are_chosen_apart():
         pairwise_sum(soft_inverse, X, device="gpu")
     with pytest.raises(ValueError, match="method='cuda' is not one of"):
         pairwise_sum(soft_inverse, X, method="cuda")
-    with pytest.raises(ValueError, match="method='untiled' does not run on device='cuda'"):
+    with pytest.raises(ValueError, match="'untiled' runs on device 'cpu', not device='cuda'"):
         pairwise_sum(soft_inverse, X, method="untiled", device="cuda")
     with pytest.raises(ValueError, match="device='cuda' halves the pairs of one point set"):
         pairwise_sum(soft_inverse, X, method="full", device="cuda")
