@@ -364,6 +364,27 @@ def sized() -> Iterator[int]:
 
 _local = threading.local()
 
+
+@contextmanager
+def torch_threads(n: int | None) -> Iterator[None]:
+    """Run torch's intra-op pool with ``n`` threads inside the block, then restore its count.
+
+    ``None``: unchanged.  For code that mixes propopt's kernels with torch ops
+    (GEMMs between kernels, a peer timed beside them), so that the two pools
+    do not take more cores than the caller allows.
+    """
+    if n is None:
+        yield
+        return
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
 #: Set for numba's OpenMP runtime when it is loaded, unless the user chose a
 #: wait policy: its threads sleep as soon as a parallel region ends instead
 #: of spinning for ~300,000 iterations.  Spinning threads take the cores of

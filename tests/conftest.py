@@ -102,7 +102,7 @@ def _torch_threads_per_worker():  # type: ignore[no-untyped-def]
     if share is None or torch is None or torch.get_num_threads() <= share:
         yield
         return
-    from case_studies.capstone.measure import torch_threads
+    from propopt.threads import torch_threads
 
     with torch_threads(share):
         yield

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from propopt.threads import LoadMeter, usable_cpus
+from propopt.threads import LoadMeter, torch_threads, usable_cpus
 
 #: Other processes' average load (cores) from which a comparison is flagged busy.
 BUSY_CORES = 0.5
@@ -112,22 +112,6 @@ def _time_once(fn: Callable[[], Any], sync: Callable[[], Any]) -> float:
     fn()
     sync()
     return time.perf_counter() - t0
-
-
-@contextmanager
-def torch_threads(n: int | None) -> Iterator[None]:
-    """Run torch's intra-op pool with ``n`` threads inside the block (``None``: unchanged)."""
-    if n is None:
-        yield
-        return
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def best_torch_threads(

@@ -42,9 +42,9 @@ from numba import njit, prange
 
 from propopt import threads
 
-from ._cpu import CHUNK, FASTMATH, _dt
+from ._cpu import CHUNK, FASTMATH, _dt, gate_grad, groups, through_softplus, token
 from ._exp import fexp
-from ._host import Prepared, grad_buffers, gradients, token_major
+from ._host import Prepared, grad_buffers, gradients, options, token_major
 
 
 @njit(parallel=True, fastmath=FASTMATH, cache=True)
@@ -62,10 +62,7 @@ def forward(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, h0, out, last, ck
     for i in prange(nb * D):
         b = i // D
         d = i - b * D
-        bb = b if Bg.shape[0] > 1 else 0
-        gb = d // (D // Bg.shape[1])
-        bc = b if Cg.shape[0] > 1 else 0
-        gc = d // (D // Cg.shape[1])
+        bb, gb, bc, gc = groups(b, d, D, Bg, Cg)
         hr = np.empty(N, dtype=u.dtype)
         hi = np.empty(N, dtype=u.dtype)
         for n in range(N):
@@ -130,10 +127,7 @@ def backward(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, ckpt, T, dout, d
         tid = numba.get_thread_id()
         b = i // D
         d = i - b * D
-        bb = b if Bg.shape[0] > 1 else 0
-        gb = d // (D // Bg.shape[1])
-        bc = b if Cg.shape[0] > 1 else 0
-        gc = d // (D // Cg.shape[1])
+        bb, gb, bc, gc = groups(b, d, D, Bg, Cg)
         hr = np.empty((T + 1, N), dtype=u.dtype)  # row 0: the state entering the chunk
         hi = np.empty((T + 1, N), dtype=u.dtype)
         ar_ = np.empty((T, N), dtype=u.dtype)
@@ -176,22 +170,13 @@ def backward(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, ckpt, T, dout, d
                     hi[k + 1, n] = ar * pi + ai * pr + dub * bv.imag
             for t in range(t1 - 1, t0 - 1, -1):  # walk it in reverse
                 k = t - t0
-                x = delta[b, d, t] + bias_d
-                dt = _dt(x, softplus)
-                ut = u[b, d, t]
-                tb = t if vb else 0
-                tc = t if vc else 0
-                go = dout[b, d, t]
+                x, dt, ut, go, tb, tc = token(b, d, t, delta, bias_d, softplus, u, dout, vb, vc)
                 if has_z:
                     y = zero
                     for n in range(N):
                         cv = Cg[bc, gc, tc, n]
                         y += hr[k + 1, n] * cv.real - hi[k + 1, n] * cv.imag
-                    pre = y + y + dsk * ut
-                    zt = z[b, d, t]
-                    sg = one / (one + fexp(-zt))
-                    dz[b, d, t] = go * pre * sg * (one + zt * (one - sg))
-                    dy = go * zt * sg
+                    dz[b, d, t], dy = gate_grad(go, y + y + dsk * ut, z[b, d, t], one)
                 else:
                     dy = go
                 dD_acc += dy * ut
@@ -230,8 +215,7 @@ def backward(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, ckpt, T, dout, d
                         gi[n] = zero
                 ddt = sA + sB * ut
                 du[b, d, t] = dy * dsk + sB * dt
-                if softplus and x <= 20.0:
-                    ddt = ddt / (one + fexp(-x))
+                ddt = through_softplus(ddt, x, softplus, one)
                 ddelta[b, d, t] = ddt
                 dbias_acc += ddt
         for n in range(N):
@@ -275,14 +259,7 @@ def prepare(u: np.ndarray, delta: np.ndarray, A: np.ndarray, B: np.ndarray, C: n
         z=np.zeros((1, 1, 1), dtype) if z is None else real(z),
         bias=zeros_d if delta_bias is None else real(delta_bias),
         h0=np.zeros((batch, dim, N), cdt) if initial_state is None else cplx(initial_state),
-        has_z=z is not None,
-        softplus=bool(softplus),
-        scale_b=True,
-        B_ndim=B.ndim,
-        C_ndim=C.ndim,
-        starts=np.zeros((0, 0), np.uint8)
-        if starts is None or not starts.any()
-        else np.ascontiguousarray(starts, dtype=np.uint8),
+        **options(z, softplus, True, B, C, starts),
     )
 
 

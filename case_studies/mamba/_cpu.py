@@ -94,6 +94,38 @@ def _dt(x, softplus):  # type: ignore[no-untyped-def]
     return fsoftplus(x) if softplus else x
 
 
+@njit(fastmath=FASTMATH, cache=True, inline="always")
+def groups(b, d, D, Bg, Cg):  # type: ignore[no-untyped-def]
+    """Where channel ``d`` of row ``b`` reads B and C: (row of B, group of B, row of C,
+    group of C); a row is 0 when one is shared by the batch."""
+    bb = b if Bg.shape[0] > 1 else 0
+    bc = b if Cg.shape[0] > 1 else 0
+    return bb, d // (D // Bg.shape[1]), bc, d // (D // Cg.shape[1])
+
+
+@njit(fastmath=FASTMATH, cache=True, inline="always")
+def token(b, d, t, delta, bias_d, softplus, u, dout, vb, vc):  # type: ignore[no-untyped-def]
+    """What the reverse walk reads of token ``t`` of channel (b, d): ``x = delta + bias``,
+    ``dt``, ``u``, ``dL/dout``, and the token's column of B and of C."""
+    x = delta[b, d, t] + bias_d
+    return x, _dt(x, softplus), u[b, d, t], dout[b, d, t], t if vb else 0, t if vc else 0
+
+
+@njit(fastmath=FASTMATH, cache=True, inline="always")
+def gate_grad(go, pre, zt, one):  # type: ignore[no-untyped-def]
+    """``out = pre * silu(z)``: (dL/dz, dL/dpre) from ``go = dL/dout``."""
+    sg = one / (one + fexp(-zt))
+    return go * pre * sg * (one + zt * (one - sg)), go * zt * sg
+
+
+@njit(fastmath=FASTMATH, cache=True, inline="always")
+def through_softplus(ddt, x, softplus, one):  # type: ignore[no-untyped-def]
+    """dL/dx from dL/d(dt) where ``dt = softplus(x)`` (or ``x``); the identity above 20."""
+    if softplus and x <= 20.0:
+        return ddt / (one + fexp(-x))
+    return ddt
+
+
 @njit(fastmath=FASTMATH, cache=True)
 def _segment(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, scale_b,
              b, d, t0, t1, h, out, write, ckpt, T, one, starts):  # type: ignore[no-untyped-def]  # fmt: skip
@@ -105,11 +137,8 @@ def _segment(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, scale_b,
     """
     N = A.shape[1]
     D = u.shape[1]
-    bb = b if Bg.shape[0] > 1 else 0
-    gb = d // (D // Bg.shape[1])
+    bb, gb, bc, gc = groups(b, d, D, Bg, Cg)
     vb = Bg.shape[2] > 1
-    bc = b if Cg.shape[0] > 1 else 0
-    gc = d // (D // Cg.shape[1])
     vc = Cg.shape[2] > 1
     save = ckpt.shape[2] > 0
     bias_d = bias[d]
@@ -493,10 +522,7 @@ def backward(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, scale_b, ckpt, T
         tid = numba.get_thread_id()
         b = i // D
         d = i - b * D
-        bb = b if Bg.shape[0] > 1 else 0
-        gb = d // (D // Bg.shape[1])
-        bc = b if Cg.shape[0] > 1 else 0
-        gc = d // (D // Cg.shape[1])
+        bb, gb, bc, gc = groups(b, d, D, Bg, Cg)
         hs = np.empty((T + 1, N), dtype=u.dtype)  # row 0: the state entering the chunk
         aa = np.empty((T, N), dtype=u.dtype)
         dA_c = np.zeros(N, dtype=u.dtype)
@@ -527,21 +553,12 @@ def backward(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, scale_b, ckpt, T
                 dA_c[n] = 0
             for t in range(t1 - 1, t0 - 1, -1):  # walk it in reverse
                 k = t - t0
-                x = delta[b, d, t] + bias_d
-                dt = _dt(x, softplus)
-                ut = u[b, d, t]
-                tb = t if vb else 0
-                tc = t if vc else 0
-                go = dout[b, d, t]
+                x, dt, ut, go, tb, tc = token(b, d, t, delta, bias_d, softplus, u, dout, vb, vc)
                 if has_z:
                     y = zero
                     for n in range(N):
                         y += hs[k + 1, n] * Cg[bc, gc, tc, n]
-                    pre = y + dsk * ut
-                    zt = z[b, d, t]
-                    sg = one / (one + fexp(-zt))
-                    dz[b, d, t] = go * pre * sg * (one + zt * (one - sg))
-                    dy = go * zt * sg
+                    dz[b, d, t], dy = gate_grad(go, y + dsk * ut, z[b, d, t], one)
                 else:
                     dy = go
                 dD_acc += dy * ut
@@ -567,8 +584,7 @@ def backward(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, scale_b, ckpt, T
                 else:
                     ddt = sA
                     du[b, d, t] = dy * dsk + sB
-                if softplus and x <= 20.0:
-                    ddt = ddt / (one + fexp(-x))
+                ddt = through_softplus(ddt, x, softplus, one)
                 ddelta[b, d, t] = ddt
                 dbias_acc += ddt
             for n in range(N):

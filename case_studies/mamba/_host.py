@@ -79,14 +79,22 @@ def prepare(
         h0=np.zeros((batch, dim, N), dtype)
         if initial_state is None
         else np.ascontiguousarray(cast(initial_state)),
+        **options(z, softplus, scale_b, B, C, starts),
+    )
+
+
+def options(z: Any, softplus: bool, scale_b: bool, B: Any, C: Any,
+            starts: np.ndarray | None) -> dict[str, Any]:  # fmt: skip
+    """The fields of a :class:`Prepared` that are flags and shapes, not arrays to scan."""
+    packed = starts is not None and bool(starts.any())
+    none = np.zeros((0, 0), np.uint8)
+    return dict(
         has_z=z is not None,
         softplus=bool(softplus),
         scale_b=scale_b,
         B_ndim=B.ndim,
         C_ndim=C.ndim,
-        starts=np.zeros((0, 0), np.uint8)
-        if starts is None or not starts.any()
-        else np.ascontiguousarray(starts, dtype=np.uint8),
+        starts=np.ascontiguousarray(starts, dtype=np.uint8) if packed else none,
     )
 
 

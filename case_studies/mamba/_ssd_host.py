@@ -202,15 +202,9 @@ def forward(x: np.ndarray, dt: np.ndarray, A: np.ndarray, B: np.ndarray, C: np.n
 @contextmanager
 def gemm_threads(n: int) -> Iterator[None]:
     """Run the enclosed GEMMs on at most ``n`` threads (torch's count is lowered, then restored)."""
-    if GEMM_BACKEND != "torch" or n >= _torch.get_num_threads():
+    fewer = GEMM_BACKEND == "torch" and n < _torch.get_num_threads()
+    with threads.torch_threads(n if fewer else None):
         yield
-        return
-    before = _torch.get_num_threads()
-    _torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        _torch.set_num_threads(before)
 
 
 def _forward(x: np.ndarray, dt: np.ndarray, A: np.ndarray, B: np.ndarray, C: np.ndarray,
