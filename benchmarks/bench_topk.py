@@ -130,7 +130,7 @@ class TopKRows(Benchmark):
     """Many rows of 10^7 float32 in all (k = 10), random or ascending rows, against torch.topk.
 
     Rows of at least 256 elements and 16k start from a threshold sampled from
-    themselves (``_topk_order.ROW_SEED_*``).
+    themselves (``topk._order.ROW_SEED_*``).
     """
 
     params = [[10**4, 100], ["random", "ascending"]]

@@ -53,8 +53,8 @@ def ptxas_report(ptx: str, ptxas: str) -> str:
 
 def main() -> None:
     import propopt as pp
-    from propopt.associativity import _cuda
     from propopt.associativity._cpu import combine_import
+    from propopt.associativity.scan import _cuda
 
     ptxas = sys.argv[1] if len(sys.argv) > 1 else "ptxas"
     _pretend_sm90()

@@ -239,3 +239,26 @@ def user_code(what: str, fix: str) -> Iterator[None]:
         yield
     except TypingError as err:
         raise TypeError(f"{what} could not be compiled by numba ({_gist(err)}); {fix}") from None
+
+
+@contextlib.contextmanager
+def small_grids() -> Iterator[None]:
+    """Launch kernels whose small grids are by design without numba's low-occupancy warning.
+
+    A scan of a few thousand elements and the per-row digit picks of top-k
+    use a handful of blocks on purpose; numba would warn the user
+    ("Grid size 1 will likely result in GPU under-utilization") for each,
+    and formatting that warning costs time at every launch.  The setting is
+    numba's own (``CUDA_LOW_OCCUPANCY_WARNINGS``), restored on exit.
+    """
+    from numba.cuda import dispatcher
+
+    config: Any = getattr(dispatcher, "config", None)  # absent in the simulator
+    old = getattr(config, "CUDA_LOW_OCCUPANCY_WARNINGS", None)
+    if old:
+        config.CUDA_LOW_OCCUPANCY_WARNINGS = 0
+    try:
+        yield
+    finally:
+        if old:
+            config.CUDA_LOW_OCCUPANCY_WARNINGS = old

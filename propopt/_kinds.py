@@ -101,3 +101,15 @@ def to_numpy_view(x: Any) -> np.ndarray:
     if isinstance(x, np.ndarray):
         return x
     return x.detach().numpy()
+
+
+#: the half-precision float dtypes, by name
+HALF_NAMES = ("float16", "bfloat16")
+
+
+def half_name(dtype: Any) -> str | None:
+    """``'float16'`` or ``'bfloat16'`` for a NumPy, ml_dtypes or torch half dtype, else None."""
+    name = str(dtype).replace("torch.", "")
+    if name in ("half", "float16"):
+        return "float16"
+    return name if name in HALF_NAMES else None

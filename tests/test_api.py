@@ -72,7 +72,8 @@ def test_method_names_the_algorithm_and_device_the_place():
     from case_studies.mamba import scan as mamba_scan
     from case_studies.mamba import ssd
     from case_studies.nbody import api as nbody
-    from propopt.associativity import _backends, _topk_backends
+    from propopt.associativity.scan import _backends
+    from propopt.associativity.topk import _backends as _topk_backends
     from propopt.symmetry import pairs
 
     places = {"cpu", "cuda", "dask", "torch", "numpy", "jax"}

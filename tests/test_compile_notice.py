@@ -30,8 +30,8 @@ def _notice(monkeypatch, after=0.05):
 
 def test_a_long_compile_is_announced_once_in_one_line(monkeypatch):
     notice, out = _notice(monkeypatch)
-    d = _dispatcher("propopt.associativity._topk_cpu", "topk_one")
-    inner = _dispatcher("propopt.associativity._topk_cpu", "_unit")
+    d = _dispatcher("propopt.associativity.topk._cpu", "topk_one")
+    inner = _dispatcher("propopt.associativity.topk._cpu", "_unit")
     notice.on_start(_Event(d))
     notice.on_start(_Event(inner))  # nested: part of the outer compilation
     time.sleep(0.2)
@@ -39,7 +39,7 @@ def test_a_long_compile_is_announced_once_in_one_line(monkeypatch):
     notice.on_end(_Event(d))
     lines = out.getvalue().splitlines()
     assert len(lines) == 1
-    assert lines[0].startswith("propopt: compiling topk_one (propopt.associativity._topk_cpu)")
+    assert lines[0].startswith("propopt: compiling topk_one (propopt.associativity.topk._cpu)")
     assert "cached on disk afterwards" in lines[0]
 
 

@@ -835,7 +835,8 @@ def test_nbody_field_methods_agree_long(case):
 def test_every_backend_is_covered():
     from case_studies.mamba import scan as mamba_scan
     from case_studies.mamba import ssd as mamba_ssd
-    from propopt.associativity import _topk_backends, scan
+    from propopt.associativity import scan
+    from propopt.associativity.topk import _backends as _topk_backends
     from propopt.symmetry import pairs
 
     def host_rows(table):  # the rows on device 'cuda' run in tests/test_gpu.py on a GPU

@@ -106,7 +106,7 @@ def test_one_pass_scan_is_exact_on_integers(n):
 
 @pytest.mark.parametrize("name", ["add", "mul", "logaddexp"])
 def test_torch_row_matches_torch_and_auto_takes_it_below_the_crossover(name):
-    from propopt.associativity import _backends
+    from propopt.associativity.scan import _backends
 
     m = getattr(pp, name)
     x = torch.rand(3, 5000, device=DEV) * 0.01 + 0.995

@@ -24,6 +24,8 @@ import numpy as np
 import torch
 from numba import njit, prange
 
+from propopt import threads
+
 from ._ssd_cpu import FASTMATH
 
 
@@ -83,7 +85,8 @@ class CarryFn(torch.autograd.Function):
         an, Sn, hn = _np(a), _np(S), _np(h0)
         Hprev = np.empty_like(Sn)
         final = np.empty_like(hn)
-        carry_forward(an, Sn, hn, Hprev, final)
+        with threads.sized():
+            carry_forward(an, Sn, hn, Hprev, final)
         Ht = torch.from_numpy(Hprev)
         ctx.save_for_backward(a, Ht)
         return Ht, torch.from_numpy(final)
@@ -98,6 +101,7 @@ class CarryFn(torch.autograd.Function):
         dS = np.empty_like(Hn)
         da_part = np.empty((nb, G, N, nck, hg), Hn.dtype)
         dh0 = np.empty_like(dfn)
-        carry_backward(_np(a), Hn, dHn, dfn, dS, da_part, dh0)
+        with threads.sized():
+            carry_backward(_np(a), Hn, dHn, dfn, dS, da_part, dh0)
         da = torch.from_numpy(da_part.sum(2).transpose(0, 2, 1, 3).copy())  # (b, c, g, hg)
         return da, torch.from_numpy(dS), torch.from_numpy(dh0)

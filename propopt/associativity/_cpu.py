@@ -1,4 +1,4 @@
-"""Multi-threaded CPU scan kernels for monoids, compiled by numba.
+"""A monoid's CPU kernels, compiled by numba: the multi-threaded scan and the elementwise combine.
 
 One algorithm at two scales inside a machine.  An array is scanned in three
 phases: reduce each piece to its total, scan the (few) totals sequentially,

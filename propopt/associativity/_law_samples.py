@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from .. import _kinds, _pytree, _validate
-from ._half import half_name
+from .._kinds import half_name
 from .monoid import Monoid
 
 Leaves = list[Any]

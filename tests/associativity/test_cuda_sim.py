@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import propopt as pp
-from propopt.associativity import _cuda
+from propopt.associativity.scan import _cuda
 
 cuda = pytest.importorskip("numba.cuda")
 

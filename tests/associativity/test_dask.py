@@ -183,7 +183,7 @@ def test_device_cpu_refuses_dask():
 
 
 def test_unknown_chunk_sizes_refused():
-    from propopt.associativity import _dask
+    from propopt.associativity.scan import _dask
 
     x = da.from_array(np.arange(10.0), chunks=3)
     y = x[x > 2]

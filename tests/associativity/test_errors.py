@@ -154,7 +154,7 @@ def test_a_non_associative_callable_is_caught_by_default():
 
 
 def test_the_automatic_check_runs_once_per_callable(monkeypatch):
-    from propopt.associativity import _law_check as scan_mod
+    from propopt.associativity.scan import _law_check as scan_mod
 
     calls = []
 
@@ -197,7 +197,7 @@ def test_monoid_identity_of_an_unknown_dtype():
 
 def test_torch_method_refusals_name_the_fix():
     torch = pytest.importorskip("torch")
-    from propopt.associativity import _backends
+    from propopt.associativity.scan import _backends
 
     with pytest.raises(ValueError, match=r"^method='native' runs on device 'cuda', but the data"):
         pp.associative_scan(pp.add, torch.ones(3), method="native")

@@ -174,7 +174,7 @@ def test_half_cuda_device_arrays():
     # numba's simulator unless NUMBA_ENABLE_CUDASIM=0 (tests/conftest.py); small
     # tiles so that 40 elements span several tiles and the carry scan
     cuda = pytest.importorskip("numba.cuda")
-    from propopt.associativity import _cuda
+    from propopt.associativity.scan import _cuda
 
     x = draw(pp.logaddexp, 40, "float16", np.random.default_rng(4))[0]
     with _cuda.tiles(threads=8, items=2):

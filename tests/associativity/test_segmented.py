@@ -263,7 +263,7 @@ def test_segmented_scan_equals_each_segment_alone(lengths, method, reverse, excl
 @pytest.mark.parametrize("name", ["add", "linear_recurrence"])
 def test_cuda_matches_the_loop(name):
     cuda = pytest.importorskip("numba.cuda")
-    from propopt.associativity import _cuda
+    from propopt.associativity.scan import _cuda
 
     rng = np.random.default_rng(6)
     starts = starts_of([5, 1, 17, 3, 12])  # 38 elements: several tiles of 8 x 2
@@ -281,7 +281,7 @@ def test_cuda_matches_the_loop(name):
 def test_cuda_exclusive_along_axis_0_of_a_2d_array():
     # segments along axis 0 of a (n, 3) device array: the identity is a (1, 3) row
     cuda = pytest.importorskip("numba.cuda")
-    from propopt.associativity import _cuda
+    from propopt.associativity.scan import _cuda
 
     rng = np.random.default_rng(8)
     x = rng.uniform(0, 1, (21, 3))
@@ -307,7 +307,7 @@ def test_cuda_exclusive_along_axis_0_of_a_2d_array():
 )
 def test_cuda_segmented_scan_equals_each_segment_alone(lengths, reverse, exclusive, seed):
     cuda = pytest.importorskip("numba.cuda")
-    from propopt.associativity import _cuda
+    from propopt.associativity.scan import _cuda
 
     rng = np.random.default_rng(seed)
     a, b = draw("linear_recurrence", sum(lengths), rng)

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 import propopt as pp
 from propopt.associativity import TopK, merge_topk, topk
-from propopt.associativity import _topk_cpu as K
-from propopt.associativity import _topk_reference as ref
+from propopt.associativity.topk import _cpu as K
+from propopt.associativity.topk import _reference as ref
 
 RNG = np.random.default_rng(7)
 NO = np.empty(0, np.int64)  # no explicit ids
@@ -340,7 +340,7 @@ LONG = 1 << 22  # topk.SAMPLE_ABOVE: rows this long are sampled first
 
 @pytest.mark.parametrize("largest", [True, False])
 def test_long_rows_in_any_order_match_a_full_sort(largest):
-    topk_module = importlib.import_module("propopt.associativity._topk_threads")
+    topk_module = importlib.import_module("propopt.associativity.topk._threads")
 
     assert LONG >= topk_module.SAMPLE_ABOVE
     base = RNG.integers(0, 1 << 20, LONG).astype(np.float32)  # ties on top of the orders
@@ -352,7 +352,7 @@ def test_long_rows_in_any_order_match_a_full_sort(largest):
 
 def test_a_sample_holding_the_whole_top_k_keeps_its_kth():
     """Only k - 1 elements beat the sample's k-th best: the seed itself is returned last."""
-    topk_module = importlib.import_module("propopt.associativity._topk_threads")
+    topk_module = importlib.import_module("propopt.associativity.topk._threads")
 
     k = 10
     stride = LONG // max(topk_module.SAMPLE, topk_module.SAMPLE_PER_K * k // 4)
@@ -390,7 +390,7 @@ def test_rows_seeded_from_their_own_sample(largest, dtype):
     values (the dtype's limits, +-inf) and ascending rows must not break the
     step to a value just worse than the sample's k-th.
     """
-    from propopt.associativity import _topk_order
+    from propopt.associativity.topk import _order as _topk_order
 
     n, k = 1200, 20
     assert _topk_order.ROW_SEED_MIN <= n <= _topk_order.ROW_SEED_MAX
@@ -434,7 +434,8 @@ def test_rows_seeded_from_their_own_sample_with_nan(largest, nan):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64])
 def test_radix_sort_of_winners_is_the_total_order(dtype):
     """sort_winners (keys by bytes, ties by id) equals the merge sort by _better."""
-    from propopt.associativity import _topk_order, _topk_radix
+    from propopt.associativity.topk import _order as _topk_order
+    from propopt.associativity.topk import _radix as _topk_radix
 
     n = 3 * _topk_radix.RADIX_ABOVE
     rng = np.random.default_rng(13)
@@ -461,7 +462,7 @@ def test_radix_sort_of_winners_is_the_total_order(dtype):
 @pytest.mark.parametrize("dtype", [np.float32, np.int32])
 def test_long_rows_seeded_from_a_small_sample(largest, dtype):
     """Rows past ROW_SEED_MAX sample 8k elements; compared with a stable argsort."""
-    from propopt.associativity import _topk_order
+    from propopt.associativity.topk import _order as _topk_order
 
     n, k = _topk_order.ROW_SEED_MAX + 12_345, 40
     assert n >= _topk_order.ROW_SEED_LONG_PER_K * k

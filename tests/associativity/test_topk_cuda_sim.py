@@ -8,8 +8,8 @@ must equal the sorted() oracle, ties and NaN policy included.
 import numpy as np
 import pytest
 
-from propopt.associativity import _topk_cuda
-from propopt.associativity import _topk_reference as ref
+from propopt.associativity.topk import _cuda as _topk_cuda
+from propopt.associativity.topk import _reference as ref
 
 cuda = pytest.importorskip("numba.cuda")
 

@@ -123,7 +123,7 @@ def test_spans_survive_serialization_and_old_format_is_read():
 
 def test_backends_come_from_one_table():
     from propopt import _kinds
-    from propopt.associativity import _topk_backends as tb
+    from propopt.associativity.topk import _backends as tb
 
     assert set(tb.BACKENDS) == {("select", "cpu"), ("select", "cuda"), ("reference", "cpu")}
     assert tb.METHODS == ("auto", "select", "reference")
@@ -139,7 +139,7 @@ def test_backends_come_from_one_table():
 
 def test_cuda_input_without_a_usable_gpu_is_a_clear_error(monkeypatch):
     from propopt import _kinds
-    from propopt.associativity import _topk_backends as tb
+    from propopt.associativity.topk import _backends as tb
 
     monkeypatch.setattr(tb, "_cuda_available", lambda: False)
     plan = tb.TopKPlan(np.ones(5), 2, 0, True, False, True, _kinds.TORCH_CUDA)

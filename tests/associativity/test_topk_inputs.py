@@ -121,7 +121,7 @@ def test_ml_dtypes_rows_along_each_axis(dtype):
 
 
 def test_reference_oracle_reads_ml_dtypes_scalars():
-    from propopt.associativity import _topk_reference as ref
+    from propopt.associativity.topk import _reference as ref
 
     x = np.array([0.5, -0.25, 0.75, np.nan, 0.1], ml_dtypes.bfloat16)
     for nan in ("ignore", "largest"):

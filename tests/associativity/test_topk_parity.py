@@ -146,7 +146,7 @@ def test_bad_out_is_named():
 
 @pytest.mark.parametrize("largest", [True, False])
 def test_unsorted_pieces_of_one_row_hold_the_same_pairs(largest):
-    from propopt.associativity import _topk_threads
+    from propopt.associativity.topk import _threads as _topk_threads
 
     x = np.random.default_rng(7).integers(0, 40, 200_000).astype(np.float32)  # ties across pieces
     no_ids = np.empty(0, np.int64)

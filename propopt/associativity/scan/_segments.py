@@ -18,10 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from .. import _kinds
+from ... import _kinds
+from ..monoid import Monoid
+from ..segmented import _ArrayCombine, _SegmentedCallable, segmented
 from ._arrays import take
-from .monoid import Monoid
-from .segmented import _ArrayCombine, _SegmentedCallable, segmented
 
 Leaves = list[Any]
 

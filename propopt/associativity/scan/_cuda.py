@@ -35,11 +35,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import _jit, _kinds
-from ._cpu import _j, _v, combine_import
+from ... import _jit, _kinds
+from .._cpu import _j, _v, combine_import
 
 if TYPE_CHECKING:
-    from .monoid import Monoid
+    from ..monoid import Monoid
 
 #: Threads per block.  256 is a common sweet spot for shared-memory scans.
 THREADS = 256
@@ -63,29 +63,6 @@ def tiles(threads: int | None = None, items: int | None = None) -> Iterator[None
         yield
     finally:
         _config.update(old)
-
-
-@contextlib.contextmanager
-def small_grids() -> Iterator[None]:
-    """Launch kernels whose small grids are by design without numba's low-occupancy warning.
-
-    A scan of a few thousand elements and the per-row digit picks of top-k
-    use a handful of blocks on purpose; numba would warn the user
-    ("Grid size 1 will likely result in GPU under-utilization") for each,
-    and formatting that warning costs time at every launch.  The setting is
-    numba's own (``CUDA_LOW_OCCUPANCY_WARNINGS``), restored on exit.
-    """
-    from numba.cuda import dispatcher
-
-    config: Any = getattr(dispatcher, "config", None)  # absent in the simulator
-    old = getattr(config, "CUDA_LOW_OCCUPANCY_WARNINGS", None)
-    if old:
-        config.CUDA_LOW_OCCUPANCY_WARNINGS = 0
-    try:
-        yield
-    finally:
-        if old:
-            config.CUDA_LOW_OCCUPANCY_WARNINGS = old
 
 
 def _shape(arity: int, itemsize: int) -> tuple[int, int]:
@@ -508,7 +485,7 @@ def scan(
     mod, tile = kernels(monoid, dtype)
     ident = tuple(dtype.type(v) for v in monoid.identity(dtype))
     if n > 0 and p * q > 0:
-        with small_grids():
+        with _jit.small_grids():
             _launch(mod, tile, xs, outs, bool(reverse), bool(exclusive), ident, stream, empty)
     return [r.reshape(shape) if not is_torch else r.view(shape) for r in res]
 

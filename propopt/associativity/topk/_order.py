@@ -7,8 +7,8 @@ with ``nanbig`` a NaN ranks above every number.  ``_select`` (quickselect),
 gives a unit of a row a starting threshold from a sample of itself.
 
 numba's on-disk cache keys a compiled kernel on the contents of its own
-file only, and the kernels of ``_topk_cpu.py`` compile these functions in:
-after editing this module, change ``_topk_cpu.DEPENDS_ON`` so that cached
+file only, and the kernels of ``_cpu.py`` compile these functions in:
+after editing this module, change ``_cpu.DEPENDS_ON`` so that cached
 kernels are compiled again.
 """
 
@@ -117,7 +117,7 @@ def _sort_order(v, ids, lo, hi, desc, nanbig):  # type: ignore[no-untyped-def]
     calls (by id, score and NaN rank): numba compiles a merge sort for each
     dtype and array layout it meets, which took 6-8 s per top-k kernel; this
     one compiles in well under a second.  More than a few hundred winners are
-    sorted by ``_topk_radix.sort_winners`` (keys by bytes; this sort only for
+    sorted by ``_radix.sort_winners`` (keys by bytes; this sort only for
     runs of equal scores).
     """
     n = hi - lo

@@ -37,7 +37,7 @@ def before_scan(fn: Any, elems: Any, axis: int, check: bool | None, *, monoid: b
     automatic = check is None and not monoid and not dask
     if not (check or (automatic and _unchecked(fn))):
         return
-    from .laws import AssociativityError, check_associative
+    from ..laws import AssociativityError, check_associative
 
     report = check_associative(fn, elems, axis=axis, trials=200 if check else AUTO_CHECK_TRIALS)
     if not report.ok:

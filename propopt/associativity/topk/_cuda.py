@@ -39,8 +39,8 @@ from typing import Any
 import numpy as np
 from numba import cuda, uint64
 
-from ._cuda import small_grids
-from ._topk_checks import torch_gather
+from ... import _jit
+from ._checks import torch_gather
 
 #: Threads per block of every kernel.
 THREADS = 256
@@ -360,7 +360,7 @@ def _select_device(
     The host reads one number per row (its ignored NaNs) only when NaNs are
     ignored in a float input; otherwise nothing waits for the device.
     """
-    with small_grids():
+    with _jit.small_grids():
         return _select_launches(bits, wide, is_float, k, desc, nanbig, buf)
 
 

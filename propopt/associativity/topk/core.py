@@ -33,10 +33,10 @@ from typing import Any
 
 import numpy as np
 
-from .. import _kinds, dispatch
-from .._validate import axis_in_range
-from ._topk_backends import BACKENDS, OLD_METHODS, TopKPlan, choose
-from ._topk_checks import (
+from ... import _kinds, dispatch
+from ..._validate import axis_in_range
+from ._backends import BACKENDS, OLD_METHODS, TopKPlan, choose
+from ._checks import (
     NanPolicy,
     check_dtype,
     check_k,
@@ -46,7 +46,7 @@ from ._topk_checks import (
     score_dtype,
     score_kind,
 )
-from ._topk_summary import TopK, merge_topk
+from ._summary import TopK, merge_topk
 
 __all__ = ["TopK", "merge_topk", "topk"]
 

@@ -5,8 +5,8 @@ requested direction (float bits with the sign trick, ``-0.0`` as ``+0.0``,
 NaN as the best or worst key by the NaN rule; integers with the sign bit
 flipped), so a stable LSD radix sort by bytes orders the scores; a byte that
 every key shares is skipped, which is most of the high bytes of k winners.
-Equal keys are then put in id order by the merge sort of ``_topk_order``,
-so the result is the total order of :func:`_topk_order._better` exactly.
+Equal keys are then put in id order by the merge sort of ``_order``,
+so the result is the total order of :func:`_order._better` exactly.
 
 Measured on 10^4 random float32 winners: 0.98 ms for the merge sort by
 ``_better`` alone (its comparisons are branches that mispredict), ~0.1 ms
@@ -14,8 +14,8 @@ here.  A copy-based merge sort with insertion-sorted runs reached 0.83 ms,
 and one with a branch-free comparison 1.15 ms.
 
 numba's on-disk cache keys a compiled kernel on the contents of its own
-file only, and the kernels of ``_topk_cpu.py`` compile this one in: after
-editing this module, change ``_topk_cpu.DEPENDS_ON`` so that cached kernels
+file only, and the kernels of ``_cpu.py`` compile this one in: after
+editing this module, change ``_cpu.DEPENDS_ON`` so that cached kernels
 are compiled again.
 """
 
@@ -26,7 +26,7 @@ import numpy as np
 from numba import types
 from numba.extending import overload
 
-from ._topk_order import _sort_order
+from ._order import _sort_order
 
 #: Below this many pairs the merge sort runs alone (a radix pass costs two
 #: passes over the data plus a 256-bucket histogram).

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .. import _kinds
+from ... import _kinds
 
 NanPolicy = Literal["ignore", "largest"]
 NAN_POLICIES: tuple[str, ...] = ("ignore", "largest")

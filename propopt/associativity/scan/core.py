@@ -17,11 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from .. import _jit, _kinds, _pytree, _validate, dispatch
-from ..arrays import flag
-from ..typing import Device, ScanMethod
+from ... import _jit, _kinds, _pytree, _validate, dispatch
+from ...arrays import flag
+from ...typing import Device, ScanMethod
+from ..monoid import Monoid
 from . import _backends, _half, _law_check, _masked
-from .monoid import Monoid
 
 METHODS: tuple[str, ...] = ("auto", *dict.fromkeys(m for m, _ in _backends.BACKENDS))
 DEVICES: tuple[str, ...] = ("auto", *dispatch.DEVICES)

@@ -21,10 +21,10 @@ from typing import Any
 
 import numpy as np
 
-from .. import _kinds, dispatch
-from . import _topk_reference
-from ._topk_checks import torch_gather, torch_numpy
-from ._topk_threads import best_positions
+from ... import _kinds, dispatch
+from . import _reference
+from ._checks import torch_gather, torch_numpy
+from ._threads import best_positions
 
 
 @dataclass
@@ -70,9 +70,9 @@ def _takes_any(plan: TopKPlan) -> Exception | None:
 
 
 def _run_cuda(plan: TopKPlan) -> tuple[Any, Any]:
-    from . import _topk_cuda
+    from . import _cuda
 
-    return _topk_cuda.topk(plan.x, plan.k, plan.axis, plan.largest, plan.nanbig, plan.ordered)
+    return _cuda.topk(plan.x, plan.k, plan.axis, plan.largest, plan.nanbig, plan.ordered)
 
 
 #: ``pick(x2, k, largest, nanbig, ordered) -> (positions, counts)``: the top k
@@ -89,7 +89,7 @@ def _select_rows(
 def _sorted_rows(
     x2: np.ndarray, k: int, largest: bool, nanbig: bool, ordered: bool
 ) -> tuple[np.ndarray, np.ndarray]:
-    pos = _topk_reference.topk(x2, k, largest, "largest" if nanbig else "ignore")
+    pos = _reference.topk(x2, k, largest, "largest" if nanbig else "ignore")
     return pos, (pos >= 0).sum(axis=1)
 
 

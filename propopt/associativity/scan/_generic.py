@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from .._memory import settle_allocator
+from ..._memory import settle_allocator
 from ._arrays import broadcast_to, concat, expand, flip, interleave, is_torch, take
 
 Leaves = list[Any]

@@ -40,9 +40,9 @@ from typing import Any
 
 import numpy as np
 
+from ..monoid import BUILTINS, Monoid
+from ..segmented import Segmented, segmented
 from ._arrays import concat, expand, take
-from .monoid import BUILTINS, Monoid
-from .segmented import Segmented, segmented
 
 Leaves = list[Any]
 

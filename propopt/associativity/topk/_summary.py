@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from ..arrays import inexact
-from . import _topk_cpu, _topk_format
-from ._topk_checks import (
+from ...arrays import inexact
+from . import _cpu, _format
+from ._checks import (
     NanPolicy,
     as_numpy_1d,
     check_dtype,
@@ -28,7 +28,7 @@ from ._topk_checks import (
     kernel_view,
     mask_of,
 )
-from ._topk_threads import best_positions
+from ._threads import best_positions
 
 
 class TopK:
@@ -273,7 +273,7 @@ class TopK:
     # ------------------------------------------------------- serialization
     def to_bytes(self) -> bytes:
         """Serialize: a versioned header, the pairs, and a CRC-32 of all of it."""
-        return _topk_format.dumps(
+        return _format.dumps(
             self.k,
             self.dtype,
             self.largest,
@@ -292,7 +292,7 @@ class TopK:
         ``data`` is bytes-like (``bytes``, ``bytearray``, ``memoryview``); other
         types raise ``TypeError``.
         """
-        k, dt, largest, nan, start, n_seen, scores, ids, spans = _topk_format.loads(data)
+        k, dt, largest, nan, start, n_seen, scores, ids, spans = _format.loads(data)
         return cls(k, check_dtype(dt), largest, nan, start, n_seen, scores, ids, spans)
 
     def save(self, path: str | PathLike[str]) -> None:
@@ -350,7 +350,7 @@ def _merge_sorted_lists(
         return s1, i1
     if s1.shape[0] == 0:
         return s2[:k], i2[:k]
-    side, at = _topk_cpu.merge_two(kernel_view(s1), i1, kernel_view(s2), i2, k, largest, nanbig)
+    side, at = _cpu.merge_two(kernel_view(s1), i1, kernel_view(s2), i2, k, largest, nanbig)
     first = side == 0
     s = np.empty(side.shape[0], s1.dtype)
     i = np.empty(side.shape[0], np.int64)

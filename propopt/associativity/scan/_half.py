@@ -27,19 +27,10 @@ from typing import Any
 
 import numpy as np
 
-from .. import _kinds
-
-HALF_NAMES = ("float16", "bfloat16")
+from ... import _kinds
+from ..._kinds import half_name
 
 Leaves = list[Any]
-
-
-def half_name(dtype: Any) -> str | None:
-    """``'float16'`` or ``'bfloat16'`` for a NumPy, ml_dtypes or torch half dtype, else None."""
-    name = str(dtype).replace("torch.", "")
-    if name in ("half", "float16"):
-        return "float16"
-    return name if name in HALF_NAMES else None
 
 
 def widen(leaves: Sequence[Any], kind: str, what: str) -> Leaves:

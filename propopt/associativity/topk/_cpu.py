@@ -32,14 +32,14 @@ import numba
 import numpy as np
 from numba import prange
 
-from ._topk_order import _better, _compact, _row_seed, _select, _sort_order, row_seeds
-from ._topk_radix import sort_winners
+from ._order import _better, _compact, _row_seed, _select, _sort_order, row_seeds
+from ._radix import sort_winners
 
 #: numba keys the on-disk cache of the kernels below on this file's contents
-#: alone, and they compile in functions of ``_topk_order`` and
-#: ``_topk_radix``: whenever those change, change this too (any new text), or
+#: alone, and they compile in functions of ``_order`` and
+#: ``_radix``: whenever those change, change this too (any new text), or
 #: cached kernels keep running the old code.
-DEPENDS_ON = "_topk_order: long units seeded from 8k samples; _topk_radix: sort_winners"
+DEPENDS_ON = "_order: long units seeded from 8k samples; _radix: sort_winners"
 
 #: Elements tested together against the threshold.  1024 float32 (4 KiB):
 #: long enough for the vectorized count to run at memory speed, short enough

@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from .. import threads
-from . import _topk_cpu
-from ._topk_checks import kernel_view
+from ... import threads
+from . import _cpu
+from ._checks import kernel_view
 
 #: Each thread's piece of a row holds at least this many elements times k
 #: (below it, merging the per-thread candidates costs more than it saves).
@@ -120,7 +120,7 @@ def _sample_bound(xv: np.ndarray, k: int, largest: bool, nanbig: bool) -> Any:
     stride = n // max(SAMPLE, SAMPLE_PER_K * k // 4)
     sample = np.ascontiguousarray(xv[::stride])
     # unsorted: only the k-th best (the worst of the k) is needed
-    best, _ = _topk_cpu.topk_one(
+    best, _ = _cpu.topk_one(
         sample, _NO_IDS, False, k, largest, nanbig, False, sample[0], np.int64(0), False
     )
     if best.shape[0] < k:
@@ -159,7 +159,7 @@ def _best_positions_sized(
     rows, n = x2.shape
     pieces = _pieces(rows, n, kk, seed is not None and not sampled)
     if rows == 1 and pieces == 1:
-        p1, _ = _topk_cpu.topk_one(
+        p1, _ = _cpu.topk_one(
             xv[0], idv, has_ids, kk, largest, nanbig, seed is not None, sv, sid, ordered
         )
         pos = np.zeros((1, kk), np.int64)
@@ -172,7 +172,7 @@ def _best_positions_sized(
         pos = np.zeros((1, kk), np.int64)
         pos[0, : p1.shape[0]] = p1
         return pos, np.array([p1.shape[0]])
-    pos, counts, _ = _topk_cpu.topk_rows(
+    pos, counts, _ = _cpu.topk_rows(
         xv, idv, has_ids, kk, pieces, largest, nanbig, seed is not None, sv, sid, ordered
     )
     return pos, counts
@@ -209,7 +209,7 @@ def _one_row_threads(
     def run(q: int) -> tuple[np.ndarray, np.ndarray]:
         a, b = q * step, min(n, (q + 1) * step)
         ids = idv[a:b] if has_ids else idv
-        p, _ = _topk_cpu.topk_one(  # sorted lists merge in O(k)
+        p, _ = _cpu.topk_one(  # sorted lists merge in O(k)
             x[a:b], ids, has_ids, k, largest, nanbig, seed is not None, sv, sid, ordered
         )
         p = p + a
@@ -221,11 +221,11 @@ def _one_row_threads(
     if not ordered:
         cand = np.concatenate([p for p, _ in parts])
         cids = np.concatenate([i for _, i in parts])
-        at, _ = _topk_cpu.topk_one(x[cand], cids, True, k, largest, nanbig, False, sv, sid, False)
+        at, _ = _cpu.topk_one(x[cand], cids, True, k, largest, nanbig, False, sv, sid, False)
         return cand[at]
     pos, ids = parts[0]
     for p2, i2 in parts[1:]:
-        side, at = _topk_cpu.merge_two(x[pos], ids, x[p2], i2, k, largest, nanbig)
+        side, at = _cpu.merge_two(x[pos], ids, x[p2], i2, k, largest, nanbig)
         first = side == 0
         npos = np.empty(side.shape[0], np.int64)
         nids = np.empty(side.shape[0], np.int64)

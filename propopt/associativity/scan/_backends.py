@@ -27,9 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from .. import _kinds, _validate, dispatch
-from ._cpu import SUPPORTED
-from .monoid import Monoid
+from ... import _kinds, _validate, dispatch
+from .._cpu import SUPPORTED
+from ..monoid import Monoid
 
 Leaves = list[Any]
 
@@ -181,7 +181,7 @@ def _refuse_generic_auto(plan: ScanPlan) -> Exception | None:
 
 # ----------------------------------------------------------------------- runs
 def _run_cpu(plan: ScanPlan) -> Leaves:
-    from . import _cpu
+    from .. import _cpu
 
     assert isinstance(plan.fn, Monoid)
     if plan.kind == _kinds.TORCH:
