@@ -385,6 +385,7 @@ def torch_threads(n: int | None) -> Iterator[None]:
     finally:
         torch.set_num_threads(before)
 
+
 #: Set for numba's OpenMP runtime when it is loaded, unless the user chose a
 #: wait policy: its threads sleep as soon as a parallel region ends instead
 #: of spinning for ~300,000 iterations.  Spinning threads take the cores of

@@ -1,11 +1,12 @@
 """``associative_scan`` and what it is built from.
 
-:mod:`.core` is the verb: it checks the arguments, applies the transforms
-that reduce every call to an inclusive scan of a monoid, and runs the
-backend its table picks (:mod:`._backends`).  Each transform is a module of
-its own: half precision (:mod:`._half`), masked arrays (:mod:`._masked`), segmented scans
-(:mod:`._segments`), the law check (:mod:`._law_check`) and ``out=``
-(:mod:`._out`).  The backends: :mod:`._cpu` (numba threads), :mod:`._cuda`
+:mod:`.core` is the verb, about 80 lines: it checks ``fn`` (:mod:`._combine`),
+applies the transforms that reduce every call to a scan one backend runs,
+and runs the backend its table picks (:mod:`._backends`).  Each transform is
+a module of its own: half precision (:mod:`._half`), masked arrays and byte
+orders (:mod:`._masked`), the identity of exclusive, masked and segmented
+scans (:mod:`._identity`), segmented scans (:mod:`._segments`), the law
+check (:mod:`._law_check`) and ``out=`` (:mod:`._out`).  The backends: :mod:`._cpu` (numba threads), :mod:`._cuda`
 (numba.cuda), :mod:`._dask`, :mod:`._generic` (vectorized calls of ``fn``)
 and :mod:`._reference` (the sequential fold the tests trust).
 """

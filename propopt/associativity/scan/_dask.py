@@ -47,6 +47,16 @@ from ._arrays import concat, expand, take
 Leaves = list[Any]
 
 
+def check_chunks(leaves: Sequence[Any], paths: Sequence[str]) -> None:
+    """Refuse dask arrays whose chunk sizes are unknown (the scan needs each chunk's length)."""
+    for leaf, path in zip(leaves, paths):
+        if any(np.isnan(d) for d in leaf.shape):
+            raise ValueError(
+                f"{path} has unknown chunk sizes (shape {leaf.shape}); call "
+                "x.compute_chunk_sizes() first"
+            )
+
+
 def scan(
     fn: Monoid | Callable[[Any, Any], Any],
     combine: Callable[[Leaves, Leaves], Leaves],

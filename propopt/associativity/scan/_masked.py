@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from ..monoid import Monoid
+
 Leaves = list[Any]
 
 
@@ -60,3 +62,20 @@ def refuse_masked(value: Any, name: str) -> None:
             f"{name} is a masked array, which has no meaning here; pass {name}.filled(value) "
             "or a plain ndarray"
         )
+
+
+def fill_identity(fn: Any, ident: Leaves | None, leaves: Leaves, mask: np.ndarray,
+                  paths: Sequence[str]) -> Leaves:  # fmt: skip
+    """``leaves`` with each masked element replaced by the identity: the monoid's own, or
+    ``identity=`` for a plain callable (required then)."""
+    if isinstance(fn, Monoid):
+        fill_with = list(fn.identity(leaves[0].dtype))
+    elif ident is not None:
+        fill_with = [np.asarray(e) for e in ident]
+    else:
+        raise ValueError(
+            f"{paths[0]} is a masked array: masked elements count as the identity, so a "
+            "plain fn needs identity= (the e with fn(e, x) == x), or fill the masks "
+            "first (x.filled(value))"
+        )
+    return fill(leaves, mask, fill_with)

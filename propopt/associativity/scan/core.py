@@ -12,16 +12,15 @@ Commutativity is never assumed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
 from ... import _jit, _kinds, _pytree, _validate, dispatch
+from ..._kinds import half_name
 from ...arrays import flag
 from ...typing import Device, ScanMethod
 from ..monoid import Monoid
-from . import _backends, _half, _law_check, _masked
+from . import _backends, _combine, _dask, _half, _identity, _law_check, _masked, _out, _segments
 
 METHODS: tuple[str, ...] = ("auto", *dict.fromkeys(m for m, _ in _backends.BACKENDS))
 DEVICES: tuple[str, ...] = ("auto", *dispatch.DEVICES)
@@ -212,273 +211,68 @@ def associative_scan(
         raise ValueError("elems holds no arrays; pass an array or a pytree of arrays")
     paths = _pytree.leaf_paths(treedef)
     kind = _kinds.common_kind(leaves, paths)
-    mask = None  # the masked elements of masked-array leaves (see _masked)
+    mask = None  # the masked elements of masked-array leaves
     if kind == _kinds.NUMPY:
         leaves, mask = _masked.unmask(leaves, paths)
-        elems = _pytree.unflatten(treedef, leaves)
         _masked.refuse_masked(reset, "reset")
     if kind == _kinds.DASK:
-        for leaf, path in zip(leaves, paths):
-            if any(np.isnan(d) for d in leaf.shape):
-                raise ValueError(
-                    f"{path} has unknown chunk sizes (shape {leaf.shape}); call "
-                    "x.compute_chunk_sizes() first"
-                )
+        _dask.check_chunks(leaves, paths)
     ax = _validate.check_axis(axis, leaves, paths)
     given: Leaves | None = None  # the half-precision leaves, when they are widened
     if isinstance(fn, Monoid):
-        _check_monoid(fn, leaves, paths)
-        if _half.half_name(leaves[0].dtype) is not None:
+        _combine.check_monoid(fn, leaves, paths)
+        if half_name(leaves[0].dtype) is not None:
             given, leaves = leaves, _half.widen(leaves, kind, f"monoid {fn.name!r}")
-            elems = _pytree.unflatten(treedef, leaves)
         combine = fn.combine_leaves
     else:
-        if exclusive and identity is None:
-            raise ValueError(
-                "exclusive=True needs identity= when fn is a plain callable (the value e "
-                "with fn(e, x) == x, e.g. identity=0 for addition), or pass a Monoid"
-            )
-        combine = _wrap_callable(fn, treedef)
-    ident = None if identity is None else _identity_leaves(identity, treedef, leaves, ax)
+        _identity.require(fn, exclusive, identity)
+        combine = _combine.lift(fn, treedef)
+    ident = None if identity is None else _identity.given(identity, treedef, leaves, ax)
     if ident is not None and isinstance(fn, Monoid):
-        _check_monoid_identity(fn, ident, leaves, ax)
+        _identity.check_own(fn, ident, leaves, ax)
         ident = None  # the monoid's own, which every backend uses
     if mask is not None:
-        if isinstance(fn, Monoid):
-            fill_with = list(fn.identity(leaves[0].dtype))
-        elif ident is not None:
-            fill_with = [np.asarray(e) for e in ident]
-        else:
-            raise ValueError(
-                f"{paths[0]} is a masked array: masked elements count as the identity, so a "
-                "plain fn needs identity= (the e with fn(e, x) == x), or fill the masks "
-                "first (x.filled(value))"
-            )
-        leaves = _masked.fill(leaves, mask, fill_with)
-        elems = _pytree.unflatten(treedef, leaves)
-    outs = None
-    if out is not None:
-        outs = _check_out(out, treedef, leaves if given is None else given, kind, paths)
-    law_fn = fn  # the law is checked on the caller's combine, before segmenting it
+        leaves = _masked.fill_identity(fn, ident, leaves, mask, paths)
+    outs = None if out is None else _out.check(out, treedef, given or leaves, kind, paths)
+    sample = _pytree.unflatten(treedef, leaves)  # the law is checked on the caller's combine
+    law_fn = fn
+    finish = None
     if reset is not None:
-        from . import _segments
-
         if exclusive and ident is None:
-            ident = _monoid_identity(fn, leaves, ax)  # type: ignore[arg-type]
+            ident = _identity.of_monoid(fn, leaves, ax)  # type: ignore[arg-type]
         fn, combine, leaves, finish = _segments.prepare(
             fn, combine, leaves, reset, kind, ax, reverse, exclusive, ident
         )
         exclusive, ident = False, None
     plan = _backends.ScanPlan(fn, combine, leaves, kind, ax, reverse, exclusive, ident)
     chosen = _backends.choose(method, device, plan)
-    direct = reset is None and given is None and mask is None
-    if outs is not None and chosen == ("tiled", "cpu") and direct:
-        plan.out = _direct_out(outs, leaves)
-
+    if (
+        outs is not None
+        and chosen == ("tiled", "cpu")
+        and not (finish or given or mask is not None)
+    ):
+        plan.out = _out.direct(outs, leaves)
     n = leaves[0].shape[ax]
     if n > 0:
-        _law_check.before_scan(law_fn, elems, ax, check, monoid=isinstance(law_fn, Monoid),
+        _law_check.before_scan(law_fn, sample, ax, check, monoid=isinstance(law_fn, Monoid),
                                dask=kind == _kinds.DASK)  # fmt: skip
-
     if n == 0 and chosen[1] != "dask":
-        out = [x[(slice(None),) * ax + (slice(0, 0),)] for x in leaves]
-        out = [o.copy() if hasattr(o, "copy") else o.clone() for o in out]
+        res = [x[(slice(None),) * ax + (slice(0, 0),)] for x in leaves]
+        res = [o.copy() if hasattr(o, "copy") else o.clone() for o in res]
     else:
         calls_fn = chosen[0] in ("reference", "generic") or chosen[1] == "dask"
         if ident is None and isinstance(fn, Monoid) and calls_fn:
-            plan.identity = _monoid_identity(fn, leaves, ax)
+            plan.identity = _identity.of_monoid(fn, leaves, ax)
         with _jit.user_code(
             f"combine {_validate.name_of(fn)!r}",
             "a Monoid's combine takes 2k scalars and returns k of them, using only what numba "
             "supports (math, arithmetic, if)",
         ):
-            out = _backends.BACKENDS[chosen].run(plan)
-    if reset is not None:
-        out = finish(out)
+            res = _backends.BACKENDS[chosen].run(plan)
+    if finish is not None:
+        res = finish(res)
     if given is not None:
-        out = _half.narrow(out, given, kind)
+        res = _half.narrow(res, given, kind)
     if mask is not None:
-        out = _masked.remask(out, mask)
-    if outs is not None:
-        for dst, src in zip(outs, out):
-            if dst is not src:
-                _copy_into(dst, src)
-        out = outs
-    return _pytree.unflatten(treedef, out)
-
-
-# ------------------------------------------------------------------ out=
-def _check_out(out: Any, treedef: _pytree.TreeDef, leaves: Leaves, kind: str,
-               paths: Sequence[str]) -> Leaves:  # fmt: skip
-    """The leaves of ``out=``, each checked against the result leaf it receives."""
-    if kind == _kinds.DASK:
-        raise ValueError(
-            "out= cannot receive a scan of dask arrays, which are lazy: use the returned "
-            "array (or da.store it)"
-        )
-    outs, out_def = _pytree.flatten(out)
-    if out_def != treedef:
-        raise ValueError(
-            f"out= is {out_def.describe()} but elems is {treedef.describe()}: pass arrays "
-            "in the structure of elems"
-        )
-    for dst, src, path in zip(outs, leaves, paths):
-        name = "out" + path[len("elems") :]
-        if _kinds.array_kind(dst) != kind or _kinds.device_of(dst) != _kinds.device_of(src):
-            raise TypeError(
-                f"{name} is {_kinds.describe(dst)} but {path} is {_kinds.describe(src)}; "
-                "out= takes arrays of the type and device of elems"
-            )
-        if tuple(dst.shape) != tuple(src.shape) or dst.dtype != src.dtype:
-            raise ValueError(
-                f"{name} has shape {tuple(dst.shape)} and dtype {dst.dtype} but the result "
-                f"has shape {tuple(src.shape)} and dtype {src.dtype}; allocate it with "
-                f"np.empty_like({path}) or torch.empty_like({path})"
-            )
-        if isinstance(dst, np.ndarray) and not dst.flags.writeable:
-            raise ValueError(f"{name} is read-only; pass a writable array")
-        if getattr(dst, "requires_grad", False):
-            raise ValueError(f"{name} requires grad; out= takes tensors outside autograd")
-    return outs
-
-
-def _direct_out(outs: Leaves, leaves: Leaves) -> Leaves | None:
-    """NumPy views of ``outs`` the CPU kernels can write into, or None (copy in after)."""
-    views = [_kinds.to_numpy_view(o) for o in outs]
-    if not all(v.flags.c_contiguous for v in views):
-        return None
-    ins = [_kinds.to_numpy_view(x) for x in leaves]
-    if any(np.may_share_memory(v, x) for v in views for x in ins):
-        return None  # in place: the three phases read an element after writing its block
-    return views
-
-
-def _copy_into(dst: Any, src: Any) -> None:
-    if isinstance(dst, np.ndarray):
-        np.copyto(dst, src)
-    elif _kinds.array_kind(dst) in (_kinds.TORCH, _kinds.TORCH_CUDA):
-        import torch
-
-        with torch.no_grad():
-            dst.copy_(src)
-    elif hasattr(dst, "copy_to_device"):  # numba device array
-        dst.copy_to_device(src)
-    else:  # CuPy and other __cuda_array_interface__ arrays
-        dst[...] = src
-
-
-# ----------------------------------------------------------------- helpers
-
-
-def _check_monoid(m: Monoid, leaves: Leaves, paths: Sequence[str]) -> None:
-    if len(leaves) != m.arity:
-        raise ValueError(
-            f"monoid {m.name!r} combines elements of {m.arity} array(s) but elems has "
-            f"{len(leaves)} leaves ({', '.join(paths)}); pass a pytree of {m.arity} arrays"
-        )
-    shape, dtype = tuple(leaves[0].shape), leaves[0].dtype
-    for leaf, path in zip(leaves, paths):
-        if tuple(leaf.shape) != shape or leaf.dtype != dtype:
-            raise ValueError(
-                f"monoid {m.name!r} needs leaves of one shape and dtype: {paths[0]} is "
-                f"{_kinds.describe(leaves[0])} but {path} is {_kinds.describe(leaf)}; "
-                "broadcast and cast them first (np.broadcast_arrays, .astype)"
-            )
-    if _half.half_name(dtype) is not None:
-        if "f" in m.kinds:
-            return  # widened to float32 by the caller
-        raise TypeError(
-            f"monoid {m.name!r} cannot combine elems of dtype {dtype}: half precision is "
-            f"widened to float32 only for monoids over floats, and it accepts "
-            f"{_kinds_text(m.kinds)}; cast elems to one of those first"
-        )
-    np_dtype = _validate.np_dtype(dtype)
-    if np_dtype is None or not m.accepts(np_dtype):
-        cast = ".to(torch.float64)" if str(dtype).startswith("torch.") else ".astype(np.float64)"
-        if "f" not in m.kinds and "i" in m.kinds:
-            cast = ".to(torch.int64)" if cast.startswith(".to") else ".astype(np.int64)"
-        raise TypeError(
-            f"monoid {m.name!r} cannot combine elems of dtype {dtype}; it accepts "
-            f"{_kinds_text(m.kinds)}: cast elems first (e.g. elems{cast})"
-        )
-
-
-def _check_monoid_identity(m: Monoid, given: Leaves, leaves: Leaves, ax: int) -> None:
-    """Refuse an ``identity=`` that is not the monoid's own identity."""
-    own = _monoid_identity(m, leaves, ax)
-    for g, o in zip(given, own):
-        g_np = np.asarray(g.detach().cpu() if hasattr(g, "detach") else g)
-        o_np = np.asarray(o.detach().cpu() if hasattr(o, "detach") else o)
-        same = np.array_equal(g_np, o_np, equal_nan=True)
-        if not same:
-            flat = g_np.ravel()
-            value = flat[0].item() if flat.size and np.all(flat == flat[0]) else g_np.tolist()
-            dtype = _validate.np_dtype(leaves[0].dtype)
-            mine = [np.asarray(v, dtype=dtype).item() for v in m.identity(dtype)]
-            raise ValueError(
-                f"identity={value!r} is not the identity of monoid {m.name!r} "
-                f"({', '.join(map(repr, mine))}), which every method uses; drop identity=, "
-                "or to start the scan from a value, put it in front of elems"
-            )
-
-
-def _kinds_text(kinds: str) -> str:
-    names = {"i": "signed integers", "u": "unsigned integers", "f": "floats", "c": "complex"}
-    return ", ".join(names[k] for k in kinds if k in names)
-
-
-def _monoid_identity(m: Monoid, leaves: Leaves, ax: int) -> Leaves:
-    dtype = _validate.np_dtype(leaves[0].dtype)
-    assert dtype is not None
-    shape = tuple(leaves[0].shape)
-    one = shape[:ax] + (1,) + shape[ax + 1 :]
-    from ._arrays import broadcast_to
-
-    return [broadcast_to(v, one, leaf) for v, leaf in zip(m.identity(dtype), leaves)]
-
-
-def _identity_leaves(identity: Any, treedef: _pytree.TreeDef, leaves: Leaves, ax: int) -> Leaves:
-    from ._arrays import broadcast_to
-
-    if treedef.kind == "leaf" or not isinstance(identity, (tuple, list, dict)):
-        ids = [identity] if treedef.kind == "leaf" else [identity] * len(leaves)
-    else:
-        ids, td = _pytree.flatten(identity)
-        if td != treedef:
-            raise ValueError(
-                f"identity has structure {td.describe()} but elems has {treedef.describe()}; "
-                "give one identity value per leaf, in the same container"
-            )
-    out = []
-    for v, leaf in zip(ids, leaves):
-        shape = tuple(leaf.shape)
-        one = shape[:ax] + (1,) + shape[ax + 1 :]
-        vv = v.detach().cpu() if _kinds.array_kind(v) in ("torch", "torch-cuda") else v
-        if _half.half_name(getattr(vv, "dtype", None)) == "bfloat16":  # no NumPy bfloat16 in torch
-            vv = vv.float() if hasattr(vv, "detach") else np.asarray(vv, np.float32)
-        vv = vv.numpy() if hasattr(vv, "detach") else vv
-        try:
-            out.append(broadcast_to(vv, one, leaf))
-        except (ValueError, RuntimeError) as err:
-            raise ValueError(
-                f"identity value of shape {np.shape(vv)} does not broadcast to one element "
-                f"of shape {one}; give a scalar or an array of that shape"
-            ) from err
-    return out
-
-
-def _wrap_callable(fn: Callable[[Any, Any], Any], treedef: _pytree.TreeDef) -> Any:
-    """Lift ``fn`` on pytrees to a function on leaf lists, checking what it returns."""
-
-    checked: set[tuple[tuple[int, ...], ...]] = set()
-
-    def combine(a: Leaves, b: Leaves) -> Leaves:
-        key = tuple(tuple(x.shape) for x in a)
-        if key in checked:  # checked once per shape of the batches
-            res = fn(_pytree.unflatten(treedef, a), _pytree.unflatten(treedef, b))
-            return _pytree.flatten(res)[0]
-        out = _pytree.apply(fn, treedef, a, b)
-        checked.add(key)
-        return out
-
-    return combine
+        res = _masked.remask(res, mask)
+    return _pytree.unflatten(treedef, res if outs is None else _out.write(outs, res))
