@@ -183,14 +183,17 @@ def test_device_cpu_refuses_dask():
 
 
 def test_unknown_chunk_sizes_refused():
+    from propopt import _kinds
     from propopt.associativity.scan import _dask
+    from propopt.associativity.scan._plan import ScanPlan
 
     x = da.from_array(np.arange(10.0), chunks=3)
     y = x[x > 2]
     with pytest.raises(ValueError):
         pp.associative_scan(pp.add, y)
     with pytest.raises(ValueError, match="unknown chunk sizes"):
-        _dask.scan(pp.add, pp.add.combine_leaves, [y], 0, False, False, None, lambda *a: a[2])
+        plan = ScanPlan(pp.add, pp.add.combine_leaves, [y], _kinds.DASK, 0, False, False)
+        _dask.scan(plan, lambda *a: a[2])
 
 
 @pytest.mark.parametrize("fn_name", ["affine", "callable"])

@@ -22,55 +22,15 @@ Dask backend's per-chunk step goes through the same table.  The laws every backe
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
-from ... import _kinds, _validate, dispatch
+from ... import _kinds, dispatch
 from .._cpu import SUPPORTED
 from ..monoid import Monoid
+from . import _generic, _reference
+from ._plan import ScanPlan
 
 Leaves = list[Any]
-
-
-@dataclass
-class ScanPlan:
-    """A validated scan: what every backend receives.
-
-    ``combine`` is ``fn`` lifted to lists of leaves; ``identity`` holds one
-    element per leaf (or ``None`` where it is not needed or not known).
-    """
-
-    fn: Monoid | Callable[[Any, Any], Any]
-    combine: Callable[[Leaves, Leaves], Leaves]
-    leaves: Leaves
-    kind: str
-    axis: int
-    reverse: bool
-    exclusive: bool
-    identity: Leaves | None = None
-    needs_grad: bool = field(init=False)
-    #: NumPy arrays the CPU kernels write the result into (``out=``), or None
-    out: Leaves | None = field(default=None, init=False)
-
-    def __post_init__(self) -> None:
-        self.needs_grad = any(getattr(x, "requires_grad", False) for x in self.leaves)
-
-    @property
-    def is_monoid(self) -> bool:
-        return isinstance(self.fn, Monoid)
-
-    @property
-    def on_gpu(self) -> bool:
-        return self.kind in (_kinds.TORCH_CUDA, _kinds.CUDA)
-
-    @property
-    def np_dtype(self) -> np.dtype | None:
-        return _validate.np_dtype(self.leaves[0].dtype)
-
-    def described(self) -> str:
-        return _kinds.describe(self.leaves[0])
 
 
 Backend = dispatch.Backend  # Backend[ScanPlan, Leaves]: refuse(plan), run(plan)
@@ -210,35 +170,10 @@ def _run_torch(plan: ScanPlan) -> Leaves:
     return [getattr(torch, op)(x, dim=plan.axis, dtype=x.dtype)]
 
 
-def _run_generic(plan: ScanPlan) -> Leaves:
-    from . import _generic
-
-    return _generic.scan(
-        plan.combine, plan.leaves, plan.axis, plan.reverse, plan.exclusive, plan.identity
-    )
-
-
-def _run_reference(plan: ScanPlan) -> Leaves:
-    from . import _reference
-
-    return _reference.scan(
-        plan.combine, plan.leaves, plan.axis, plan.reverse, plan.exclusive, plan.identity
-    )
-
-
 def _run_dask(plan: ScanPlan) -> Leaves:
     from . import _dask
 
-    return _dask.scan(
-        plan.fn,
-        plan.combine,
-        plan.leaves,
-        plan.axis,
-        plan.reverse,
-        plan.exclusive,
-        plan.identity,
-        scan_block,
-    )
+    return _dask.scan(plan, scan_block)
 
 
 def scan_block(
@@ -256,10 +191,10 @@ BACKENDS: dict[Key, Backend] = {
     ("native", "cuda"): Backend(_refuse_native, _run_torch),
     ("tiled", "cuda"): Backend(_kernel, _run_cuda),
     ("tiled", "cpu"): Backend(_kernel, _run_cpu),
-    ("generic", "cpu"): Backend(_takes_any, _run_generic),
-    ("generic", "cuda"): Backend(_refuse_host_calls("generic"), _run_generic),
-    ("reference", "cpu"): Backend(_takes_any, _run_reference),
-    ("reference", "cuda"): Backend(_refuse_host_calls("reference"), _run_reference),
+    ("generic", "cpu"): Backend(_takes_any, _generic.scan),
+    ("generic", "cuda"): Backend(_refuse_host_calls("generic"), _generic.scan),
+    ("reference", "cpu"): Backend(_takes_any, _reference.scan),
+    ("reference", "cuda"): Backend(_refuse_host_calls("reference"), _reference.scan),
 }
 """Every backend by its ``(method, device)``."""
 

@@ -43,6 +43,7 @@ import numpy as np
 from ..monoid import BUILTINS, Monoid
 from ..segmented import Segmented, segmented
 from ._arrays import concat, expand, take
+from ._plan import ScanPlan
 
 Leaves = list[Any]
 
@@ -57,20 +58,11 @@ def check_chunks(leaves: Sequence[Any], paths: Sequence[str]) -> None:
             )
 
 
-def scan(
-    fn: Monoid | Callable[[Any, Any], Any],
-    combine: Callable[[Leaves, Leaves], Leaves],
-    leaves: Sequence[Any],
-    axis: int,
-    reverse: bool,
-    exclusive: bool,
-    identity: Leaves | None,
-    local: Callable[..., Leaves],
-) -> Leaves:
-    """Scan dask arrays ``leaves`` along ``axis``; lazy dask arrays of the results.
+def scan(plan: ScanPlan, local: Callable[..., Leaves]) -> Leaves:
+    """Scan the plan's dask arrays along its axis; lazy dask arrays of the results.
 
-    See ``_reference.scan`` for the semantics.  ``combine`` is ``fn`` on lists
-    of leaves; ``identity`` (needed with ``exclusive``) holds NumPy arrays that
+    See ``_reference.scan`` for the semantics.  ``plan.combine`` is ``fn`` on
+    lists of leaves; ``plan.identity`` (needed with ``exclusive``) holds NumPy arrays that
     broadcast to one element (the shape of a leaf with ``axis`` of length 1).
     ``local(fn, combine, blocks, axis, reverse)`` scans one chunk in memory: the
     scan table's choice for NumPy blocks (a module-level function, so that it
@@ -80,6 +72,8 @@ def scan(
     from dask.base import tokenize
     from dask.highlevelgraph import HighLevelGraph
 
+    fn, combine, leaves, axis = plan.fn, plan.combine, plan.leaves, plan.axis
+    reverse, exclusive, identity = plan.reverse, plan.exclusive, plan.identity
     xs = _align(list(leaves), axis)
     if isinstance(fn, Monoid):
         ops = _Ops(_Shipped(fn), None, local)

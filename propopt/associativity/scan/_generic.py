@@ -19,13 +19,14 @@ autograd differentiates through it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from ..._memory import settle_allocator
 from ._arrays import broadcast_to, concat, expand, flip, interleave, is_torch, take
+from ._plan import ScanPlan
 
 Leaves = list[Any]
 
@@ -37,15 +38,10 @@ SEQUENTIAL_BELOW = 4
 BLOCK_BYTES = 1 << 20
 
 
-def scan(
-    combine: Callable[[Leaves, Leaves], Leaves],
-    leaves: Sequence[Any],
-    axis: int,
-    reverse: bool,
-    exclusive: bool,
-    identity: Leaves | None,
-) -> Leaves:
-    """Scan ``leaves`` along ``axis``; see ``_reference.scan`` for the semantics."""
+def scan(plan: ScanPlan) -> Leaves:
+    """Scan the plan's leaves along its axis; see ``_reference.scan`` for the semantics."""
+    combine, leaves, axis, identity = plan.combine, plan.leaves, plan.axis, plan.identity
+    reverse, exclusive = plan.reverse, plan.exclusive
     xs = [flip(x, axis) for x in leaves] if reverse else list(leaves)
     out = _blocked(combine, xs, axis)
     if exclusive:

@@ -5,29 +5,24 @@ Slow and obviously correct; every fast path is tested against it (in float64).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from typing import Any
 
 from ._arrays import concat, take
+from ._plan import ScanPlan
 
 Leaves = list[Any]
 
 
-def scan(
-    combine: Callable[[Leaves, Leaves], Leaves],
-    leaves: Sequence[Any],
-    axis: int,
-    reverse: bool,
-    exclusive: bool,
-    identity: Leaves | None,
-) -> Leaves:
-    """Scan ``leaves`` along ``axis`` by folding ``combine`` over the elements.
+def scan(plan: ScanPlan) -> Leaves:
+    """Scan the plan's leaves along its axis by folding ``combine`` over the elements.
 
     Forward: ``out[i] = e[0] . e[1] . ... . e[i]``.  Reverse, as in
     ``jax.lax.associative_scan``: ``out[i] = e[n-1] . ... . e[i]``, i.e. the
     accumulated suffix is always the left operand.  Exclusive results omit
     ``e[i]`` and start from ``identity``.
     """
+    combine, leaves, axis, identity = plan.combine, plan.leaves, plan.axis, plan.identity
+    reverse, exclusive = plan.reverse, plan.exclusive
     n = leaves[0].shape[axis]
     order = range(n - 1, -1, -1) if reverse else range(n)
     pieces: list[Leaves] = [[None] * n for _ in leaves]
