@@ -31,6 +31,7 @@ import numpy as np
 
 from .. import _jit
 from ._cpu import kernel_import
+from ._plan import PairPlan
 
 THREADS = 128
 """Threads per block = points per tile (GPU Gems 3 used 256 on G80; 128 keeps the
@@ -163,17 +164,7 @@ def kernels(
     return _jit.load_module(src, tag, {"_py_kernel": kernel})
 
 
-def pair_sum(
-    kernel: Any,
-    X: np.ndarray,
-    w: np.ndarray,
-    args: tuple[Any, ...],
-    k: int,
-    scalar: bool,
-    signs: tuple[float, ...],
-    T: np.ndarray | None,
-    tile: int | None,
-) -> np.ndarray:
+def pair_sum(p: PairPlan) -> np.ndarray:
     """Pair sums on the GPU: NumPy in, NumPy (float64) out."""
     from numba import cuda
 
@@ -181,9 +172,10 @@ def pair_sum(
         raise RuntimeError(
             "device='cuda' needs a CUDA GPU and numba-cuda (none is available); use device='cpu'"
         )
-    tpb = tile or THREADS
+    kernel, X, w, args, k, T = p.kernel, p.X, p.w, p.args, p.k, p.T
+    tpb = p.tile or THREADS
     n, d = X.shape
-    mod = kernels(kernel, k, scalar, signs, len(args), d, X.dtype, tpb)
+    mod = kernels(kernel, k, p.scalar, p.signs, len(args), d, X.dtype, tpb)
     dX, dw = cuda.to_device(X), cuda.to_device(w)
     if T is None:
         nb = (n + tpb - 1) // tpb

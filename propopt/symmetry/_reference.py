@@ -2,22 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
+from ._plan import PairPlan
 
-def pair_sum(
-    kernel: Any,
-    X: np.ndarray,
-    w: np.ndarray,
-    args: tuple[Any, ...],
-    k: int,
-    targets: np.ndarray | None = None,
-) -> np.ndarray:
-    """``out[i] = sum_{j != i} w[j] f(X[i], X[j])`` (or over all sources for targets)."""
-    f = getattr(kernel, "py_func", kernel)
-    X = np.asarray(X, dtype=np.float64)
+
+def pair_sum(p: PairPlan) -> np.ndarray:
+    """``out[i] = sum_{j != i} w[j] f(X[i], X[j])`` (or over all sources for targets ``T``)."""
+    f, w, args, k, targets = getattr(p.kernel, "py_func", p.kernel), p.w, p.args, p.k, p.T
+    X = np.asarray(p.X, dtype=np.float64)
     T = X if targets is None else np.asarray(targets, dtype=np.float64)
     out = np.zeros((T.shape[0], k))
     for i in range(T.shape[0]):

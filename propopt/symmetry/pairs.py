@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -32,6 +31,7 @@ import numpy as np
 from .. import _jit, _kinds, dispatch, threads
 from ..arrays import per_point, points
 from . import _cpu, _reference
+from ._plan import PairPlan
 
 SYMMETRIES: tuple[str, ...] = ("symmetric", "antisymmetric")
 METHODS: tuple[str, ...] = ("auto", "halved", "full", "untiled", "reference")
@@ -57,21 +57,6 @@ def _check_method(method: Any, device: Any = "auto") -> tuple[str, str]:
     return str(method), str(device)
 
 
-@dataclass
-class PairPlan:
-    """A validated pair sum: what every backend receives (one signature for all)."""
-
-    kernel: Callable[..., Any]
-    X: np.ndarray
-    w: np.ndarray
-    args: tuple[Any, ...]
-    k: int
-    scalar: bool
-    signs: tuple[float, ...]
-    T: np.ndarray | None
-    tile: int | None
-
-
 def _halved_cpu(p: PairPlan) -> np.ndarray:
     mod = _cpu.kernels(p.kernel, p.k, p.scalar, p.signs, len(p.args), p.X.shape[1])
     XT = np.ascontiguousarray(p.X.T)  # (d, n): a tile's sources are d contiguous runs
@@ -95,14 +80,12 @@ def _full_cpu(untiled: bool) -> Callable[[PairPlan], np.ndarray]:
     return run
 
 
-def _reference_cpu(p: PairPlan) -> np.ndarray:
-    return _reference.pair_sum(p.kernel, p.X, p.w, p.args, p.k, p.T)
 
 
 def _cuda_run(p: PairPlan) -> np.ndarray:
     from . import _cuda
 
-    return _cuda.pair_sum(p.kernel, p.X, p.w, p.args, p.k, p.scalar, p.signs, p.T, p.tile)
+    return _cuda.pair_sum(p)
 
 
 Backend = dispatch.Backend  # Backend[PairPlan, ndarray]: one way to run a pair sum
@@ -133,7 +116,7 @@ BACKENDS: dict[tuple[str, str], Backend] = {
     ("halved", "cpu"): Backend(_refuse_targets, _halved_cpu),
     ("full", "cpu"): Backend(_takes_any, _full_cpu(untiled=False)),
     ("untiled", "cpu"): Backend(_takes_any, _full_cpu(untiled=True)),
-    ("reference", "cpu"): Backend(_takes_any, _reference_cpu),
+    ("reference", "cpu"): Backend(_takes_any, _reference.pair_sum),
     # each unordered pair once, in shared-memory tiles
     ("halved", "cuda"): Backend(_refuse_targets, _cuda_run),
     # separate targets: each (target, source) pair once
