@@ -53,16 +53,6 @@ from numba import njit, prange
 from .. import _jit, threads
 from ..arrays import flag, plain
 
-__all__ = [
-    "MORTON_BITS",
-    "bounding_box",
-    "morton_cells",
-    "morton_decode",
-    "morton_digits",
-    "morton_keys",
-    "morton_order",
-]
-
 MORTON_BITS = {2: 32, 3: 21}
 """Bits per axis of a key, by dimension: ``dim * bits`` fits in a uint64."""
 

@@ -62,6 +62,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import _jit
+from ._plan import Form
 
 
 def kernel_import(py: Any) -> str | None:
@@ -87,16 +88,9 @@ FASTMATH = "{'contract', 'reassoc'}"
 """LLVM flags of the drivers' loops (the user's kernel gets ``'contract'`` only)."""
 
 
-def source(
-    k: int,
-    scalar: bool,
-    signs: tuple[float, ...],
-    nargs: int,
-    d: int,
-    header: str,
-    block: int = BLOCK,
-) -> str:
-    """Driver source for a kernel with ``k`` outputs, ``nargs`` extra arguments, ``d`` coordinates.
+def source(form: Form, header: str, block: int = BLOCK) -> str:
+    """Driver source for a kernel of ``form``: ``k`` outputs, ``nargs`` extra arguments,
+    ``d`` coordinates.
 
     Coordinates arrive transposed, ``(d, n)``, so that a tile's sources are
     ``d`` contiguous runs.  Every inner loop runs over a source tile from
@@ -106,6 +100,7 @@ def source(
     read-modify-writes of ``k`` per-tile arrays.  Targets are taken ``block``
     at a time in both drivers.
     """
+    k, scalar, signs, nargs, d = form
     cache = "True" if header else "False"
     A = "".join(f", a{m}" for m in range(nargs))
     K = range(k)
@@ -289,11 +284,11 @@ def source(
     return "\n".join(out) + "\n"
 
 
-def kernels(kernel: Any, k: int, scalar: bool, signs: tuple[float, ...], nargs: int, d: int) -> Any:
+def kernels(kernel: Any, form: Form) -> Any:
     """The generated driver module for ``kernel`` (cached per process)."""
     imp = kernel_import(kernel)
     tag = "pairs_cpu"
     if imp is not None:
-        return _jit.load_module(source(k, scalar, signs, nargs, d, imp), tag)
-    src = source(k, scalar, signs, nargs, d, "")
+        return _jit.load_module(source(form, imp), tag)
+    src = source(form, "")
     return _jit.load_module(src, tag, {"_py_kernel": kernel})

@@ -31,7 +31,7 @@ import numpy as np
 
 from .. import _jit
 from ._cpu import kernel_import
-from ._plan import PairPlan
+from ._plan import Form, PairPlan
 
 THREADS = 128
 """Threads per block = points per tile (GPU Gems 3 used 256 on G80; 128 keeps the
@@ -42,16 +42,8 @@ def _tup(expr: str, d: int) -> str:
     return "(" + ", ".join(expr.format(c=c) for c in range(d)) + ("," if d == 1 else "") + ")"
 
 
-def source(
-    k: int,
-    scalar: bool,
-    signs: tuple[float, ...],
-    nargs: int,
-    d: int,
-    dtype: np.dtype,
-    tile: int,
-    header: str,
-) -> str:
+def source(form: Form, dtype: np.dtype, tile: int, header: str) -> str:
+    k, scalar, signs, nargs, d = form
     A = "".join(f", a{m}" for m in range(nargs))
     K = range(k)
 
@@ -146,21 +138,12 @@ def source(
     return "\n".join(lines) + "\n"
 
 
-def kernels(
-    kernel: Any,
-    k: int,
-    scalar: bool,
-    signs: tuple[float, ...],
-    nargs: int,
-    d: int,
-    dtype: np.dtype,
-    tile: int,
-) -> Any:
+def kernels(kernel: Any, form: Form, dtype: np.dtype, tile: int) -> Any:
     imp = kernel_import(kernel)
     tag = "pairs_cuda"
     if imp is not None:
-        return _jit.load_module(source(k, scalar, signs, nargs, d, dtype, tile, imp), tag)
-    src = source(k, scalar, signs, nargs, d, dtype, tile, "")
+        return _jit.load_module(source(form, dtype, tile, imp), tag)
+    src = source(form, dtype, tile, "")
     return _jit.load_module(src, tag, {"_py_kernel": kernel})
 
 
@@ -174,8 +157,8 @@ def pair_sum(p: PairPlan) -> np.ndarray:
         )
     kernel, X, w, args, k, T = p.kernel, p.X, p.w, p.args, p.k, p.T
     tpb = p.tile or THREADS
-    n, d = X.shape
-    mod = kernels(kernel, k, p.scalar, p.signs, len(args), d, X.dtype, tpb)
+    n = X.shape[0]
+    mod = kernels(kernel, p.form, X.dtype, tpb)
     dX, dw = cuda.to_device(X), cuda.to_device(w)
     if T is None:
         nb = (n + tpb - 1) // tpb

@@ -58,7 +58,7 @@ def _check_method(method: Any, device: Any = "auto") -> tuple[str, str]:
 
 
 def _halved_cpu(p: PairPlan) -> np.ndarray:
-    mod = _cpu.kernels(p.kernel, p.k, p.scalar, p.signs, len(p.args), p.X.shape[1])
+    mod = _cpu.kernels(p.kernel, p.form)
     XT = np.ascontiguousarray(p.X.T)  # (d, n): a tile's sources are d contiguous runs
     nthreads = _jit.region_threads()
     acc = np.zeros((nthreads, p.X.shape[0], p.k))
@@ -68,7 +68,7 @@ def _halved_cpu(p: PairPlan) -> np.ndarray:
 
 def _full_cpu(untiled: bool) -> Callable[[PairPlan], np.ndarray]:
     def run(p: PairPlan) -> np.ndarray:
-        mod = _cpu.kernels(p.kernel, p.k, p.scalar, p.signs, len(p.args), p.X.shape[1])
+        mod = _cpu.kernels(p.kernel, p.form)
         XT = np.ascontiguousarray(p.X.T)
         TT = XT if p.T is None else np.ascontiguousarray(p.T.T)
         out = np.zeros((TT.shape[1], p.k))

@@ -14,18 +14,11 @@ _HEAD = struct.Struct("<6sHQQQBB")  # magic, version, k, n_seen, start, largest,
 _CRC = struct.Struct("<I")
 
 
-def dumps(
-    k: int,
-    dtype: np.dtype,
-    largest: bool,
-    nan: str,
-    start: int,
-    n_seen: int,
-    scores: np.ndarray,
-    ids: np.ndarray,
-    spans: tuple[tuple[int, int], ...],
-) -> bytes:
-    """The bytes of a summary with these fields (``TopK.to_bytes``)."""
+def dumps(s: Any) -> bytes:
+    """The bytes of a summary ``s`` (``TopK.to_bytes``: its fields are what :func:`loads`
+    returns, in that order)."""
+    k, dtype, largest, nan, start, n_seen = s.k, s.dtype, s.largest, s.nan, s.start, s.n_seen
+    scores, ids, spans = s._scores, s._ids, s._spans
     code, dt = _dtype_code(dtype)
     head = _HEAD.pack(
         _MAGIC,

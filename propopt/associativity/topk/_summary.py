@@ -273,17 +273,7 @@ class TopK:
     # ------------------------------------------------------- serialization
     def to_bytes(self) -> bytes:
         """Serialize: a versioned header, the pairs, and a CRC-32 of all of it."""
-        return _format.dumps(
-            self.k,
-            self.dtype,
-            self.largest,
-            self.nan,
-            self.start,
-            self.n_seen,
-            self._scores,
-            self._ids,
-            self._spans,
-        )
+        return _format.dumps(self)
 
     @classmethod
     def from_bytes(cls, data: bytes) -> TopK:
