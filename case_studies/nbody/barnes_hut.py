@@ -31,11 +31,11 @@ import numpy as np
 
 from propopt import direct_gravity, dispatch, morton_order, threads
 from propopt.arrays import count, flag, per_point, plain, points, real
-from propopt.locality import bounding_box
 from propopt.symmetry import SOFTENINGS
 
 from ._args import check_masses, check_theta
-from ._build import build_topology, gather_sources, node_moments, scatter_field
+from ._build import build_topology, gather_sources, node_moments
+from ._units import exact_origin, length_scale, root_box, to_user, unit_exponent
 from ._walk import walk
 
 __all__ = ["DEVICES", "METHODS", "THETA", "Octree", "barnes_hut"]
@@ -105,61 +105,6 @@ def _groups(keys: np.ndarray, group_size: int) -> tuple[np.ndarray, np.ndarray, 
     start, end, _, leaf, _ = build_topology(keys, group_size)
     gs, ge = start[leaf], end[leaf]
     return gs, ge, int((ge - gs).max()) if gs.size else 1
-
-
-def _root_box(P: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Bounding cube of the bodies, widened by a few ulps so that ``lo + side`` covers them all."""
-    if P.shape[0] == 0:
-        return np.zeros(3), np.ones(3)
-    lo, hi = bounding_box(P)
-    side = float((hi - lo)[0])
-    pad = 4 * np.finfo(np.float64).eps * max(side, float(np.abs(lo).max()), 1e-300)
-    return lo - pad, lo + side + 2 * pad
-
-
-def _exact_origin(P: np.ndarray) -> np.ndarray:
-    """A point to measure the bodies from with exact differences ``x - origin``.
-
-    Per axis: the bodies' bound nearest 0 when every coordinate is within a
-    factor 2 of it (a box far from 0; by Sterbenz's lemma the difference is
-    then exact), else 0 (the box is within about its side of 0, and ``x - 0``
-    is ``x``).  The padded box corner would round every coordinate to ~1e-16
-    of the box: two bodies 1e-13 apart near a box of side 10 lost 1% of
-    their pull.
-    """
-    if P.shape[0] == 0:
-        return np.zeros(3)
-    lo, hi = P.min(axis=0).astype(np.float64), P.max(axis=0).astype(np.float64)
-    with np.errstate(over="ignore"):
-        return np.where((lo > 0) & (hi <= 2 * lo), lo, np.where((hi < 0) & (lo >= 2 * hi), hi, 0.0))
-
-
-def _split(G: float) -> tuple[float, int]:
-    """``G = g 2**e`` with ``1/2 <= |g| < 1`` (``(0, 0)`` for 0): scale by ``g``, then exactly."""
-    g, e = math.frexp(float(G))
-    return g, e
-
-
-def _pow2(e: int) -> str:
-    """``2**e`` for a message: ``'1.0e+10'``, or ``'2**1100'`` beyond float64."""
-    return f"{math.ldexp(1.0, e):.1e}" if -1070 < e < 1020 else f"2**{e}"
-
-
-def _length_scale(P: np.ndarray, e: np.ndarray, box: Any) -> float:
-    """The length the tree's unit is chosen near: the box side, or for bodies that
-    all coincide (one body, say) their largest softening length, so that a
-    softening of 1e-103 is not 1e-103 units (its cube would underflow)."""
-    side = float(np.max(np.asarray(box[1], float) - np.asarray(box[0], float)))
-    if P.shape[0] and e.size and e.max() > 0 and not np.ptp(P, axis=0).any():
-        return float(e.max())
-    return side
-
-
-def _unit_exponent(x: float) -> int:
-    """``e`` with ``2**e`` near ``x`` (0 for 0): dividing by a power of two is exact."""
-    if not x > 0:
-        return 0
-    return int(np.frexp(x)[1]) - 1
 
 
 # ------------------------------------------------------------ the tree
@@ -281,12 +226,12 @@ class Octree:
         dtype = np.result_type(P.dtype, np.asarray(mass).dtype if mass is not None else P.dtype)
         dtype = np.dtype(np.float32) if dtype == np.float32 else np.dtype(np.float64)
         if box is None:
-            box = _root_box(P)
+            box = root_box(P)
         order, keys = morton_order(P, box, return_keys=True)
-        side = _length_scale(P, e, box)
-        lexp, mexp = _unit_exponent(side), _unit_exponent(float(m.max()) if n else 1.0)
+        side = length_scale(P, e, box)
+        lexp, mexp = unit_exponent(side), unit_exponent(float(m.max()) if n else 1.0)
         src = np.empty((5, n))
-        origin = _exact_origin(P)
+        origin = exact_origin(P)
         pos_sorted = np.empty((n, 3))
         if max(abs(lexp), abs(mexp)) < 1000:  # 2**-lexp, 2**-mexp are float64 numbers
             gather_sources(P, m, e, order, origin, 2.0**-lexp, 2.0**-mexp, src, pos_sorted)
@@ -434,38 +379,8 @@ class Octree:
             # (Plummer) or the spline's -2.8 m_i / h_i
             self_m, self_e2 = self.src[3], self.src[4]
         self_coef = 2.8 if self.softening == "spline" else 1.0
-        # back from tree units: a ~ G M / L^2, phi ~ G M / L; G = g 2**ge with 1/2 <= |g| < 1,
-        # so that res * g cannot overflow where the field itself does not
-        g, ge = _split(G)
-        ea, ep = self.mass_exp - 2 * self.length_exp + ge, self.mass_exp - self.length_exp + ge
-        acc = np.empty((m, 3), dtype)
-        pot = np.empty(m, dtype)
-        if max(abs(ea), abs(ep)) < 1000:  # 2**ea, 2**ep are float64 numbers
-            ok = scatter_field(res, torder, g, 2.0**ea, 2.0**ep, self_m, self_e2, self_coef,
-                               acc, pot)  # fmt: skip
-        else:
-            if self_m.size:
-                with np.errstate(divide="ignore"):
-                    res[:, 3] += np.where(
-                        self_e2 > 0,
-                        self_coef * self_m / np.sqrt(np.where(self_e2 > 0, self_e2, 1)),
-                        0,
-                    )
-            with np.errstate(over="ignore"):
-                a_user = np.ldexp(res[:, :3] * g, ea)
-                p_user = np.ldexp(res[:, 3] * g, ep)
-            ok = bool(np.isfinite(a_user).all() and np.isfinite(p_user).all())
-            acc[torder] = a_user
-            pot[torder] = p_user
-        if ok and dtype == np.float32:  # finite in float64, maybe not in float32
-            ok = bool(np.isfinite(acc).all() and np.isfinite(pot).all())
-        if not ok:
-            raise OverflowError(
-                f"the field overflows {dtype.name}: bodies up to {_pow2(self.length_exp + 1)} "
-                f"apart with masses up to {_pow2(self.mass_exp + 1)} (G={G}) pull harder than "
-                f"{np.finfo(dtype).max:.1e}; express positions and masses in larger units"
-                + (" or pass float64" if dtype == np.float32 else "")
-            )
+        acc, pot = to_user(res, torder, G, self.length_exp, self.mass_exp, dtype, self_m, self_e2,
+                           self_coef)  # fmt: skip
         return acc, (pot if potential else None)
 
     def _test(self, theta: float) -> np.ndarray:

@@ -74,17 +74,8 @@ from propopt.symmetry import SOFTENINGS
 from . import _fmm
 from ._args import check_masses, check_theta
 from ._build import build_topology
-from .barnes_hut import (
-    _check_G,
-    _exact_origin,
-    _length_scale,
-    _pow2,
-    _root_box,
-    _segment_max,
-    _split,
-    _unit_exponent,
-    per_body,
-)
+from ._units import exact_origin, length_scale, root_box, to_user, unit_exponent
+from .barnes_hut import _check_G, _segment_max, per_body
 
 __all__ = ["DEGENERATE", "LEAF_SIZE", "TOL", "TOL_TABLE", "fmm", "fmm_parameters"]
 
@@ -412,10 +403,10 @@ def fmm(
         )  # fmt: skip
     dtype = np.dtype(np.float32) if dtype == np.float32 else np.dtype(np.float64)
     # tree units: positions from an exact origin in units of 2**lexp, masses of 2**mexp
-    box = _root_box(P)
-    side = _length_scale(P, e, box)
-    lexp, mexp = _unit_exponent(side), _unit_exponent(float(m.max()) if n else 1.0)
-    origin = _exact_origin(P)  # P - origin is exact
+    box = root_box(P)
+    side = length_scale(P, e, box)
+    lexp, mexp = unit_exponent(side), unit_exponent(float(m.max()) if n else 1.0)
+    origin = exact_origin(P)  # P - origin is exact
     Ps = np.ldexp(P - origin, -lexp)
     # (p, theta) from tol, or from a stricter tolerance for bodies on a line or a plane
     shape = _shape(Ps, np.ldexp(e, -lexp)) if order is None and theta is None else None
@@ -424,13 +415,13 @@ def fmm(
     near32 = eff >= NEAR32_TOL and order is None and theta is None and not spline
     p = p if order is None else int(order)
     th = th if theta is None else float(theta)
-    src = _tree(Ps, np.ldexp(m, -mexp), np.ldexp(e, -lexp) ** 2, leaf_size, _root_box(Ps), spline)
+    src = _tree(Ps, np.ldexp(m, -mexp), np.ldexp(e, -lexp) ** 2, leaf_size, root_box(Ps), spline)
     if T is None:
         tgt = src
     else:
         Ts = np.ldexp(T - origin, -lexp)
         te2 = np.ldexp(te, -lexp) ** 2
-        tgt = _tree(Ts, np.ones(T.shape[0]), te2, leaf_size, _root_box(Ts), spline)
+        tgt = _tree(Ts, np.ones(T.shape[0]), te2, leaf_size, root_box(Ts), spline)
     mt = tgt["x"].shape[0]
     res = np.zeros((mt, 4))
     if mt and n:
@@ -450,24 +441,12 @@ def fmm(
                     RuntimeWarning,
                     stacklevel=3,
                 )
-        if T is None:  # P2P counted each body's own softened potential: m_i / eps_i
-            e2 = src["e2"]  # (Plummer) or the spline's 2.8 m_i / h_i
-            coef = 2.8 if spline else 1.0
-            with np.errstate(divide="ignore"):
-                res[:, 3] -= np.where(e2 > 0, coef * src["w"] / np.sqrt(np.where(e2 > 0, e2, 1)), 0)
-    g, ge = _split(G)  # res * g cannot overflow where the field does not
-    acc = np.empty((mt, 3), dtype)
-    pot = np.empty(mt, dtype)
-    with np.errstate(over="ignore"):
-        acc[tgt["order"]] = np.ldexp(res[:, :3] * g, mexp - 2 * lexp + ge)
-        pot[tgt["order"]] = np.ldexp(-res[:, 3] * g, mexp - lexp + ge)
-    if not (np.isfinite(acc).all() and np.isfinite(pot).all()):
-        raise OverflowError(
-            f"the field overflows {dtype.name}: bodies up to {_pow2(lexp + 1)} apart with "
-            f"masses up to {_pow2(mexp + 1)} (G={G}) pull harder than {np.finfo(dtype).max:.1e}; "
-            "express positions and masses in larger units"
-            + (" or pass float64" if dtype == np.float32 else "")
-        )
+    res[:, 3] = -res[:, 3]  # the expansions sum +m/r: the potential is its negative
+    self_m = self_e2 = np.zeros(0)
+    if T is None and mt and n:  # P2P counted each body's own softened potential
+        self_m, self_e2 = src["w"], src["e2"]
+    acc, pot = to_user(res, tgt["order"], G, lexp, mexp, dtype, self_m, self_e2,
+                       2.8 if spline else 1.0)  # fmt: skip
     return acc, (pot if potential else None)
 
 

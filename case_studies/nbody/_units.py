@@ -1,0 +1,121 @@
+"""Tree units: the one scaling Barnes-Hut and the FMM both compute in, and the way back.
+
+Positions are measured from an exact origin (:func:`exact_origin`) in units
+of ``2**lexp``, masses in units of ``2**mexp``: powers of two, so that the
+scaling is exact and no field that fits in the caller's dtype overflows or
+underflows inside the tree.  :func:`to_user` scales the field back, adds
+each body's own softened potential where the sum counted it, and refuses
+(``OverflowError``) a field that does not fit: in one place for both
+methods.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from propopt.locality import bounding_box
+
+from ._build import scatter_field
+
+
+def root_box(P: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Bounding cube of the bodies, widened by a few ulps so that ``lo + side`` covers them all."""
+    if P.shape[0] == 0:
+        return np.zeros(3), np.ones(3)
+    lo, hi = bounding_box(P)
+    side = float((hi - lo)[0])
+    pad = 4 * np.finfo(np.float64).eps * max(side, float(np.abs(lo).max()), 1e-300)
+    return lo - pad, lo + side + 2 * pad
+
+
+def exact_origin(P: np.ndarray) -> np.ndarray:
+    """A point to measure the bodies from with exact differences ``x - origin``.
+
+    Per axis: the bodies' bound nearest 0 when every coordinate is within a
+    factor 2 of it (a box far from 0; by Sterbenz's lemma the difference is
+    then exact), else 0 (the box is within about its side of 0, and ``x - 0``
+    is ``x``).  The padded box corner would round every coordinate to ~1e-16
+    of the box: two bodies 1e-13 apart near a box of side 10 lost 1% of
+    their pull.
+    """
+    if P.shape[0] == 0:
+        return np.zeros(3)
+    lo, hi = P.min(axis=0).astype(np.float64), P.max(axis=0).astype(np.float64)
+    with np.errstate(over="ignore"):
+        return np.where((lo > 0) & (hi <= 2 * lo), lo, np.where((hi < 0) & (lo >= 2 * hi), hi, 0.0))
+
+
+def split(G: float) -> tuple[float, int]:
+    """``G = g 2**e`` with ``1/2 <= |g| < 1`` (``(0, 0)`` for 0): scale by ``g``, then exactly."""
+    g, e = math.frexp(float(G))
+    return g, e
+
+
+def pow2(e: int) -> str:
+    """``2**e`` for a message: ``'1.0e+10'``, or ``'2**1100'`` beyond float64."""
+    return f"{math.ldexp(1.0, e):.1e}" if -1070 < e < 1020 else f"2**{e}"
+
+
+def length_scale(P: np.ndarray, e: np.ndarray, box: Any) -> float:
+    """The length the tree's unit is chosen near: the box side, or for bodies that
+    all coincide (one body, say) their largest softening length, so that a
+    softening of 1e-103 is not 1e-103 units (its cube would underflow)."""
+    side = float(np.max(np.asarray(box[1], float) - np.asarray(box[0], float)))
+    if P.shape[0] and e.size and e.max() > 0 and not np.ptp(P, axis=0).any():
+        return float(e.max())
+    return side
+
+
+def unit_exponent(x: float) -> int:
+    """``e`` with ``2**e`` near ``x`` (0 for 0): dividing by a power of two is exact."""
+    if not x > 0:
+        return 0
+    return int(np.frexp(x)[1]) - 1
+
+
+def to_user(
+    res: np.ndarray, order: np.ndarray, G: float, lexp: int, mexp: int, dtype: Any,
+    self_m: np.ndarray, self_e2: np.ndarray, self_coef: float,
+) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """The field in the caller's units and order: ``acc`` (m, 3) and ``pot`` (m,) of ``dtype``.
+
+    ``res`` (m, 4) holds the field in tree units and tree order (rows
+    ``ax, ay, az, phi``); row ``i`` belongs to target ``order[i]``.
+    ``self_m``, ``self_e2`` (empty when the sum skipped each body's own
+    pair): the sum counted body ``i``'s softened self-potential,
+    ``-self_coef m_i / sqrt(e2_i)``, which is taken out again.
+    """
+    m = res.shape[0]
+    # a ~ G M / L^2, phi ~ G M / L; G = g 2**ge with 1/2 <= |g| < 1, so that
+    # res * g cannot overflow where the field itself does not
+    g, ge = split(G)
+    ea, ep = mexp - 2 * lexp + ge, mexp - lexp + ge
+    acc = np.empty((m, 3), dtype)
+    pot = np.empty(m, dtype)
+    if max(abs(ea), abs(ep)) < 1000:  # 2**ea, 2**ep are float64 numbers
+        ok = scatter_field(res, order, g, 2.0**ea, 2.0**ep, self_m, self_e2, self_coef, acc, pot)
+    else:
+        if self_m.size:
+            with np.errstate(divide="ignore"):
+                res[:, 3] += np.where(
+                    self_e2 > 0, self_coef * self_m / np.sqrt(np.where(self_e2 > 0, self_e2, 1)), 0
+                )
+        with np.errstate(over="ignore"):
+            a_user = np.ldexp(res[:, :3] * g, ea)
+            p_user = np.ldexp(res[:, 3] * g, ep)
+        ok = bool(np.isfinite(a_user).all() and np.isfinite(p_user).all())
+        acc[order] = a_user
+        pot[order] = p_user
+    if ok and dtype == np.float32:  # finite in float64, maybe not in float32
+        ok = bool(np.isfinite(acc).all() and np.isfinite(pot).all())
+    if not ok:
+        raise OverflowError(
+            f"the field overflows {np.dtype(dtype).name}: bodies up to {pow2(lexp + 1)} apart "
+            f"with masses up to {pow2(mexp + 1)} (G={G}) pull harder than "
+            f"{np.finfo(dtype).max:.1e}; express positions and masses in larger units"
+            + (" or pass float64" if dtype == np.float32 else "")
+        )
+    return acc, pot
