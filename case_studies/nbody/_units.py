@@ -12,13 +12,14 @@ methods.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
+from propopt import morton_order
 from propopt.locality import bounding_box
 
-from ._build import scatter_field
+from ._build import build_topology, gather_sources, scatter_field
 
 
 def root_box(P: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -119,3 +120,61 @@ def to_user(
             + (" or pass float64" if dtype == np.float32 else "")
         )
     return acc, pot
+
+
+class Bodies(NamedTuple):
+    """Bodies in tree units and Morton order, and the octree over them: what Barnes-Hut's
+    :class:`~case_studies.nbody.Octree` and the FMM both build on.
+
+    ``src`` (5, n): rows x, y, z, m, eps^2 in tree units, sorted; ``pos`` the
+    same positions as (n, 3); ``order`` the sort (``src[:, k]`` is body
+    ``order[k]``); ``start, end, nxt, leaf, level`` the nodes (preorder) of
+    :func:`._build.build_topology`, each a run ``start:end`` of sorted bodies.
+    """
+
+    src: np.ndarray
+    pos: np.ndarray
+    order: np.ndarray
+    keys: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    nxt: np.ndarray
+    leaf: np.ndarray
+    level: np.ndarray
+    box: tuple[np.ndarray, np.ndarray]
+    origin: np.ndarray
+    lexp: int
+    mexp: int
+
+
+def bodies(P: np.ndarray, m: np.ndarray, e: np.ndarray, leaf_size: int,
+           box: Any = None) -> Bodies:  # fmt: skip
+    """Sort checked bodies (positions, masses, softening lengths) into tree units and build
+    their octree: positions from :func:`exact_origin` in units of ``2**lexp`` (near the
+    box side), masses in units of ``2**mexp`` (near the largest)."""
+    n = P.shape[0]
+    box = root_box(P) if box is None else box
+    order, keys = morton_order(P, box, return_keys=True)
+    lexp = unit_exponent(length_scale(P, e, box))
+    mexp = unit_exponent(float(m.max()) if n else 1.0)
+    origin = exact_origin(P)
+    src = np.empty((5, n))
+    pos = np.empty((n, 3))
+    if max(abs(lexp), abs(mexp)) < 1000:  # 2**-lexp, 2**-mexp are float64 numbers
+        gather_sources(P, m, e, order, origin, 2.0**-lexp, 2.0**-mexp, src, pos)
+    else:
+        src[:3] = np.ldexp(P[order].T - origin[:, None], -lexp)
+        src[3] = np.ldexp(m[order], -mexp)
+        src[4] = np.ldexp(e[order], -lexp) ** 2
+        pos[:] = src[:3].T
+    start, end, nxt, leaf, level = build_topology(keys, leaf_size)
+    return Bodies(src, pos, order, keys, start, end, nxt, leaf, level, box, origin, lexp, mexp)
+
+
+def targets_in(b: Bodies, T: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Targets ``T`` (m, 3) in ``b``'s tree units and their own Morton order: (positions
+    (m, 3) sorted, order, keys)."""
+    if T.shape[0] == 0:
+        return np.zeros((0, 3)), np.zeros(0, np.int64), np.zeros(0, np.uint64)
+    order, keys = morton_order(T, return_keys=True)
+    return np.ldexp(T[order] - b.origin, -b.lexp), order, keys

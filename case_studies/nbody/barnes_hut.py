@@ -34,8 +34,8 @@ from propopt.arrays import count, flag, per_point, plain, points, real
 from propopt.symmetry import SOFTENINGS
 
 from ._args import check_masses, check_theta
-from ._build import build_topology, gather_sources, node_moments
-from ._units import exact_origin, length_scale, root_box, to_user, unit_exponent
+from ._build import build_topology, node_moments
+from ._units import bodies, to_user
 from ._walk import walk
 
 __all__ = ["DEVICES", "METHODS", "THETA", "Octree", "barnes_hut"]
@@ -225,23 +225,11 @@ class Octree:
         leaf_size = count("leaf_size", leaf_size)
         dtype = np.result_type(P.dtype, np.asarray(mass).dtype if mass is not None else P.dtype)
         dtype = np.dtype(np.float32) if dtype == np.float32 else np.dtype(np.float64)
-        if box is None:
-            box = root_box(P)
-        order, keys = morton_order(P, box, return_keys=True)
-        side = length_scale(P, e, box)
-        lexp, mexp = unit_exponent(side), unit_exponent(float(m.max()) if n else 1.0)
-        src = np.empty((5, n))
-        origin = exact_origin(P)
-        pos_sorted = np.empty((n, 3))
-        if max(abs(lexp), abs(mexp)) < 1000:  # 2**-lexp, 2**-mexp are float64 numbers
-            gather_sources(P, m, e, order, origin, 2.0**-lexp, 2.0**-mexp, src, pos_sorted)
-        else:
-            src[:3] = np.ldexp(P[order].T - origin[:, None], -lexp)
-            src[3] = np.ldexp(m[order], -mexp)
-            src[4] = np.ldexp(e[order], -lexp) ** 2
-            pos_sorted[:] = src[:3].T
-        start, end, nxt, leaf, level = build_topology(keys, leaf_size)
-        rows, lo, hi, me2 = node_moments(pos_sorted, src[3], src[4], start, end, nxt, leaf)
+        b = bodies(P, m, e, leaf_size, box)
+        src, order, keys, start, end, nxt, leaf, level = (
+            b.src, b.order, b.keys, b.start, b.end, b.nxt, b.leaf, b.level)  # fmt: skip
+        box, lexp, mexp, origin = b.box, b.lexp, b.mexp, b.origin
+        rows, lo, hi, me2 = node_moments(b.pos, src[3], src[4], start, end, nxt, leaf)
         k = start.shape[0]
         nodes = np.empty((k, 14))  # one node per row: a visit touches 2 cache lines
         nodes[:, :10] = rows[:, :10]

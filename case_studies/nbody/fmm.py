@@ -66,7 +66,7 @@ from typing import Any
 import numba
 import numpy as np
 
-from propopt import morton_order, threads
+from propopt import threads
 from propopt.arrays import count, flag, points, real
 from propopt.separability.expansions import MAX_ORDER, expansion_tables
 from propopt.symmetry import SOFTENINGS
@@ -74,7 +74,7 @@ from propopt.symmetry import SOFTENINGS
 from . import _fmm
 from ._args import check_masses, check_theta
 from ._build import build_topology
-from ._units import exact_origin, length_scale, root_box, to_user, unit_exponent
+from ._units import bodies, targets_in, to_user
 from .barnes_hut import _check_G, _segment_max, per_body
 
 __all__ = ["DEGENERATE", "LEAF_SIZE", "TOL", "TOL_TABLE", "fmm", "fmm_parameters"]
@@ -212,21 +212,21 @@ def _check_tol(tol: Any) -> float:
     return tol
 
 
-def _tree(
-    P: np.ndarray, w: np.ndarray, e2: np.ndarray, leaf_size: int, box: Any, spline: bool = False
-) -> dict:
-    """The octree of ``P`` (tree units) and each node's geometry.
+def _tree(Ps: np.ndarray, ws: np.ndarray, es: np.ndarray, order: np.ndarray,
+          topology: tuple[np.ndarray, ...], spline: bool = False) -> dict:  # fmt: skip
+    """The FMM's view of an octree over sorted points (tree units): each node's geometry.
 
-    ``e2``: each point's ``eps^2`` (Plummer) or ``h^2`` (``spline``: the far
-    field is then Newtonian, ``me2 = 0``, and ``hmax`` holds each node's
-    largest ``h`` for the traversal).
+    ``Ps`` (n, 3), ``ws``, ``es`` are in Morton order (``order``), with the
+    nodes ``topology = (start, end, nxt, leaf)`` over them
+    (:func:`._units.bodies` for the sources).  ``es``: each point's ``eps^2``
+    (Plummer) or ``h^2`` (``spline``: the far field is then Newtonian,
+    ``me2 = 0``, and ``hmax`` holds each node's largest ``h`` for the
+    traversal).
     """
-    order, keys = morton_order(P, box, return_keys=True)
-    start, end, nxt, leaf, _ = build_topology(keys, leaf_size)
-    Ps = np.ascontiguousarray(P[order])
+    start, end, nxt, leaf = topology
+    Ps = np.ascontiguousarray(Ps)
     x, y, z = (np.ascontiguousarray(Ps[:, a]) for a in range(3))
-    ws = np.ascontiguousarray(w[order])
-    es = np.ascontiguousarray(e2[order])
+    ws, es = np.ascontiguousarray(ws), np.ascontiguousarray(es)
     ctr, rad, wsum, me2, depth, parent = _fmm.geometry(x, y, z, ws, es, start, end, nxt, leaf)
     nodes, ptr = _fmm.by_depth(depth)
     hmax = np.zeros(start.shape[0])
@@ -402,26 +402,25 @@ def fmm(
             float(e[0]) if n and np.all(e == e[0]) else 0.0, "softening lengths",
         )  # fmt: skip
     dtype = np.dtype(np.float32) if dtype == np.float32 else np.dtype(np.float64)
-    # tree units: positions from an exact origin in units of 2**lexp, masses of 2**mexp
-    box = root_box(P)
-    side = length_scale(P, e, box)
-    lexp, mexp = unit_exponent(side), unit_exponent(float(m.max()) if n else 1.0)
-    origin = exact_origin(P)  # P - origin is exact
-    Ps = np.ldexp(P - origin, -lexp)
+    # the bodies in tree units (positions of 2**lexp from an exact origin, masses of
+    # 2**mexp) and Morton order, with their octree: the tree's own (_units.bodies)
+    b = bodies(P, m, e, leaf_size)
+    lexp, mexp = b.lexp, b.mexp
     # (p, theta) from tol, or from a stricter tolerance for bodies on a line or a plane
-    shape = _shape(Ps, np.ldexp(e, -lexp)) if order is None and theta is None else None
+    shape = _shape(b.pos, np.sqrt(b.src[4])) if order is None and theta is None else None
     eff = float(tol) / DEGENERATE_TIGHTEN if shape else float(tol)
     p, th = _parameters(eff)  # below the table for a line or plane at tol 1e-7
     near32 = eff >= NEAR32_TOL and order is None and theta is None and not spline
     p = p if order is None else int(order)
     th = th if theta is None else float(theta)
-    src = _tree(Ps, np.ldexp(m, -mexp), np.ldexp(e, -lexp) ** 2, leaf_size, root_box(Ps), spline)
+    src = _tree(b.pos, b.src[3], b.src[4], b.order, (b.start, b.end, b.nxt, b.leaf), spline)
     if T is None:
         tgt = src
     else:
-        Ts = np.ldexp(T - origin, -lexp)
-        te2 = np.ldexp(te, -lexp) ** 2
-        tgt = _tree(Ts, np.ones(T.shape[0]), te2, leaf_size, root_box(Ts), spline)
+        Ts, torder, tkeys = targets_in(b, T)
+        start, end, nxt, leaf, _ = build_topology(tkeys, leaf_size)
+        te2 = np.ldexp(te[torder], -lexp) ** 2
+        tgt = _tree(Ts, np.ones(T.shape[0]), te2, torder, (start, end, nxt, leaf), spline)
     mt = tgt["x"].shape[0]
     res = np.zeros((mt, 4))
     if mt and n:

@@ -162,16 +162,30 @@ def test_leaf_size_errors(method, bad):
 def test_leaf_size_is_the_most_bodies_in_a_leaf(leaf_size):
     pos = np.random.default_rng(12).normal(size=(400, 3))
     tree = Octree.build(pos, leaf_size=leaf_size)
-    for start, end, leaf in ((tree.start, tree.end, tree.leaf), fmm_tree(pos, leaf_size)):
-        assert (end[leaf] - start[leaf]).max() <= leaf_size
-        assert (end[~leaf] - start[~leaf]).min() > leaf_size
+    start, end, leaf = tree.start, tree.end, tree.leaf
+    assert (end[leaf] - start[leaf]).max() <= leaf_size
+    assert (end[~leaf] - start[~leaf]).min() > leaf_size
 
 
-def fmm_tree(pos, leaf_size):
-    from case_studies.nbody.fmm import _tree
+@pytest.mark.parametrize("leaf_size", [1, 5, 32])
+def test_the_tree_and_the_fmm_build_on_one_tree(leaf_size, monkeypatch):
+    import importlib
 
-    t = _tree(pos, np.ones(len(pos)), np.zeros(len(pos)), leaf_size, (pos.min(0), pos.max(0)))
-    return t["start"], t["end"], t["leaf"]
+    fmm_module = importlib.import_module("case_studies.nbody.fmm")
+
+    rng = np.random.default_rng(12)
+    pos, m, e = rng.normal(size=(400, 3)), rng.uniform(0.5, 1, 400), np.full(400, 0.01)
+    tree = Octree.build(pos, m, eps=e, leaf_size=leaf_size)
+    built = []
+    real = fmm_module.bodies
+    monkeypatch.setattr(
+        fmm_module, "bodies", lambda *a, **k: built.append(real(*a, **k)) or built[-1]
+    )
+    fmm(pos, m, eps=e, leaf_size=leaf_size)
+    (b,) = built
+    for name in ("order", "start", "end", "nxt", "leaf"):
+        assert np.array_equal(getattr(b, name), getattr(tree, name if name != "nxt" else "next"))
+    assert np.array_equal(b.src, tree.src)  # the same bodies in the same tree units
 
 
 @pytest.mark.parametrize("leaf_size", [16, 32, 64])
