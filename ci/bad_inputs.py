@@ -3253,11 +3253,11 @@ def nbody_cases() -> None:
     case("field method='fast'", lambda: F(X(), m(), method="fast"), Error("method"))
     case("field device='gpu'", lambda: F(X(), m(), device="gpu"), Error("device"))
     case("field fmm on cuda", lambda: F(X(), m(), method="fmm", device="cuda"), Error("device"))
-    case("field tol with the tree", lambda: F(X(), m(), tol=1e-3), Error("tol"))
+    case("field tol with the tree", lambda: F(X(), m(), method="tree", tol=1e-3), Error("tol"))
     case("field theta with direct", lambda: F(X(), m(), method="direct", theta=0.5),
          Error("theta"))  # fmt: skip
     case("field fmm theta=1", lambda: F(X(), m(), method="fmm", theta=1.0), Error("theta"))
-    case("field tree negative masses", lambda: F(X(), -m()), Error("mass"))
+    case("field tree negative masses", lambda: F(X(), -m(), method="tree"), Error("mass"))
     case("field fmm negative masses", lambda: F(X(), -m(), method="fmm"), Error("mass"))
     case(
         "field direct negative masses",
