@@ -60,7 +60,7 @@ def _fastest(pos, m, idx, exact):  # type: ignore[no-untyped-def]
     from ..measure import median_seconds
 
     def tree() -> np.ndarray:
-        return Octree.build(pos, m, eps=EPS).field(precision="float32")[0]
+        return Octree.build(pos, m, eps=EPS).field()[0]  # defaults, as the peer's
 
     def multipole() -> np.ndarray:
         return fmm(pos, m, eps=EPS, tol=FMM_TOL)[0]
