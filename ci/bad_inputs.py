@@ -3150,6 +3150,9 @@ def nbody_cases() -> None:
     case("fmm tol=0", lambda: nb.fmm(X(), m(), tol=0), Error("tol"))
     case("fmm tol='1e-3'", lambda: nb.fmm(X(), m(), tol="1e-3"), Error("tol"))
     case("fmm tol=nan", lambda: nb.fmm(X(), m(), tol=float("nan")), Error("tol"))
+    case("fmm quantile=0.9", lambda: nb.fmm(X(), m(), quantile=0.9), Error("quantile"))
+    case("fmm quantile=True", lambda: nb.fmm(X(), m(), quantile=True), Error("quantile"))
+    case("fmm quantile='0.5'", lambda: nb.fmm(X(), m(), quantile="0.5"), Error("quantile"))
     case("fmm order=2.5", lambda: nb.fmm(X(), m(), order=2.5), Error("order"))
     case("fmm theta=-1", lambda: nb.fmm(X(), m(), theta=-1), Error("theta"))
     case("fmm potential='no'", lambda: nb.fmm(X(), m(), potential="no"), Error("potential"))
@@ -3257,6 +3260,11 @@ def nbody_cases() -> None:
     case("field theta with direct", lambda: F(X(), m(), method="direct", theta=0.5),
          Error("theta"))  # fmt: skip
     case("field fmm theta=1", lambda: F(X(), m(), method="fmm", theta=1.0), Error("theta"))
+    case(
+        "field auto tol, quantile=0.9",
+        lambda: F(X(), m(), tol=1e-4, quantile=0.9),
+        Error("quantile"),
+    )
     case("field tree negative masses", lambda: F(X(), -m(), method="tree"), Error("mass"))
     case("field fmm negative masses", lambda: F(X(), -m(), method="fmm"), Error("mass"))
     case(

@@ -42,7 +42,7 @@ METHOD_DEVICES = {"tree": ("cpu", "cuda", "dask"), "fmm": ("cpu",), "direct": ("
 """The devices each method runs on (the keys of :data:`BACKENDS`)."""
 OPTIONS = {
     "tree": ("theta", "leaf_size", "quadrupole", "group_size", "precision"),
-    "fmm": ("theta", "leaf_size", "tol", "order"),
+    "fmm": ("theta", "leaf_size", "tol", "quantile", "order"),
     "direct": (),
 }
 """The method-specific arguments of :func:`field` that each method takes."""
@@ -52,9 +52,9 @@ DIRECT_PAIRS = 1_000_000
 spheres, eps 1e-3, 2-core Xeon (rocketlake), the exact sum against the tree at its
 defaults: 500 bodies 1.07 / 1.08 ms, 1,000 1.37 / 1.27 ms, 2,000 2.42 / 1.99 ms, 8,000
 24.9 / 6.9 ms."""
-TREE_TOL = 2.5e-3
-"""``method='auto'`` with ``tol`` below this runs the FMM, else the tree: the tree's
-99th-percentile error at its defaults (Plummer, N = 10^6: median 6.25e-4, p99 2.43e-3,
+TREE_TOL = {0.99: 2.5e-3, 0.5: 6.5e-4}
+"""``method='auto'`` with ``tol`` below this (for its ``quantile``) runs the FMM, else the
+tree: the tree's error at its defaults (Plummer, N = 10^6: median 6.25e-4, p99 2.43e-3,
 1.28 s); the FMM reaches a lower error for less time than the tree would at a smaller
 ``theta`` (tol 3e-3: p99 3.06e-4, 3.07 s; tol 0.03: p99 1.31e-3, 1.89 s)."""
 
@@ -74,6 +74,7 @@ def field(
     theta: float | None = None,
     leaf_size: int | None = None,
     tol: float | None = None,
+    quantile: float | None = None,
     order: int | None = None,
     quadrupole: bool | None = None,
     group_size: int | None = None,
@@ -105,7 +106,8 @@ def field(
         sum (:func:`propopt.direct_gravity`).  ``'auto'`` (the default) picks
         by the accuracy asked for and the size: the method whose options are
         given; the FMM for ``tol`` below :data:`TREE_TOL` (the tree's error
-        at its defaults); the exact sum up to :data:`DIRECT_PAIRS`
+        at its defaults, at the same ``quantile``); the exact sum up to
+        :data:`DIRECT_PAIRS`
         (target, source) pairs, where it is as fast; the tree otherwise; and
         on a device the FMM does not run on, the tree or the exact sum.
     device : {'cpu', 'cuda', 'dask'}
@@ -136,7 +138,11 @@ def field(
         The most bodies in a leaf of the source tree (the FMM's target tree
         too): 32 for the tree, 64 for the FMM by default.
     tol : float, optional
-        The FMM's target relative force error (default 1e-3).
+        The FMM's target relative force error (default 1e-3); with
+        ``method='auto'``, the accuracy asked for.
+    quantile : {0.99, 0.5}, optional
+        Which error ``tol`` bounds: the 99th percentile (default) or the
+        median (:func:`.fmm`).
     order : int, optional
         The FMM's expansion order (default from ``tol``).
     quadrupole, group_size, precision : optional
@@ -176,10 +182,10 @@ def field(
     """
     if method == "auto":
         method = _auto(pos, targets, device, dict(theta=theta, leaf_size=leaf_size, tol=tol,
-                       order=order, quadrupole=quadrupole, group_size=group_size,
-                       precision=precision))  # fmt: skip
+                       quantile=quantile, order=order, quadrupole=quadrupole,
+                       group_size=group_size, precision=precision))  # fmt: skip
         if method == "tree":
-            tol = None  # the tree at its defaults meets it (TREE_TOL)
+            tol = quantile = None  # the tree at its defaults meets it (TREE_TOL)
     if method not in METHODS:
         names = ", ".join(map(repr, ("auto", *METHODS)))
         raise ValueError(f"method={method!r} is not one of {names}")
@@ -192,8 +198,8 @@ def field(
             f"{', '.join(map(repr, METHOD_DEVICES[method]))}; pass another device, or "
             f"method={' or '.join(map(repr, where))}"
         )
-    given = dict(theta=theta, leaf_size=leaf_size, tol=tol, order=order, quadrupole=quadrupole,
-                 group_size=group_size, precision=precision)  # fmt: skip
+    given = dict(theta=theta, leaf_size=leaf_size, tol=tol, quantile=quantile, order=order,
+                 quadrupole=quadrupole, group_size=group_size, precision=precision)  # fmt: skip
     for name, value in given.items():
         if value is not None and name not in OPTIONS[method]:
             takes = [m for m in METHODS if name in OPTIONS[m]]
@@ -219,11 +225,14 @@ def _auto(pos: Any, targets: Any, device: Any, given: dict[str, Any]) -> str:
     named = {k for k, v in given.items() if v is not None}
     for method in ("fmm", "tree"):  # an option only one method takes names it (tol aside)
         own = set(OPTIONS[method]) - set(OPTIONS["fmm" if method == "tree" else "tree"])
-        if named & own - {"tol"}:
+        if named & own - {"tol", "quantile"}:
             return method
-    tol = given["tol"]
+    tol, q = given["tol"], given["quantile"]
     if tol is not None:
-        return "fmm" if float(real("tol", tol)) < TREE_TOL else "tree"
+        bound = TREE_TOL.get(0.99 if q is None else q)
+        if bound is None:  # an unknown quantile: the FMM's check names it
+            return "fmm"
+        return "fmm" if float(real("tol", tol)) < bound else "tree"
     n = _length(pos)
     m = n if targets is None else _length(targets)
     if device in ("cpu", "cuda") and not named and n * m <= DIRECT_PAIRS:
@@ -283,7 +292,8 @@ def _fmm(p: _Plan) -> tuple[Any, Any]:
 
     o = p.options
     theta = o.get("theta")
-    return fmm(p.pos, p.mass, tol=o.get("tol", TOL), eps=p.eps, targets=p.targets,
+    return fmm(p.pos, p.mass, tol=o.get("tol", TOL), quantile=o.get("quantile", 0.99),
+               eps=p.eps, targets=p.targets,
                target_eps=p.target_eps, G=p.G, potential=p.potential, order=o.get("order"),
                theta=None if theta is None else check_theta(theta, "fmm"),
                leaf_size=o.get("leaf_size", LEAF_SIZE), softening=p.softening)  # fmt: skip

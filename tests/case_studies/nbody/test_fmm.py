@@ -269,3 +269,18 @@ def test_G_and_float32_overflow():
         fmm(p32, np.ones(3, np.float32))
     want = 1.0 / float(p32[1, 0]) ** 2
     assert fmm(p32.astype(np.float64), np.ones(3))[0][0, 0] == pytest.approx(want, rel=1e-9)
+
+
+@pytest.mark.parametrize("tol", [3e-2, 1e-3, 1e-5])
+def test_tol_on_the_median_holds(tol):
+    from case_studies.nbody import plummer_sphere
+
+    pos, _, m = plummer_sphere(4000, seed=9)
+    a0, _ = gravity(pos, m, np.full(len(m), 1e-3**2))
+    acc, _ = fmm(pos, m, eps=1e-3, tol=tol, quantile=0.5)
+    err = np.linalg.norm(acc - a0, axis=1) / np.linalg.norm(a0, axis=1)
+    assert np.median(err) <= tol
+    # the median sits 10-30x below the 99th percentile: its table asks for less
+    assert fmm_parameters(tol, quantile=0.5) != fmm_parameters(tol)
+    with pytest.raises(ValueError, match=r"^quantile=0.9 is not one of 0.5, 0.99: "):
+        fmm(pos, m, tol=tol, quantile=0.9)
