@@ -57,7 +57,10 @@ def test_every_parallel_kernel_runs_sized(calls):
     A, B, C = -rng.uniform(0.5, 1, (d, n)), rng.normal(size=(b, n, L)), rng.normal(size=(b, n, L))
     selective_scan(u, delta, A, B, C, z=u)
     Bc, Cc = (np.ascontiguousarray(v + 1j * v).view(np.float64) for v in (B, C))
-    selective_scan(u, delta, A + 1j * rng.normal(size=(d, n)), Bc, Cc)
+    Ac = A + 1j * rng.normal(size=(d, n))
+    selective_scan(u, delta, Ac, Bc, Cc)
+    tc = [torch.tensor(v, requires_grad=True) for v in (u, delta, Ac, Bc, Cc)]
+    selective_scan(*tc).real.sum().backward()  # the complex backward kernel
     chapter_scan(u.transpose(0, 2, 1), A, B.transpose(0, 2, 1), C.transpose(0, 2, 1),
                  delta.transpose(0, 2, 1))  # fmt: skip
     t = [torch.tensor(v, requires_grad=True) for v in (u, delta, A, B, C)]
@@ -72,7 +75,7 @@ def test_every_parallel_kernel_runs_sized(calls):
     Octree.build(pos, mass, eps=0.01).field(potential=True)
     fmm(pos, mass, eps=0.01)
     ran = {w for w, _ in calls}
-    assert len(ran) >= 10, ran
+    assert len(ran) >= 10 and "case_studies.mamba._complex.backward" in ran, ran
     outside = sorted({w for w, sized in calls if not sized})
     assert calls and outside == [], f"parallel kernels run outside threads.sized: {outside}"
 
