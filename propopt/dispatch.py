@@ -75,8 +75,9 @@ def method_device(
 
     ``method`` names the algorithm and ``device`` the place; ``'auto'`` is
     allowed for either.  ``old`` maps a retired ``method=`` spelling that
-    named a place (``'cpu'``, ``'cuda'``...) to its pair: it still works, with
-    a ``DeprecationWarning`` (``stacklevel`` points it at the verb's caller).
+    named a place (``'cpu'``, ``'cuda'``...) or a library (device ``'auto'``:
+    wherever the arrays are) to its pair: it still works, with a
+    ``DeprecationWarning`` (``stacklevel`` points it at the verb's caller).
     """
     keys = list(keys)
     methods = ["auto", *dict.fromkeys(m for m, _ in keys)]
