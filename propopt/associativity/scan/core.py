@@ -21,6 +21,7 @@ from ...arrays import flag
 from ...typing import Device, ScanMethod
 from ..monoid import Monoid
 from . import _backends, _combine, _dask, _half, _identity, _law_check, _masked, _out, _segments
+from ._plan import ScanPlan
 
 METHODS: tuple[str, ...] = ("auto", *dict.fromkeys(m for m, _ in _backends.BACKENDS))
 DEVICES: tuple[str, ...] = ("auto", *dispatch.DEVICES)
@@ -244,7 +245,7 @@ def associative_scan(
             fn, combine, leaves, reset, kind, ax, reverse, exclusive, ident
         )
         exclusive, ident = False, None
-    plan = _backends.ScanPlan(fn, combine, leaves, kind, ax, reverse, exclusive, ident)
+    plan = ScanPlan(fn, combine, leaves, kind, ax, reverse, exclusive, ident)
     chosen = _backends.choose(method, device, plan)
     if (
         outs is not None
