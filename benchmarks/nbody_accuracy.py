@@ -272,9 +272,7 @@ def speed(
         if f3 is None or mine is None:
             continue
         with pp.threads.set_num_threads(1):
-            t1 = min(
-                _timed(partial(_fmm, pos, m, tol=mine[0], quantile=0.5))[1] for _ in range(2)
-            )
+            t1 = min(_timed(partial(_fmm, pos, m, tol=mine[0], quantile=0.5))[1] for _ in range(2))
         c = compare(
             partial(_f3d, pos, m, f3[0]),
             partial(_fmm, pos, m, tol=mine[0], quantile=0.5),

@@ -6,13 +6,15 @@ default configuration (``asv.conf.json``) runs the small and medium sizes.
 
 from __future__ import annotations
 
-from benchmarks import bench_associativity as _assoc
-from benchmarks import bench_locality as _loc
-from benchmarks import bench_mamba as _mamba
-from benchmarks import bench_nbody as _nbody
-from benchmarks import bench_separability as _sep
-from benchmarks import bench_ssd as _ssd
-from benchmarks import bench_topk as _topk
+from benchmarks import (
+    bench_associativity as _assoc,
+    bench_locality as _loc,
+    bench_mamba as _mamba,
+    bench_nbody as _nbody,
+    bench_separability as _sep,
+    bench_ssd as _ssd,
+    bench_topk as _topk,
+)
 
 
 class ScanAdd(_assoc.ScanAdd):

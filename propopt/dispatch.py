@@ -32,6 +32,19 @@ class Backend(Generic[P, O]):
     run: Callable[[P], O]
 
 
+def takes_any(plan: object) -> Exception | None:
+    """``refuse`` of a row that runs every plan its verb has validated: refuses nothing."""
+    return None
+
+
+def on_devices(
+    method: str, run: Callable[[P], O], devices: Iterable[str] = ("cpu", "cuda")
+) -> dict[tuple[str, str], Backend[P, O]]:
+    """Rows ``(method, device)`` for each of ``devices``: one ``run`` that takes any plan,
+    on the device where the plan's arrays are."""
+    return {(method, d): Backend(takes_any, run) for d in devices}
+
+
 def choose(
     table: Mapping[K, Backend[P, O]],
     key: K | None,

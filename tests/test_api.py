@@ -69,8 +69,7 @@ def test_every_nbody_verb_returns_acc_and_pot_or_none():
 
 
 def test_method_names_the_algorithm_and_device_the_place():
-    from case_studies.mamba import scan as mamba_scan
-    from case_studies.mamba import ssd
+    from case_studies.mamba import scan as mamba_scan, ssd
     from case_studies.nbody import api as nbody
     from propopt.associativity.scan import _backends
     from propopt.associativity.topk import _backends as _topk_backends
@@ -90,11 +89,13 @@ def test_method_names_the_algorithm_and_device_the_place():
             assert method not in places, f"{verb}: method={method!r} names a place or library"
             assert device in ("cpu", "cuda", "dask"), f"{verb}: device={device!r}"
     takes_method = [
-        f"{pkg}.{name}" for pkg, name, fn in api_table.verbs()
+        f"{pkg}.{name}"
+        for pkg, name, fn in api_table.verbs()
         if "method" in inspect.signature(fn).parameters
     ]
     no_device = [
-        f"{pkg}.{name}" for pkg, name, fn in api_table.verbs()
+        f"{pkg}.{name}"
+        for pkg, name, fn in api_table.verbs()
         if "method" in inspect.signature(fn).parameters
         and "device" not in inspect.signature(fn).parameters
     ]

@@ -19,8 +19,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 import propopt as pp
 
@@ -833,8 +832,7 @@ def test_nbody_field_methods_agree_long(case):
 
 
 def test_every_backend_is_covered():
-    from case_studies.mamba import scan as mamba_scan
-    from case_studies.mamba import ssd as mamba_ssd
+    from case_studies.mamba import scan as mamba_scan, ssd as mamba_ssd
     from propopt.associativity import scan
     from propopt.associativity.topk import _backends as _topk_backends
     from propopt.symmetry import pairs

@@ -17,7 +17,11 @@ Both take mamba_ssm's arguments with time-varying ``B`` and ``C`` of shape
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 
 def _prepare(u: Any, delta: Any, delta_bias: Any, delta_softplus: bool) -> tuple[Any, Any]:
@@ -44,26 +48,40 @@ def _finish(y: Any, u: Any, D: Any, z: Any, dtype: Any) -> Any:
     return out.to(dtype)
 
 
-def selective_scan_ref(
-    u: Any,
-    delta: Any,
-    A: Any,
-    B: Any,
-    C: Any,
-    D: Any = None,
-    z: Any = None,
-    delta_bias: Any = None,
-    delta_softplus: bool = False,
-) -> Any:
+def _mamba_peer(loop: Callable[..., Tensor]) -> Callable[..., Tensor]:
+    """A peer with mamba_ssm's arguments around ``loop(u, delta, A, B, C)`` (the scan proper):
+    the bias, the softplus, the float32 compute, ``D``, the gate ``z`` and the result's dtype."""
+
+    def peer(
+        u: Tensor,
+        delta: Tensor,
+        A: Tensor,
+        B: Tensor,
+        C: Tensor,
+        D: Tensor | None = None,
+        z: Tensor | None = None,
+        delta_bias: Tensor | None = None,
+        delta_softplus: bool = False,
+    ) -> Tensor:
+        dtype = u.dtype
+        u, delta = _prepare(u, delta, delta_bias, delta_softplus)
+        return _finish(loop(u, delta, A, B, C), u, D, z, dtype)
+
+    peer.__name__ = peer.__qualname__ = loop.__name__
+    peer.__doc__ = loop.__doc__
+    return peer
+
+
+@_mamba_peer
+def selective_scan_ref(u: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor) -> Tensor:
     """mamba_ssm's reference: ``h_t = exp(delta_t A) h_{t-1} + delta_t B_t u_t``, ``y_t = C_t h_t``.
 
+    Takes ``(u, delta, A, B, C, D=None, z=None, delta_bias=None, delta_softplus=False)``.
     ``u, delta, z``: (batch, dim, L); ``A``: (dim, N); ``B, C``: (batch, N, L);
     ``D``: (dim,).  Returns (batch, dim, L) in ``u``'s dtype.
     """
     import torch
 
-    dtype = u.dtype
-    u, delta = _prepare(u, delta, delta_bias, delta_softplus)
     deltaA = torch.exp(torch.einsum("bdl,dn->bdln", delta, A))
     deltaB_u = torch.einsum("bdl,bnl,bdl->bdln", delta, B, u)
     h = A.new_zeros((u.shape[0], A.shape[0], A.shape[1]))
@@ -71,29 +89,17 @@ def selective_scan_ref(
     for i in range(u.shape[2]):
         h = deltaA[:, :, i] * h + deltaB_u[:, :, i]
         ys.append(torch.einsum("bdn,bn->bd", h, C[:, :, i]))
-    y = torch.stack(ys, dim=2) if ys else u.new_zeros(u.shape)
-    return _finish(y, u, D, z, dtype)
+    return torch.stack(ys, dim=2) if ys else u.new_zeros(u.shape)
 
 
-def hf_mixer_scan(
-    u: Any,
-    delta: Any,
-    A: Any,
-    B: Any,
-    C: Any,
-    D: Any = None,
-    z: Any = None,
-    delta_bias: Any = None,
-    delta_softplus: bool = False,
-) -> Any:
+@_mamba_peer
+def hf_mixer_scan(u: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor) -> Tensor:
     """The Hugging Face ``MambaMixer`` CPU scan: discretize every token, then loop with matmuls.
 
     Same arguments and result as :func:`selective_scan_ref`.
     """
     import torch
 
-    dtype = u.dtype
-    u, delta = _prepare(u, delta, delta_bias, delta_softplus)
     discrete_A = torch.exp(A[None, :, None, :] * delta[:, :, :, None])  # (b, d, L, N)
     discrete_B = delta[:, :, :, None] * B[:, None, :, :].transpose(2, 3).to(u.dtype)  # (b,d,L,N)
     deltaB_u = discrete_B * u[:, :, :, None]
@@ -103,8 +109,7 @@ def hf_mixer_scan(
     for i in range(u.shape[2]):
         h = discrete_A[:, :, i, :] * h + deltaB_u[:, :, i, :]
         ys.append(torch.matmul(h, Ct[:, i, :].unsqueeze(-1))[:, :, 0])
-    y = torch.stack(ys, dim=-1) if ys else u.new_zeros(u.shape)
-    return _finish(y, u, D, z, dtype)
+    return torch.stack(ys, dim=-1) if ys else u.new_zeros(u.shape)
 
 
 _loop: Any = None

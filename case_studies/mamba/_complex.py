@@ -42,7 +42,16 @@ from numba import njit, prange
 
 from propopt import threads
 
-from ._cpu import CHUNK, FASTMATH, _dt, gate_grad, groups, through_softplus, token
+from ._cpu import (
+    CHUNK,
+    FASTMATH,
+    _dt,
+    channel,
+    gate_grad,
+    sizes,
+    through_softplus,
+    token,
+)
 from ._exp import fexp
 from ._host import Prepared, grad_buffers, gradients, options, token_major
 
@@ -52,17 +61,11 @@ def forward(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, h0, out, last, ck
             one, starts):  # type: ignore[no-untyped-def]  # fmt: skip
     """Complex forward; ``ckpt`` (batch, dim, ceil(L/T), N) gets the state entering
     every T-th token when it has room."""
-    nb, D, L = u.shape
-    N = A.shape[1]
+    nb, D, L, N, _, vb, vc, packed = sizes(u, A, Bg, Cg, starts, T)
     save = ckpt.shape[2] > 0
-    packed = starts.shape[0] > 0
-    vb = Bg.shape[2] > 1
-    vc = Cg.shape[2] > 1
     zero = one - one
     for i in prange(nb * D):
-        b = i // D
-        d = i - b * D
-        bb, gb, bc, gc = groups(b, d, D, Bg, Cg)
+        b, d, bb, gb, bc, gc = channel(i, D, Bg, Cg)
         hr = np.empty(N, dtype=u.dtype)
         hi = np.empty(N, dtype=u.dtype)
         for n in range(N):
@@ -106,6 +109,16 @@ def forward(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, h0, out, last, ck
             last[b, d, n] = hr[n] + 1j * hi[n]
 
 
+@njit(fastmath=FASTMATH, cache=True, inline="always")
+def readout_complex(hr, hi, Cg, bc, gc, tc, zero):  # type: ignore[no-untyped-def]
+    """``y = Re(C_t . h)`` from the state's real and imaginary parts (N,) each."""
+    y = zero
+    for n in range(hr.shape[0]):
+        cv = Cg[bc, gc, tc, n]
+        y += hr[n] * cv.real - hi[n] * cv.imag
+    return y
+
+
 @njit(parallel=True, fastmath=FASTMATH, cache=True)
 def backward(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, ckpt, T, dout, dlast,
              du, ddelta, dz, dA_p, dB_p, dC_p, dD_p, dbias_p, dh0, one,
@@ -116,18 +129,11 @@ def backward(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, ckpt, T, dout, d
     ``dD_p``/``dbias_p`` (threads, D) are per-thread slabs, zeroed by the
     caller; complex gradients are ``dL/dRe + i dL/dIm``.
     """
-    nb, D, L = u.shape
-    N = A.shape[1]
-    nck = (L + T - 1) // T
-    vb = Bg.shape[2] > 1
-    vc = Cg.shape[2] > 1
-    packed = starts.shape[0] > 0
+    nb, D, L, N, nck, vb, vc, packed = sizes(u, A, Bg, Cg, starts, T)
     zero = one - one
     for i in prange(nb * D):
         tid = numba.get_thread_id()
-        b = i // D
-        d = i - b * D
-        bb, gb, bc, gc = groups(b, d, D, Bg, Cg)
+        b, d, bb, gb, bc, gc = channel(i, D, Bg, Cg)
         hr = np.empty((T + 1, N), dtype=u.dtype)  # row 0: the state entering the chunk
         hi = np.empty((T + 1, N), dtype=u.dtype)
         ar_ = np.empty((T, N), dtype=u.dtype)
@@ -172,10 +178,7 @@ def backward(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, ckpt, T, dout, d
                 k = t - t0
                 x, dt, ut, go, tb, tc = token(b, d, t, delta, bias_d, softplus, u, dout, vb, vc)
                 if has_z:
-                    y = zero
-                    for n in range(N):
-                        cv = Cg[bc, gc, tc, n]
-                        y += hr[k + 1, n] * cv.real - hi[k + 1, n] * cv.imag
+                    y = readout_complex(hr[k + 1], hi[k + 1], Cg, bc, gc, tc, zero)
                     dz[b, d, t], dy = gate_grad(go, y + y + dsk * ut, z[b, d, t], one)
                 else:
                     dy = go

@@ -103,12 +103,40 @@ def groups(b, d, D, Bg, Cg):  # type: ignore[no-untyped-def]
     return bb, d // (D // Bg.shape[1]), bc, d // (D // Cg.shape[1])
 
 
+@njit(fastmath=FASTMATH, cache=True)  # once per call or channel: a plain call
+def channel(i, D, Bg, Cg):  # type: ignore[no-untyped-def]
+    """Step ``i`` of a loop over (batch, dim): its row ``b``, channel ``d`` and, as
+    :func:`groups`, where it reads B and C."""
+    b = i // D
+    d = i - b * D
+    bb, gb, bc, gc = groups(b, d, D, Bg, Cg)
+    return b, d, bb, gb, bc, gc
+
+
 @njit(fastmath=FASTMATH, cache=True, inline="always")
 def token(b, d, t, delta, bias_d, softplus, u, dout, vb, vc):  # type: ignore[no-untyped-def]
     """What the reverse walk reads of token ``t`` of channel (b, d): ``x = delta + bias``,
     ``dt``, ``u``, ``dL/dout``, and the token's column of B and of C."""
     x = delta[b, d, t] + bias_d
     return x, _dt(x, softplus), u[b, d, t], dout[b, d, t], t if vb else 0, t if vc else 0
+
+
+@njit(fastmath=FASTMATH, cache=True)  # once per call or channel: a plain call
+def sizes(u, A, Bg, Cg, starts, T):  # type: ignore[no-untyped-def]
+    """The sizes a kernel of layout (batch, dim, L) walks: rows, channels, tokens, states,
+    chunks of ``T`` tokens; whether B and C vary by token; whether sequences are packed."""
+    nb, D, L = u.shape
+    nck = (L + T - 1) // T
+    return nb, D, L, A.shape[1], nck, Bg.shape[2] > 1, Cg.shape[2] > 1, starts.shape[0] > 0
+
+
+@njit(fastmath=FASTMATH, cache=True, inline="always")
+def readout(h, Cg, bc, gc, tc, zero):  # type: ignore[no-untyped-def]
+    """``y = C_t . h``: the output before ``D`` and the gate, from the state ``h`` (N,)."""
+    y = zero
+    for n in range(h.shape[0]):
+        y += h[n] * Cg[bc, gc, tc, n]
+    return y
 
 
 @njit(fastmath=FASTMATH, cache=True, inline="always")
@@ -512,17 +540,10 @@ def backward(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, scale_b, ckpt, T
     ``dA_p`` (threads, D, N), ``dB_p``/``dC_p`` (threads, *Bg.shape),
     ``dD_p``/``dbias_p`` (threads, D) are per-thread slabs, zeroed by the caller.
     """
-    nb, D, L = u.shape
-    N = A.shape[1]
-    nck = (L + T - 1) // T
-    vb = Bg.shape[2] > 1
-    vc = Cg.shape[2] > 1
-    packed = starts.shape[0] > 0
+    nb, D, L, N, nck, vb, vc, packed = sizes(u, A, Bg, Cg, starts, T)
     for i in prange(nb * D):
         tid = numba.get_thread_id()
-        b = i // D
-        d = i - b * D
-        bb, gb, bc, gc = groups(b, d, D, Bg, Cg)
+        b, d, bb, gb, bc, gc = channel(i, D, Bg, Cg)
         hs = np.empty((T + 1, N), dtype=u.dtype)  # row 0: the state entering the chunk
         aa = np.empty((T, N), dtype=u.dtype)
         dA_c = np.zeros(N, dtype=u.dtype)
@@ -555,9 +576,7 @@ def backward(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, scale_b, ckpt, T
                 k = t - t0
                 x, dt, ut, go, tb, tc = token(b, d, t, delta, bias_d, softplus, u, dout, vb, vc)
                 if has_z:
-                    y = zero
-                    for n in range(N):
-                        y += hs[k + 1, n] * Cg[bc, gc, tc, n]
+                    y = readout(hs[k + 1], Cg, bc, gc, tc, zero)
                     dz[b, d, t], dy = gate_grad(go, y + dsk * ut, z[b, d, t], one)
                 else:
                     dy = go

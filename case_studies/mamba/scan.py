@@ -242,10 +242,6 @@ def _refuse_cuda(p: _Plan) -> Exception | None:
     return None
 
 
-def _takes_any(p: _Plan) -> Exception | None:
-    return None
-
-
 def _starts_on(p: _Plan) -> Any:
     """The sequence starts on the arrays' device (None: one sequence per row)."""
     if p.starts is None or p.kind == "numpy":
@@ -311,11 +307,9 @@ def _run_reference(p: _Plan) -> tuple[Any, Any]:
 
 BACKENDS: dict[tuple[str, str], dispatch.Backend[_Plan, tuple[Any, Any]]] = {
     ("fused", "cuda"): dispatch.Backend(_refuse_cuda, _run_cuda),
-    ("fused", "cpu"): dispatch.Backend(_takes_any, _run_cpu),
-    ("parallel", "cpu"): dispatch.Backend(_takes_any, _run_parallel),
-    ("parallel", "cuda"): dispatch.Backend(_takes_any, _run_parallel),
-    ("reference", "cpu"): dispatch.Backend(_takes_any, _run_reference),
-    ("reference", "cuda"): dispatch.Backend(_takes_any, _run_reference),
+    ("fused", "cpu"): dispatch.Backend(dispatch.takes_any, _run_cpu),
+    **dispatch.on_devices("parallel", _run_parallel),
+    **dispatch.on_devices("reference", _run_reference),
 }
 """Every backend of :func:`selective_scan` by its ``(method, device)``."""
 

@@ -239,10 +239,6 @@ def _refuse_ops(p: _Plan) -> Exception | None:
     return None
 
 
-def _takes_any(p: _Plan) -> Exception | None:
-    return None
-
-
 def _auto_ops(p: _Plan) -> Exception | None:
     """'auto' runs torch ops on the CPU for gradients; the CPU kernels otherwise."""
     if p.needs_grad:
@@ -278,8 +274,7 @@ BACKENDS: dict[tuple[str, str], dispatch.Backend[_Plan, tuple[Any, Any, Any]]] =
     ("ops", "cpu"): dispatch.Backend(_refuse_ops, _backend_torch),
     ("ops", "cuda"): dispatch.Backend(_refuse_ops, _backend_torch),
     ("fused", "cpu"): dispatch.Backend(_refuse_fused, _backend_cpu),
-    ("reference", "cpu"): dispatch.Backend(_takes_any, _backend_reference),
-    ("reference", "cuda"): dispatch.Backend(_takes_any, _backend_reference),
+    **dispatch.on_devices("reference", _backend_reference),
 }
 """Every backend of :func:`ssd_scan` by its ``(method, device)``."""
 

@@ -266,10 +266,6 @@ class _Plan:
     chunk: Any
 
 
-def _takes_any(p: _Plan) -> Exception | None:
-    return None
-
-
 def _refuse_dask(p: _Plan) -> Exception | None:
     if p.client is None:
         return ValueError("device='dask' needs client= (a distributed.Client)")
@@ -333,11 +329,9 @@ def _tree_dask(p: _Plan) -> tuple[Any, Any]:
 
 
 BACKENDS: dict[tuple[str, str], dispatch.Backend[_Plan, tuple[Any, Any]]] = {
-    ("tree", "cpu"): dispatch.Backend(_takes_any, _tree),
-    ("tree", "cuda"): dispatch.Backend(_takes_any, _tree),
+    **dispatch.on_devices("tree", _tree),
     ("tree", "dask"): dispatch.Backend(_refuse_dask, _tree_dask),
-    ("fmm", "cpu"): dispatch.Backend(_takes_any, _fmm),
-    ("direct", "cpu"): dispatch.Backend(_takes_any, _direct),
-    ("direct", "cuda"): dispatch.Backend(_takes_any, _direct),
+    ("fmm", "cpu"): dispatch.Backend(dispatch.takes_any, _fmm),
+    **dispatch.on_devices("direct", _direct),
 }
 """Every ``(method, device)`` that :func:`field` runs."""

@@ -513,15 +513,11 @@ def _exact(device: str) -> Any:
     return run
 
 
-def _takes_any(p: _UnitField) -> Exception | None:
-    return None
-
-
 UNIT_FIELDS: dict[tuple[str, str], dispatch.Backend[_UnitField, np.ndarray]] = {
-    ("tree", "cpu"): dispatch.Backend(_takes_any, _walk_cpu),
+    ("tree", "cpu"): dispatch.Backend(dispatch.takes_any, _walk_cpu),
     ("tree", "cuda"): dispatch.Backend(_refuse_walk_cuda, _walk_cuda),
-    ("direct", "cpu"): dispatch.Backend(_takes_any, _exact("cpu")),
-    ("direct", "cuda"): dispatch.Backend(_takes_any, _exact("cuda")),
+    ("direct", "cpu"): dispatch.Backend(dispatch.takes_any, _exact("cpu")),
+    ("direct", "cuda"): dispatch.Backend(dispatch.takes_any, _exact("cuda")),
 }
 """The raw field of :meth:`Octree.field` (tree units, Morton order, rows ``ax, ay, az,
 phi``) by ``(method, device)``."""

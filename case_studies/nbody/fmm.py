@@ -61,7 +61,7 @@ import functools
 import heapq
 import math
 import warnings
-from typing import Any
+from typing import Any, NamedTuple
 
 import numba
 import numpy as np
@@ -399,14 +399,14 @@ def fmm(
     >>> import numpy as np
     >>> from case_studies.nbody import fmm
     >>> from propopt import direct_gravity
-    >>> rng = np.random.default_rng(0)
-    >>> x, m = rng.normal(size=(3000, 3)), rng.uniform(size=3000)
-    >>> a, p = fmm(x, m, eps=0.01, tol=1e-4)
-    >>> p is None
-    True
-    >>> a0, _ = direct_gravity(x, m, eps=0.01)
+    >>> x = np.random.default_rng(0).normal(size=(3000, 3))
+    >>> m = np.full(3000, 1 / 3000)
+    >>> a, phi = fmm(x, m, eps=0.01, tol=1e-4, potential=True)
+    >>> a0, phi0 = direct_gravity(x, m, eps=0.01, potential=True)
     >>> err = np.linalg.norm(a - a0, axis=1) / np.linalg.norm(a0, axis=1)
-    >>> bool(np.quantile(err, 0.99) < 1e-4)
+    >>> bool(np.quantile(err, 0.99) < 1e-4), bool(np.allclose(phi, phi0, rtol=1e-4))
+    (True, True)
+    >>> fmm(x, m, eps=0.01)[1] is None  # no potential unless asked for
     True
 
     References
@@ -471,12 +471,11 @@ def fmm(
     mt = tgt["x"].shape[0]
     res = np.zeros((mt, 4))
     if mt and n:
-        res = _run(src, tgt, p, th, near32=near32, selfpairs=T is None, spline=spline)
+        res = _run(src, tgt, _Passes(p, th, near32, T is None, spline))
         if shape == "line":
 
             def run(p: int, th: float, near32: bool) -> np.ndarray:
-                return _run(src, tgt, p, th, near32=near32 and not spline, selfpairs=T is None,
-                            spline=spline)  # fmt: skip
+                return _run(src, tgt, _Passes(p, th, near32 and not spline, T is None, spline))
 
             res, ok = _verified(run, res, float(tol), eff, quantile)
             if not ok:
@@ -530,16 +529,19 @@ def _m2l_triples(p: int) -> tuple[np.ndarray, np.ndarray]:
     return trip, ptr
 
 
-def _run(
-    src: dict,
-    tgt: dict,
-    p: int,
-    theta: float,
-    near32: bool = False,
-    selfpairs: bool = False,
-    spline: bool = False,
-) -> np.ndarray:
+class _Passes(NamedTuple):
+    """How :func:`_run` runs the passes: order, opening angle and the near field's kind."""
+
+    p: int
+    theta: float
+    near32: bool = False  # the near field in float32
+    selfpairs: bool = False  # targets are the sources: skip each body's pull on itself
+    spline: bool = False  # Gadget's spline softening instead of Plummer's
+
+
+def _run(src: dict, tgt: dict, how: _Passes) -> np.ndarray:
     """The passes of the method on two trees in tree units: ``(m, 4)`` grad psi and psi."""
+    p, theta, near32, selfpairs, spline = how
     tab = expansion_tables(p)
     ks, kt = src["start"].shape[0], tgt["start"].shape[0]
     M = np.zeros((ks, tab.nterms))

@@ -20,16 +20,17 @@ The six-property table of the capstone chapter
     function or a kernel (``python -m propopt audit module:function``).
 """
 
+# re-exported (``X as X``): the associativity checks and their reports
 from ..associativity.laws import (
-    AssociativityError,
-    AssociativityReport,
-    Pair,
-    PropertyReport,
-    Single,
-    Triple,
-    check_associative,
-    check_commutative,
-    check_identity,
+    AssociativityError as AssociativityError,
+    AssociativityReport as AssociativityReport,
+    Pair as Pair,
+    PropertyReport as PropertyReport,
+    Single as Single,
+    Triple as Triple,
+    check_associative as check_associative,
+    check_commutative as check_commutative,
+    check_identity as check_identity,
 )
 from ._separability import DecayReport, LowRankReport, check_decay, check_low_rank
 from ._symmetry import PairCounterexample, SymmetryReport, check_symmetric

@@ -221,18 +221,16 @@ def _numba_matmul(kernel: Callable[..., None]) -> Callable[[_MatmulPlan], np.nda
     return run
 
 
-def _takes_any(p: _MatmulPlan) -> Exception | None:
-    return None
-
-
 MATMUL_BACKENDS: dict[str, dispatch.Backend[_MatmulPlan, np.ndarray]] = {
     "tiled": dispatch.Backend(
-        _takes_any, _numba_matmul(lambda a, b, C, t: _matmul_tiled(a, b, C, t))
+        dispatch.takes_any, _numba_matmul(lambda a, b, C, t: _matmul_tiled(a, b, C, t))
     ),
-    "naive": dispatch.Backend(_takes_any, _numba_matmul(lambda a, b, C, t: _matmul_naive(a, b, C))),
-    "blas": dispatch.Backend(_takes_any, lambda p: np.matmul(p.a, p.b)),
+    "naive": dispatch.Backend(
+        dispatch.takes_any, _numba_matmul(lambda a, b, C, t: _matmul_naive(a, b, C))
+    ),
+    "blas": dispatch.Backend(dispatch.takes_any, lambda p: np.matmul(p.a, p.b)),
     "reference": dispatch.Backend(
-        _takes_any,
+        dispatch.takes_any,
         lambda p: np.matmul(p.a.astype(np.float64), p.b.astype(np.float64)).astype(p.a.dtype),
     ),
 }

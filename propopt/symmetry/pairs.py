@@ -80,8 +80,6 @@ def _full_cpu(untiled: bool) -> Callable[[PairPlan], np.ndarray]:
     return run
 
 
-
-
 def _cuda_run(p: PairPlan) -> np.ndarray:
     from . import _cuda
 
@@ -89,10 +87,6 @@ def _cuda_run(p: PairPlan) -> np.ndarray:
 
 
 Backend = dispatch.Backend  # Backend[PairPlan, ndarray]: one way to run a pair sum
-
-
-def _takes_any(p: PairPlan) -> Exception | None:
-    return None
 
 
 def _refuse_targets(p: PairPlan) -> Exception | None:
@@ -114,9 +108,9 @@ def _refuse_one_set_on_cuda(p: PairPlan) -> Exception | None:
 
 BACKENDS: dict[tuple[str, str], Backend] = {
     ("halved", "cpu"): Backend(_refuse_targets, _halved_cpu),
-    ("full", "cpu"): Backend(_takes_any, _full_cpu(untiled=False)),
-    ("untiled", "cpu"): Backend(_takes_any, _full_cpu(untiled=True)),
-    ("reference", "cpu"): Backend(_takes_any, _reference.pair_sum),
+    ("full", "cpu"): Backend(dispatch.takes_any, _full_cpu(untiled=False)),
+    ("untiled", "cpu"): Backend(dispatch.takes_any, _full_cpu(untiled=True)),
+    ("reference", "cpu"): Backend(dispatch.takes_any, _reference.pair_sum),
     # each unordered pair once, in shared-memory tiles
     ("halved", "cuda"): Backend(_refuse_targets, _cuda_run),
     # separate targets: each (target, source) pair once

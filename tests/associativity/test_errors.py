@@ -99,9 +99,7 @@ def test_device_must_be_where_the_arrays_are():
     )
 
 
-@pytest.mark.parametrize(
-    "old, new", [("cpu", "method='tiled', device='cpu'"), ("generic", None)]
-)
+@pytest.mark.parametrize("old, new", [("cpu", "method='tiled', device='cpu'"), ("generic", None)])
 def test_retired_method_spellings_warn_and_give_the_same_answer(old, new):
     x = np.arange(1.0, 6.0)
     if new is None:  # an algorithm's name: no warning

@@ -8,8 +8,7 @@ import tracemalloc
 
 import numpy as np
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from propopt import add, associative_scan, linear_recurrence
 

@@ -7,8 +7,7 @@ monoid passes the law audits that plain monoids pass.
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 from hypothesis.extra import numpy as hnp
 
 import propopt as pp
@@ -242,8 +241,11 @@ def test_segmented_scan_equals_each_segment_alone(lengths, method, reverse, excl
         da = pytest.importorskip("dask.array")
         elems = [da.from_array(x, chunks=4) for x in elems]
     out = pp.associative_scan(
-        pp.linear_recurrence, elems, reset=starts_of(lengths),
-        method="auto" if method == "dask" else method, **kw
+        pp.linear_recurrence,
+        elems,
+        reset=starts_of(lengths),
+        method="auto" if method == "dask" else method,
+        **kw,
     )
     if method == "dask":
         out = [o.compute(scheduler="sync") for o in out]

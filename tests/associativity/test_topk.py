@@ -9,13 +9,11 @@ import importlib
 import numba
 import numpy as np
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 import propopt as pp
 from propopt.associativity import TopK, merge_topk, topk
-from propopt.associativity.topk import _cpu as K
-from propopt.associativity.topk import _reference as ref
+from propopt.associativity.topk import _cpu as K, _reference as ref
 
 RNG = np.random.default_rng(7)
 NO = np.empty(0, np.int64)  # no explicit ids
@@ -434,8 +432,7 @@ def test_rows_seeded_from_their_own_sample_with_nan(largest, nan):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64])
 def test_radix_sort_of_winners_is_the_total_order(dtype):
     """sort_winners (keys by bytes, ties by id) equals the merge sort by _better."""
-    from propopt.associativity.topk import _order as _topk_order
-    from propopt.associativity.topk import _radix as _topk_radix
+    from propopt.associativity.topk import _order as _topk_order, _radix as _topk_radix
 
     n = 3 * _topk_radix.RADIX_ABOVE
     rng = np.random.default_rng(13)

@@ -8,8 +8,7 @@ must equal the sorted() oracle, ties and NaN policy included.
 import numpy as np
 import pytest
 
-from propopt.associativity.topk import _cuda as _topk_cuda
-from propopt.associativity.topk import _reference as ref
+from propopt.associativity.topk import _cuda as _topk_cuda, _reference as ref
 
 cuda = pytest.importorskip("numba.cuda")
 

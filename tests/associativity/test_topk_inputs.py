@@ -13,8 +13,7 @@ import re
 
 import numpy as np
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from propopt.associativity import TopK, merge_topk, topk
 

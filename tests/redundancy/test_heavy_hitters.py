@@ -2,11 +2,9 @@
 
 import numpy as np
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
-from propopt.redundancy import MisraGries
-from propopt.redundancy import merge_summaries as merge
+from propopt.redundancy import MisraGries, merge_summaries as merge
 
 
 def _zipf(n, seed=0):

@@ -5,11 +5,9 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
-from propopt.separability import expansion_tables
-from propopt.separability import expansions as E
+from propopt.separability import expansion_tables, expansions as E
 from tests.oracles import gravity
 
 

@@ -3,8 +3,7 @@
 import numba
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 from numba import njit
 
 from propopt import Moments, moments

@@ -5,8 +5,7 @@ import math
 import numba
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 from hypothesis.extra import numpy as hnp
 
 from propopt import pairwise_sum

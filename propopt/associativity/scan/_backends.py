@@ -127,10 +127,6 @@ def _refuse_host_calls(name: str) -> Callable[[ScanPlan], Exception | None]:
     return refuse
 
 
-def _takes_any(plan: ScanPlan) -> Exception | None:
-    return None
-
-
 def _refuse_generic_auto(plan: ScanPlan) -> Exception | None:
     """'auto' sends a monoid to the generic path only where no kernel takes its dtype."""
     err = _refuse_host_calls("generic")(plan)
@@ -187,13 +183,13 @@ def scan_block(
 Key = tuple[str, str]  # (method, device)
 
 BACKENDS: dict[Key, Backend] = {
-    ("tiled", "dask"): Backend(_takes_any, _run_dask),
+    ("tiled", "dask"): Backend(dispatch.takes_any, _run_dask),
     ("native", "cuda"): Backend(_refuse_native, _run_torch),
     ("tiled", "cuda"): Backend(_kernel, _run_cuda),
     ("tiled", "cpu"): Backend(_kernel, _run_cpu),
-    ("generic", "cpu"): Backend(_takes_any, _generic.scan),
+    ("generic", "cpu"): Backend(dispatch.takes_any, _generic.scan),
     ("generic", "cuda"): Backend(_refuse_host_calls("generic"), _generic.scan),
-    ("reference", "cpu"): Backend(_takes_any, _reference.scan),
+    ("reference", "cpu"): Backend(dispatch.takes_any, _reference.scan),
     ("reference", "cuda"): Backend(_refuse_host_calls("reference"), _reference.scan),
 }
 """Every backend by its ``(method, device)``."""

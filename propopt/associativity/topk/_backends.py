@@ -65,10 +65,6 @@ def _cuda_available() -> bool:
     return bool(cuda.is_available())
 
 
-def _takes_any(plan: TopKPlan) -> Exception | None:
-    return None
-
-
 def _run_cuda(plan: TopKPlan) -> tuple[Any, Any]:
     from . import _cuda
 
@@ -107,9 +103,9 @@ def _run_host(pick: Pick) -> Callable[[TopKPlan], tuple[Any, Any]]:
 Key = tuple[str, str]  # (method, device)
 
 BACKENDS: dict[Key, Backend] = {
-    ("select", "cpu"): Backend(_takes_any, _run_host(_select_rows)),
+    ("select", "cpu"): Backend(dispatch.takes_any, _run_host(_select_rows)),
     ("select", "cuda"): Backend(_refuse_cuda, _run_cuda),
-    ("reference", "cpu"): Backend(_takes_any, _run_host(_sorted_rows)),
+    ("reference", "cpu"): Backend(dispatch.takes_any, _run_host(_sorted_rows)),
 }
 """Every backend by its ``(method, device)``."""
 

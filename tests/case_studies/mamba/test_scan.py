@@ -3,8 +3,7 @@
 import numba
 import numpy as np
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from case_studies.mamba import chapter_scan, naive, reference, selective_scan, step
 

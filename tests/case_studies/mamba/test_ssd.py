@@ -5,8 +5,7 @@ import itertools
 import numba
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from case_studies.mamba import _ssd_cpu, _ssd_host, ssd_scan
 

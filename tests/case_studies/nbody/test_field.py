@@ -375,9 +375,10 @@ def test_auto_picks_by_accuracy_and_size(monkeypatch):
     for name in ("_tree", "_fmm", "_direct"):
         real = getattr(api, name)
         monkeypatch.setitem(
-            api.BACKENDS, next(k for k, b in api.BACKENDS.items() if b.run is real),
+            api.BACKENDS,
+            next(k for k, b in api.BACKENDS.items() if b.run is real),
             api.dispatch.Backend(
-                api._takes_any, lambda p, _r=real, _n=name: ran.append(_n) or _r(p)
+                api.dispatch.takes_any, lambda p, _r=real, _n=name: ran.append(_n) or _r(p)
             ),
         )
     rng = np.random.default_rng(3)

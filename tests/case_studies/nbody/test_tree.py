@@ -3,13 +3,11 @@
 import numba
 import numpy as np
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 import propopt as pp
 from case_studies.nbody import Octree, barnes_hut, nbody_naive, plummer_sphere
-from tests.oracles import gravity as direct_reference
-from tests.oracles import unsoftened_pull
+from tests.oracles import gravity as direct_reference, unsoftened_pull
 
 # theta = 0 opens every node: the walk is the direct sum in another order.
 # float64 sums of <= 2000 terms of mixed sign: 1e-10 relative is ~1e5 ulps of slack.
