@@ -246,6 +246,15 @@ def _parameters(tol: float, quantile: float = 0.99) -> tuple[int, float]:
     return p + math.ceil(math.log(t / tol) / math.log(3.0) - 1e-9), theta
 
 
+def _coarse(p: int, theta: float, quantile: float) -> bool:
+    """Whether the expansion ``(p, theta)`` errs, at ``quantile``, at least as much as the
+    parameters of a ``tol`` from :data:`NEAR32_TOL` up (a row of that quantile's table with
+    an order no lower and an angle no larger): then, as for that ``tol``, the near field and
+    the M2L sums run in float32, whose rounding is ~100x below that error."""
+    rows = _table(quantile)
+    return any(p <= rp and theta >= rt for t, rp, rt in rows if t >= NEAR32_TOL)
+
+
 def _check_tol(tol: Any) -> float:
     tol = real("tol", tol)  # a NumPy scalar or 0-d array too; not '1e-3' or True
     if not (math.isfinite(tol) and 0 < tol < 1):
@@ -345,11 +354,15 @@ def fmm(
     potential : bool
         Also compute the potentials.
     order, theta : optional
-        Override the expansion order ``p`` and opening angle chosen from ``tol``
-        (the near field then runs in float64).  ``theta`` is a real number in
-        ``[0, 1)`` (a NumPy scalar or 0-d array too): the expansions of two
-        cells converge only while their radii sum to less than their
-        distance; ``theta = 0`` sums every pair directly (the exact sum).
+        Override the expansion order ``p`` and opening angle chosen from ``tol``.
+        The near field runs in float32 when ``(order, theta)`` is no more
+        accurate, at ``quantile``, than the parameters of a ``tol`` from
+        :data:`NEAR32_TOL` up (:func:`fmm_parameters`), so the parameters of a
+        ``tol`` give that ``tol``'s result, bit for bit; in float64 otherwise.
+        ``theta`` is a real number in ``[0, 1)`` (a NumPy scalar or 0-d array
+        too): the expansions of two cells converge only while their radii sum
+        to less than their distance; ``theta = 0`` sums every pair directly
+        (the exact sum).
     leaf_size : int
         The most bodies in a leaf of the source tree, and targets in a leaf
         of the target tree (the meaning of :meth:`Octree.build`'s
@@ -457,9 +470,10 @@ def fmm(
     shape = _shape(b.pos, np.sqrt(b.src[4])) if order is None and theta is None else None
     eff = float(tol) / DEGENERATE_TIGHTEN if shape else float(tol)
     p, th = _parameters(eff, quantile)  # below the table for a line or plane at tol 1e-7
-    near32 = eff >= NEAR32_TOL and order is None and theta is None and not spline
     p = p if order is None else int(order)
     th = th if theta is None else float(theta)
+    given = order is not None or theta is not None
+    near32 = (_coarse(p, th, quantile) if given else eff >= NEAR32_TOL) and not spline
     src = _tree(b.pos, b.src[3], b.src[4], b.order, (b.start, b.end, b.nxt, b.leaf), spline)
     if T is None:
         tgt = src

@@ -1,5 +1,6 @@
 """Fast multipole method: accuracy as asked against an independent direct sum; edges, errors."""
 
+import importlib
 import itertools
 
 import numpy as np
@@ -8,6 +9,8 @@ import pytest
 from case_studies.nbody import fmm, fmm_parameters
 from case_studies.nbody.distributions import DISTRIBUTIONS
 from tests.oracles import gravity, unsoftened_pull
+
+_fmm_module = importlib.import_module("case_studies.nbody.fmm")
 
 
 def _direct(pos, m, eps, targets=None, target_eps=None):
@@ -98,15 +101,42 @@ def test_thread_count_agnostic_and_targets_at_the_bodies(bodies):
     assert np.quantile(_relerr(at, a0), 0.99) <= 1e-4
 
 
-def test_float32_near_field_within_tol():
+def test_float32_near_field_within_tol(monkeypatch):
     """From tol 1e-4 up the near field runs in float32: rounding stays far below tol."""
     pos, m = DISTRIBUTIONS["cube"](2000, seed=6)
     a0, _ = _direct(pos, m, 1e-3)
     a, _ = fmm(pos, m, eps=1e-3, tol=1e-4)  # float32 near field
     p, th = fmm_parameters(1e-4)
-    a64, _ = fmm(pos, m, eps=1e-3, order=p, theta=th)  # the same (p, theta), float64
+    # the parameters of a tol give that tol's result, bit for bit
+    np.testing.assert_array_equal(fmm(pos, m, eps=1e-3, order=p, theta=th)[0], a)
+    monkeypatch.setattr(_fmm_module, "NEAR32_TOL", 1.0)  # the same (p, theta) in float64
+    a64, _ = fmm(pos, m, eps=1e-3, tol=1e-4)
+    assert not np.array_equal(a, a64)
     assert np.quantile(_relerr(a, a0), 0.99) <= 1e-4
     assert np.median(_relerr(a, a64)) < 1e-5
+
+
+@pytest.mark.parametrize("quantile", [0.99, 0.5])
+def test_given_parameters_run_as_their_tol(monkeypatch, quantile):
+    """``order``/``theta`` choose the near field's precision by accuracy, as ``tol`` does:
+    float32 where they are no more accurate than a tol from NEAR32_TOL up, else float64."""
+    seen = []
+    run = _fmm_module._run
+    monkeypatch.setattr(
+        _fmm_module, "_run", lambda s, t, how: seen.append(how.near32) or run(s, t, how)
+    )
+    pos, m = DISTRIBUTIONS["cube"](300, seed=2)
+    for tol, p, th in _fmm_module.QUANTILES[quantile]:
+        seen.clear()
+        fmm(pos, m, eps=1e-3, tol=tol, quantile=quantile)
+        fmm(pos, m, eps=1e-3, order=p, theta=th, quantile=quantile)
+        assert seen == [tol >= _fmm_module.NEAR32_TOL] * 2, (tol, p, th)
+    seen.clear()
+    p, th = fmm_parameters(_fmm_module.NEAR32_TOL, quantile)
+    fmm(pos, m, eps=1e-3, order=p + 1, theta=th, quantile=quantile)  # more accurate
+    fmm(pos, m, eps=1e-3, order=p, theta=th - 0.05, quantile=quantile)
+    fmm(pos, m, eps=1e-3, order=p - 1, theta=th + 0.05, quantile=quantile)  # less accurate
+    assert seen == [False, False, True]
 
 
 def test_parameters_follow_tol():
@@ -166,8 +196,9 @@ def test_scalars_may_be_numpy_scalars_and_0d_arrays():
     for tol, G, theta in ((np.float32(1e-4), np.int64(2), np.float64(0.5)),
                           (np.array(1e-4), np.array(2.0), np.array(0.5))):  # fmt: skip
         got = fmm(pos, tol=tol, G=G, theta=theta, potential=np.True_)
-        np.testing.assert_allclose(got[0], want[0], rtol=1e-6)  # tol in float32: another p
-        np.testing.assert_allclose(got[1], want[1], rtol=1e-6)
+        # tol in float32 is just below 1e-4: one order more, so a float64 near field
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-5)
+        np.testing.assert_allclose(got[1], want[1], rtol=1e-5)
     assert fmm_parameters(np.array(1e-3)) == fmm_parameters(1e-3)
 
 
