@@ -4,9 +4,8 @@ One step of length ``dt`` (second order, symplectic, time-reversible)::
 
     v += a(x) dt / 2 ;  x += v dt ;  v += a(x) dt / 2
 
-The forces come from :class:`~case_studies.nbody.barnes_hut.Octree` (rebuilt
-each step; ``method="tree"``) or from :func:`propopt.direct_gravity`
-(``method="direct"``).  Energy ``E = sum m v^2 / 2 + sum m phi / 2``, momentum
+The forces come from :func:`case_studies.nbody.field`: the Barnes-Hut tree,
+rebuilt each step (``method="tree"``), or the exact sum (``method="direct"``).  Energy ``E = sum m v^2 / 2 + sum m phi / 2``, momentum
 ``P = sum m v`` and angular momentum ``L = sum m x x v`` are recorded every
 ``diag_every`` steps; leapfrog keeps ``E`` bounded (no secular drift for the
 exact force) and conserves ``P`` and ``L`` up to the force error.
@@ -18,20 +17,27 @@ import glob
 import math
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from propopt import direct_gravity
 from propopt.arrays import flag, per_point, points, real
 
+from . import api
 from ._args import check_masses
-from .barnes_hut import THETA, Octree, _check_theta
+from .barnes_hut import THETA, _check_theta
 
 __all__ = ["FORCES", "Run", "diagnostics", "leapfrog", "load_snapshot"]
 
-FORCES = ("tree", "direct")
+FORCES: dict[str, Callable[[str, Any, int], np.ndarray]] = {
+    "tree": check_masses,
+    # the exact sum takes masses of both signs (docs/nbody.md)
+    "direct": lambda name, v, n: per_point(name, v, n, 1.0, "masses", nonnegative=False),
+}
+"""The forces :func:`leapfrog` runs (``method=``, that of :func:`.field`), each with the
+check of the masses it takes."""
 _DIAG = ("t", "kinetic", "potential", "energy", "px", "py", "pz", "lx", "ly", "lz")
 
 
@@ -237,18 +243,17 @@ def leapfrog(
         v = np.array(points("vel", vel, 3), dtype=np.float64)
         if v.shape != x.shape:
             raise ValueError(f"vel has shape {v.shape}: must match pos {x.shape}")
-        if method == "direct":  # the exact sum takes masses of both signs
-            m = per_point("mass", mass, x.shape[0], 1.0, "masses", nonnegative=False)
-        else:
-            m = check_masses("mass", mass, x.shape[0])
+        m = FORCES[method]("mass", mass, x.shape[0])
         t, step = 0.0, 0
         acc = pot = None
 
+    given = dict(theta=theta, quadrupole=quadrupole)
+    opts = {k: v for k, v in given.items() if k in api.OPTIONS[method]}
+
     def force(xx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        if method == "direct":
-            return direct_gravity(xx, m, eps=eps, softening=softening, potential=True)
-        tree = Octree.build(xx, m, eps=eps, softening=softening)
-        return tree.field(theta=theta, quadrupole=quadrupole, potential=True)
+        return api.field(  # type: ignore[no-any-return]
+            xx, m, method=method, eps=eps, softening=softening, potential=True, **opts
+        )
 
     def record() -> None:
         d = diagnostics(x, v, m, pot)
