@@ -26,30 +26,30 @@ import numpy as np
 
 from propopt.arrays import per_point, plain, real
 
-__all__ = ["DIRECT_HINT", "check_masses", "check_theta"]
+__all__ = ["DIRECT_HINT", "THETA_BOUND", "check_masses", "check_theta"]
 
 DIRECT_HINT = "use method='direct' (propopt.direct_gravity) for masses of both signs"
 
 
+THETA_BOUND: dict[str, tuple[float, str]] = {
+    "tree": (math.inf, "must be finite and >= 0 for method='tree' (0 opens every node: the "
+             "exact sum)"),
+    "fmm": (1.0, "must be in [0, 1) for method='fmm' (two cells' expansions converge only "
+            "while their radii sum to less than their distance; 0 sums every pair directly)"),
+}  # fmt: skip
+"""The one ``theta`` rule, ``0 <= theta < bound``: each method's bound, and why."""
+
+
 def check_theta(theta: Any, method: str = "tree") -> float:
-    """``theta`` as a float: finite, ``>= 0``, and ``< 1`` for ``method='fmm'``.
+    """``theta`` as a float in ``[0, bound)`` for ``method`` (:data:`THETA_BOUND`).
 
     One line naming the value, the rule and what ``0`` means, e.g.
     ``theta=1.5: the opening angle must be in [0, 1) for method='fmm' ...``.
     """
     t = real("theta", theta)  # a NumPy scalar or 0-d array too; not '0.5' or True
-    if method == "fmm":
-        if not (math.isfinite(t) and 0 <= t < 1):
-            raise ValueError(
-                f"theta={t!r}: the opening angle must be in [0, 1) for method='fmm' (two "
-                "cells' expansions converge only while their radii sum to less than their "
-                "distance; 0 sums every pair directly)"
-            )
-    elif not (math.isfinite(t) and t >= 0):
-        raise ValueError(
-            f"theta={t!r}: the opening angle must be finite and >= 0 for method='tree' "
-            "(0 opens every node: the exact sum)"
-        )
+    bound, rule = THETA_BOUND[method]
+    if not (math.isfinite(t) and 0 <= t < bound):
+        raise ValueError(f"theta={t!r}: the opening angle {rule}")
     return t
 
 
