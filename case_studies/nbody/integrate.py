@@ -5,8 +5,9 @@ One step of length ``dt`` (second order, symplectic, time-reversible)::
     v += a(x) dt / 2 ;  x += v dt ;  v += a(x) dt / 2
 
 The forces come from :func:`case_studies.nbody.field`: the Barnes-Hut tree,
-rebuilt each step (``method="tree"``), or the exact sum (``method="direct"``).  Energy ``E = sum m v^2 / 2 + sum m phi / 2``, momentum
-``P = sum m v`` and angular momentum ``L = sum m x x v`` are recorded every
+rebuilt each step (``method="tree"``), or the exact sum (``method="direct"``).
+Energy ``E = sum m v^2 / 2 + sum m phi / 2``, momentum ``P = sum m v`` and
+angular momentum ``L = sum m x x v`` are recorded every
 ``diag_every`` steps; leapfrog keeps ``E`` bounded (no secular drift for the
 exact force) and conserves ``P`` and ``L`` up to the force error.
 """
@@ -247,13 +248,13 @@ def leapfrog(
         t, step = 0.0, 0
         acc = pot = None
 
-    given = dict(theta=theta, quadrupole=quadrupole)
+    given: dict[str, Any] = dict(theta=theta, quadrupole=quadrupole)
     opts = {k: v for k, v in given.items() if k in api.OPTIONS[method]}
 
     def force(xx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return api.field(  # type: ignore[no-any-return]
-            xx, m, method=method, eps=eps, softening=softening, potential=True, **opts
-        )
+        a, p = api.field(xx, m, method=method, eps=eps, softening=softening, potential=True, **opts)
+        assert p is not None  # potential=True
+        return a, p
 
     def record() -> None:
         d = diagnostics(x, v, m, pot)

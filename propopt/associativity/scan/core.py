@@ -200,7 +200,7 @@ def associative_scan(
     D. Merrill and M. Garland, "Single-pass parallel prefix scan with
     decoupled look-back", NVIDIA NVR-2016-002, 2016.
     """
-    method, device = dispatch.method_device(
+    how, where = dispatch.method_device(
         "associative_scan", method, device, _backends.BACKENDS, _backends.OLD_METHODS
     )
     if not (isinstance(fn, Monoid) or callable(fn)):
@@ -246,7 +246,7 @@ def associative_scan(
         )
         exclusive, ident = False, None
     plan = ScanPlan(fn, combine, leaves, kind, ax, reverse, exclusive, ident)
-    chosen = _backends.choose(method, device, plan)
+    chosen = _backends.choose(how, where, plan)
     if (
         outs is not None
         and chosen == ("tiled", "cpu")
