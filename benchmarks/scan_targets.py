@@ -23,6 +23,7 @@ import numpy as np
 
 import propopt as pp
 from case_studies.capstone.machine import cpu_model
+from case_studies.capstone.peers import sequential_recurrence
 
 
 @numba.njit(cache=True)
@@ -32,16 +33,6 @@ def _sequential_sum(x: np.ndarray) -> np.ndarray:  # pragma: no cover - numba
     for i in range(x.shape[0]):
         s += x[i]
         out[i] = s
-    return out
-
-
-@numba.njit(cache=True)
-def _sequential_recurrence(a: np.ndarray, b: np.ndarray) -> np.ndarray:  # pragma: no cover
-    out = np.empty_like(b)
-    h = b.dtype.type(0)
-    for i in range(b.shape[0]):
-        h = a[i] * h + b[i]
-        out[i] = h
     return out
 
 
@@ -75,7 +66,7 @@ def main() -> None:
             "scan": _median_ms(lambda: pp.associative_scan(pp.add, x)),
             "recurrence": _median_ms(lambda: pp.associative_scan(pp.linear_recurrence, (a, b))),
             "sequential sum": _median_ms(lambda: _sequential_sum(x)),
-            "sequential recurrence": _median_ms(lambda: _sequential_recurrence(a, b)),
+            "sequential recurrence": _median_ms(lambda: sequential_recurrence(a, b)),
         }
         with pp.set_num_threads(1):
             t["scan, 1 thread"] = _median_ms(lambda: pp.associative_scan(pp.add, x))

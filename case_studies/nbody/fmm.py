@@ -89,12 +89,12 @@ LEAF_SIZE = 64
 meaning as :func:`barnes_hut`'s ``leaf_size``, whose default is 32; its target
 groups are ``group_size``)."""
 NEAR32_TOL = 1e-4
-"""From this ``tol`` up (``order`` and ``theta`` from the table), the near field and
-the M2L sums run in float32 (near-field coordinates relative to each target leaf's
-centre, M2L in units of each batch's nearest distance; rounding ~1e-6 relative,
-100x below the tolerance).  A target with a body closer than ``_walk.CLOSE`` (1e-2)
-of its leaf's radius, where float32 would err by more (by 100% at 1e-7), has its
-near field summed again in float64."""
+"""From this ``tol`` up, and for a given ``order`` and ``theta`` no more accurate than
+this ``tol``'s (:func:`_coarse`), the near field and the M2L sums run in float32
+(near-field coordinates relative to each target leaf's centre, M2L in units of each
+batch's nearest distance; rounding ~1e-6 relative, 100x below the tolerance).  A target
+with a body closer than ``_walk.CLOSE`` (1e-2) of its leaf's radius, where float32 would
+err by more (by 100% at 1e-7), has its near field summed again in float64."""
 DEGENERATE = 1e-3
 """Bodies whose smallest principal extent is below this fraction of the largest are
 coplanar (collinear with the two smallest) for :func:`fmm`'s choice of ``(p, theta)``."""
@@ -355,10 +355,11 @@ def fmm(
         Also compute the potentials.
     order, theta : optional
         Override the expansion order ``p`` and opening angle chosen from ``tol``.
-        The near field runs in float32 when ``(order, theta)`` is no more
-        accurate, at ``quantile``, than the parameters of a ``tol`` from
-        :data:`NEAR32_TOL` up (:func:`fmm_parameters`), so the parameters of a
-        ``tol`` give that ``tol``'s result, bit for bit; in float64 otherwise.
+        The near field and the M2L sums run in float32 when ``(order, theta)``
+        is no more accurate, at ``quantile``, than the parameters of a ``tol``
+        from :data:`NEAR32_TOL` up (:func:`fmm_parameters`), in float64
+        otherwise; so for bodies spread in 3-D the parameters of a ``tol``
+        give that ``tol``'s result (at the same ``quantile``), bit for bit.
         ``theta`` is a real number in ``[0, 1)`` (a NumPy scalar or 0-d array
         too): the expansions of two cells converge only while their radii sum
         to less than their distance; ``theta = 0`` sums every pair directly
@@ -548,7 +549,7 @@ class _Passes(NamedTuple):
 
     p: int
     theta: float
-    near32: bool = False  # the near field in float32
+    near32: bool = False  # the near field and the M2L sums in float32
     selfpairs: bool = False  # targets are the sources: skip each body's pull on itself
     spline: bool = False  # Gadget's spline softening instead of Plummer's
 

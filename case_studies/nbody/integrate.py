@@ -249,7 +249,7 @@ def leapfrog(
         acc = pot = None
 
     given: dict[str, Any] = dict(theta=theta, quadrupole=quadrupole)
-    opts = {k: v for k, v in given.items() if k in api.OPTIONS[method]}
+    opts = {k: val for k, val in given.items() if k in api.OPTIONS[method]}
 
     def force(xx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         a, p = api.field(xx, m, method=method, eps=eps, softening=softening, potential=True, **opts)
