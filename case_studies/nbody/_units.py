@@ -19,7 +19,7 @@ import numpy as np
 from propopt import morton_order
 from propopt.locality import bounding_box
 
-from ._build import build_topology, gather_sources, scatter_field
+from ._build import build_topology, extent, gather_sources, scatter_field
 
 
 def root_box(P: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -44,7 +44,7 @@ def exact_origin(P: np.ndarray) -> np.ndarray:
     """
     if P.shape[0] == 0:
         return np.zeros(3)
-    lo, hi = P.min(axis=0).astype(np.float64), P.max(axis=0).astype(np.float64)
+    lo, hi = extent(P)
     with np.errstate(over="ignore"):
         return np.where((lo > 0) & (hi <= 2 * lo), lo, np.where((hi < 0) & (lo >= 2 * hi), hi, 0.0))
 
@@ -65,8 +65,10 @@ def length_scale(P: np.ndarray, e: np.ndarray, box: Any) -> float:
     all coincide (one body, say) their largest softening length, so that a
     softening of 1e-103 is not 1e-103 units (its cube would underflow)."""
     side = float(np.max(np.asarray(box[1], float) - np.asarray(box[0], float)))
-    if P.shape[0] and e.size and e.max() > 0 and not np.ptp(P, axis=0).any():
-        return float(e.max())
+    if P.shape[0] and e.size and e.max() > 0:
+        lo, hi = extent(P)
+        if (lo == hi).all():
+            return float(e.max())
     return side
 
 
