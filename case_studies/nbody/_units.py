@@ -32,7 +32,7 @@ def root_box(P: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return lo - pad, lo + side + 2 * pad
 
 
-def exact_origin(P: np.ndarray) -> np.ndarray:
+def exact_origin(P: np.ndarray, lohi: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """A point to measure the bodies from with exact differences ``x - origin``.
 
     Per axis: the bodies' bound nearest 0 when every coordinate is within a
@@ -40,11 +40,12 @@ def exact_origin(P: np.ndarray) -> np.ndarray:
     then exact), else 0 (the box is within about its side of 0, and ``x - 0``
     is ``x``).  The padded box corner would round every coordinate to ~1e-16
     of the box: two bodies 1e-13 apart near a box of side 10 lost 1% of
-    their pull.
+    their pull.  ``lohi``: the bodies' per-axis (min, max), when known
+    (:func:`._build.extent`).
     """
     if P.shape[0] == 0:
         return np.zeros(3)
-    lo, hi = extent(P)
+    lo, hi = extent(P) if lohi is None else lohi
     with np.errstate(over="ignore"):
         return np.where((lo > 0) & (hi <= 2 * lo), lo, np.where((hi < 0) & (lo >= 2 * hi), hi, 0.0))
 
@@ -60,13 +61,16 @@ def pow2(e: int) -> str:
     return f"{math.ldexp(1.0, e):.1e}" if -1070 < e < 1020 else f"2**{e}"
 
 
-def length_scale(P: np.ndarray, e: np.ndarray, box: Any) -> float:
+def length_scale(
+    P: np.ndarray, e: np.ndarray, box: Any, lohi: tuple[np.ndarray, np.ndarray] | None = None
+) -> float:
     """The length the tree's unit is chosen near: the box side, or for bodies that
     all coincide (one body, say) their largest softening length, so that a
-    softening of 1e-103 is not 1e-103 units (its cube would underflow)."""
+    softening of 1e-103 is not 1e-103 units (its cube would underflow).
+    ``lohi`` as for :func:`exact_origin`."""
     side = float(np.max(np.asarray(box[1], float) - np.asarray(box[0], float)))
     if P.shape[0] and e.size and e.max() > 0:
-        lo, hi = extent(P)
+        lo, hi = extent(P) if lohi is None else lohi
         if (lo == hi).all():
             return float(e.max())
     return side
@@ -157,9 +161,10 @@ def bodies(P: np.ndarray, m: np.ndarray, e: np.ndarray, leaf_size: int,
     n = P.shape[0]
     box = root_box(P) if box is None else box
     order, keys = morton_order(P, box, return_keys=True)
-    lexp = unit_exponent(length_scale(P, e, box))
+    lohi = extent(P) if n else None  # the bodies' exact per-axis bounds
+    lexp = unit_exponent(length_scale(P, e, box, lohi))
     mexp = unit_exponent(float(m.max()) if n else 1.0)
-    origin = exact_origin(P)
+    origin = exact_origin(P, lohi)
     src = np.empty((5, n))
     pos = np.empty((n, 3))
     if max(abs(lexp), abs(mexp)) < 1000:  # 2**-lexp, 2**-mexp are float64 numbers

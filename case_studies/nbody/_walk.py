@@ -186,7 +186,7 @@ def _near_acc(tx, ty, tz, te2, nb, nq, c, out):  # pragma: no cover - numba
     out[2] += gz
 
 
-@njit(cache=True, fastmath=True, error_model="numpy")
+@njit(cache=True, fastmath=True, error_model="numpy", inline="always")
 def _near_checked(t, tb, nb, nq, c, thr2, own, tg64, nb64, c64, out):  # pragma: no cover
     """:func:`_near` in float32 for target ``t``; in float64 when it has a too-close pair.
 
