@@ -15,7 +15,6 @@ It prints the CPU (``lscpu`` model, llvmlite's host CPU name) with the ratios.
 from __future__ import annotations
 
 import argparse
-import time
 from collections.abc import Callable
 
 import numba
@@ -23,6 +22,7 @@ import numpy as np
 
 import propopt as pp
 from case_studies.capstone.machine import cpu_model
+from case_studies.capstone.measure import median_seconds
 from case_studies.capstone.peers import sequential_recurrence
 
 
@@ -37,13 +37,7 @@ def _sequential_sum(x: np.ndarray) -> np.ndarray:  # pragma: no cover - numba
 
 
 def _median_ms(fn: Callable[[], object], calls: int = 15) -> float:
-    fn()
-    ts = []
-    for _ in range(calls):
-        t = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t)
-    return 1e3 * float(np.median(ts))
+    return 1e3 * median_seconds(fn, repeats=calls)
 
 
 def main() -> None:
