@@ -35,7 +35,7 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from .associativity.monoid import Monoid, add, logaddexp, maximum, minimum
+from .associativity.monoid import Combine, Monoid, add, logaddexp, maximum, minimum
 
 __all__ = ["assert_associative", "elements", "triples"]
 
@@ -188,13 +188,7 @@ def triples(
 
 
 def assert_associative(
-    fn: Monoid | Any,
-    a: Any,
-    b: Any,
-    c: Any,
-    *,
-    rtol: float | None = None,
-    atol: float | None = None,
+    fn: Combine, a: Any, b: Any, c: Any, *, rtol: float | None = None, atol: float | None = None
 ) -> None:
     """Assert ``fn(fn(a, b), c) == fn(a, fn(b, c))`` within tolerance.
 

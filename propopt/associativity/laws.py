@@ -43,7 +43,6 @@ violation; a NaN on one side only always is.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -67,7 +66,7 @@ from ._law_samples import (
     check_trials,
     to_numpy,
 )
-from .monoid import Monoid
+from .monoid import Combine, Monoid
 
 __all__ = [
     "MAX_POSITIONS",
@@ -87,7 +86,7 @@ Leaves = list[Any]
 
 
 def check_associative(
-    fn: Monoid | Callable[[Any, Any], Any],
+    fn: Combine,
     samples: Any,
     *,
     axis: int = 0,
@@ -181,7 +180,7 @@ def check_associative(
 
 
 def check_commutative(
-    fn: Monoid | Callable[[Any, Any], Any],
+    fn: Combine,
     samples: Any,
     *,
     axis: int = 0,
@@ -300,13 +299,7 @@ def check_identity(
 
 
 def check_triple(
-    fn: Monoid | Callable[[Any, Any], Any],
-    a: Any,
-    b: Any,
-    c: Any,
-    *,
-    rtol: float | None = None,
-    atol: float | None = None,
+    fn: Combine, a: Any, b: Any, c: Any, *, rtol: float | None = None, atol: float | None = None
 ) -> AssociativityReport:
     """Test associativity on given batches ``a, b, c`` (pytrees of one structure and shape).
 

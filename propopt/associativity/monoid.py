@@ -162,6 +162,11 @@ class Monoid:
         return _pytree.unflatten(td, self.combine_leaves(la, lb))
 
 
+Combine = Monoid | Callable[[Any, Any], Any]
+"""What the scan and the law checks take as ``fn``: a :class:`Monoid`, or a plain
+vectorized ``combine(x, y)`` over elements (pytrees of arrays)."""
+
+
 def monoid(
     identity: IdentityLike,
     *,

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from .. import _jit
-from .monoid import Monoid, _xp_call
+from .monoid import Combine, Monoid, _xp_call
 
 Leaves = list[Any]
 
@@ -71,7 +71,7 @@ class Segmented(Monoid):
 _cache: weakref.WeakKeyDictionary[Monoid, Segmented] = weakref.WeakKeyDictionary()
 
 
-def segmented(fn: Monoid | Callable[[Any, Any], Any]) -> Any:
+def segmented(fn: Combine) -> Any:
     """The segmented version of a combine: a scan of it restarts at each flagged element.
 
     .. math:: (f_1, a) \\ast (f_2, b) = (f_1 \\lor f_2,\\; b \\text{ if } f_2

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from ... import _kinds, _validate
-from ..monoid import Monoid
+from ..monoid import Combine, Monoid
 
 Leaves = list[Any]
 
@@ -22,7 +22,7 @@ class ScanPlan:
     element per leaf (or ``None`` where it is not needed or not known).
     """
 
-    fn: Monoid | Callable[[Any, Any], Any]
+    fn: Combine
     combine: Callable[[Leaves, Leaves], Leaves]
     leaves: Leaves
     kind: str

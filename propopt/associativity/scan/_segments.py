@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ... import _kinds
-from ..monoid import Monoid
+from ..monoid import Combine, Monoid
 from ..segmented import _ArrayCombine, _SegmentedCallable, segmented
 from ._arrays import take
 
@@ -27,7 +27,7 @@ Leaves = list[Any]
 
 
 def prepare(
-    fn: Monoid | Callable[[Any, Any], Any],
+    fn: Combine,
     combine: Any,
     leaves: Leaves,
     reset: Any,

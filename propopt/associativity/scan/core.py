@@ -12,14 +12,13 @@ Commutativity is never assumed.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from ... import _jit, _kinds, _pytree, _validate, dispatch
 from ..._kinds import half_name
 from ...arrays import flag
 from ...typing import Device, ScanMethod
-from ..monoid import Monoid
+from ..monoid import Combine, Monoid
 from . import _backends, _combine, _dask, _half, _identity, _law_check, _masked, _out, _segments
 from ._plan import ScanPlan
 
@@ -30,7 +29,7 @@ Leaves = list[Any]
 
 
 def associative_scan(
-    fn: Monoid | Callable[[Any, Any], Any],
+    fn: Combine,
     elems: Any,
     *,
     axis: int = 0,
