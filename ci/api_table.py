@@ -16,8 +16,22 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "api.md"
 
-#: The packages whose ``__all__`` functions are the public verbs.
-PACKAGES = ("propopt", "case_studies.mamba", "case_studies.nbody", "case_studies.streaming_topk")
+#: The packages whose ``__all__`` names are the public verbs: its functions (numba's
+#: compiled ones too), and the public methods of its classes.  A name exported by two
+#: packages is listed under the first.
+PACKAGES = (
+    "propopt",
+    "propopt.associativity",
+    "propopt.locality",
+    "propopt.symmetry",
+    "propopt.separability",
+    "propopt.redundancy",
+    "propopt.audit",
+    "propopt.testing",
+    "case_studies.mamba",
+    "case_studies.nbody",
+    "case_studies.streaming_topk",
+)
 
 #: One name for one thing across verbs: the name a verb must use -> what it means.
 VOCABULARY: dict[str, str] = {
@@ -40,6 +54,7 @@ VOCABULARY: dict[str, str] = {
     "method": "the algorithm (or 'auto')",
     "device": "where it runs: 'auto', 'cpu', 'cuda' or 'dask'",
     "points": "points of any kind (n, d) (morton order, moments)",
+    "ndim": "how many coordinates a point has (NumPy's word; dim is torch's axis)",
     "seed": "a NumPy random seed or generator",
 }
 
@@ -67,17 +82,36 @@ PEER_NAMES: dict[str, str] = {
 }
 
 
+def _function(obj: Any) -> Any:
+    """The Python function behind ``obj`` (a numba dispatcher's too), or None."""
+    obj = getattr(obj, "py_func", obj)
+    return obj if inspect.isfunction(obj) else None
+
+
 def verbs() -> list[tuple[str, str, Any]]:
-    """(package, name, function) of every public verb, in ``__all__`` order."""
+    """(package, name, function) of every public verb, in ``__all__`` order: functions as
+    ``name``, a class's own public methods as ``Class.method``."""
     import importlib
 
-    out = []
+    out: list[tuple[str, str, Any]] = []
+    seen: set[int] = set()
     for pkg in PACKAGES:
         mod = importlib.import_module(pkg)
         for name in getattr(mod, "__all__", []):
             obj = getattr(mod, name)
-            if inspect.isfunction(obj):
-                out.append((pkg, name, obj))
+            if isinstance(obj, type):
+                found = [
+                    (f"{name}.{attr}", _function(getattr(obj, attr)))
+                    for attr, raw in vars(obj).items()
+                    if not attr.startswith("_")
+                    and (isinstance(raw, (classmethod, staticmethod)) or inspect.isfunction(raw))
+                ]
+            else:
+                found = [(name, _function(obj))]
+            for label, fn in found:
+                if fn is not None and id(fn) not in seen:
+                    seen.add(id(fn))
+                    out.append((pkg, label, fn))
     return out
 
 

@@ -1785,14 +1785,15 @@ def moments_cases() -> None:
     far = np.array([[400.0, -300.0, 200.0]])  # (R / r)^4 ~ 1e-11
     case(
         "field at a far target vs the direct sum",
-        lambda: mo().field(far),
+        lambda: mo().field(far, potential=True),
         Value(lambda: gravity64(P(), w(), targets=far), rtol=1e-9),
     )
     case("field order=4", lambda: mo().field(far, order=4), Error("order"))
     case("field order='3'", lambda: mo().field(far, order="3"), Error("order"))
-    case("field softening=-1", lambda: mo().field(far, softening=-1), Error("softening"))
-    case("field softening='a'", lambda: mo().field(far, softening="a"), Error("softening"))
-    case("field softening=nan", lambda: mo().field(far, softening=float("nan")), Error("softening"))
+    case("field eps=-1", lambda: mo().field(far, eps=-1), Error("eps"))
+    case("field eps='a'", lambda: mo().field(far, eps="a"), Error("eps"))
+    case("field eps=nan", lambda: mo().field(far, eps=float("nan")), Error("eps"))
+    case("field potential='yes'", lambda: mo().field(far, potential="yes"), Error("potential"))
     case("field targets (n, 2)", lambda: mo().field(np.ones((2, 2))), Error("targets"))
     case("field targets NaN", lambda: mo().field(np.array([[np.nan, 0, 0]])), Error("targets"))
     case(
@@ -1918,9 +1919,9 @@ def morton_cases() -> None:
         "morton_digits level=0", lambda: morton_digits(np.array([1], np.uint64), 0), Error("level")
     )
     case(
-        "morton_digits dim=4",
-        lambda: morton_digits(np.array([1], np.uint64), 1, dim=4),
-        Error("dim"),
+        "morton_digits ndim=4",
+        lambda: morton_digits(np.array([1], np.uint64), 1, ndim=4),
+        Error("ndim"),
     )
     case(
         "morton_digits of a list of ints",
@@ -2613,7 +2614,7 @@ def audit_cases() -> None:
     )
     case("audit_table kind='op'", lambda: audit.audit_table(np.add, kind="op"), Error("kind"))
     case("audit_table(3)", lambda: audit.audit_table(3), Error("fn"))
-    case("audit_table dim=0", lambda: audit.audit_table(np.add, dim=0), Error("dim"))
+    case("audit_table ndim=0", lambda: audit.audit_table(np.add, ndim=0), Error("ndim"))
     case(
         "audit_table three-argument fn", lambda: audit.audit_table(lambda a, b, c: a), Error("kind")
     )

@@ -10,7 +10,11 @@ cd "$(dirname "$0")/.."
 root=$PWD
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-python -m pip wheel -q --no-deps -w "$work/dist" .
+# built from a copy of the files git tracks (or would track): a build/ folder left
+# in the tree by an earlier build would otherwise put stale modules in the wheel
+mkdir "$work/src"
+git ls-files -z --cached --others --exclude-standard | xargs -0 cp --parents -t "$work/src"
+python -m pip wheel -q --no-deps -w "$work/dist" "$work/src"
 wheel=$(ls "$work"/dist/propopt-*.whl)
 python - "$wheel" <<'PY'
 import sys, zipfile

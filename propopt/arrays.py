@@ -156,10 +156,10 @@ def per_point(
     return np.ascontiguousarray(a)
 
 
-def count(name: str, v: Any) -> int:
-    """An int >= 1 (a size, a chunk length), or a one-line error naming ``name``."""
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-        raise ValueError(f"{name}={v!r}: must be an int >= 1")
+def count(name: str, v: Any, least: int = 1) -> int:
+    """An int >= ``least`` (a size, a chunk length, a ``k``), or an error naming ``name``."""
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < least:
+        raise ValueError(f"{name}={v!r}: must be an int >= {least}")
     return int(v)
 
 

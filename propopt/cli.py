@@ -120,7 +120,7 @@ def _audit_cmd(args: argparse.Namespace) -> int:
     if not callable(fn):
         raise UserError(f"{args.target!r} is a {type(fn).__name__}, not a callable")
     try:
-        report = audit_table(fn, kind=args.kind, dim=args.dim)
+        report = audit_table(fn, kind=args.kind, ndim=args.dim)
     except (TypeError, ValueError) as e:
         raise UserError(f"cannot audit {args.target!r}: {e}") from None
     print(json.dumps(report.to_dict(), indent=2) if args.json else str(report))

@@ -100,3 +100,25 @@ def test_method_names_the_algorithm_and_device_the_place():
         and "device" not in inspect.signature(fn).parameters
     ]
     assert len(takes_method) >= 8 and no_device == []
+
+
+def test_renamed_keywords_warn_and_give_the_same_result():
+    from propopt.audit import check_decay
+    from propopt.locality import morton_cells, morton_decode, morton_digits
+    from propopt.redundancy import merge_counts
+
+    keys = np.arange(40, dtype=np.uint64) * 12345
+    k = np.array([1, 2, 3]), np.array([5, 1, 1]), np.array([2, 4]), np.array([1, 7])
+    calls = [
+        ("morton_cells", lambda **kw: morton_cells(keys, 2, **kw), dict(dim=2), dict(ndim=2)),
+        ("morton_digits", lambda **kw: morton_digits(keys, 2, **kw), dict(dim=2), dict(ndim=2)),
+        ("morton_decode", lambda **kw: morton_decode(keys, **kw), dict(dim=2), dict(ndim=2)),
+        ("check_decay", lambda **kw: check_decay(lambda a, b: 1 / np.linalg.norm(a - b, axis=-1),
+                                                 **kw).exponent, dict(dim=2), dict(ndim=2)),
+        ("merge_counts", lambda **kw: merge_counts(*k, **kw)[:2], dict(m=2), dict(counters=2)),
+    ]  # fmt: skip
+    for name, call, old, new in calls:
+        (key,) = old
+        with pytest.warns(DeprecationWarning, match=rf"^{name}\({key}=\.\.\.\) is deprecated"):
+            got = call(**old)
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(call(**new)), err_msg=name)

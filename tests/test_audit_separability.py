@@ -146,7 +146,7 @@ def test_hypothesis_decay_exponent_of_a_power_law(alpha, scale):
     def power(xi, xj):
         return scale * np.linalg.norm(xi - xj, axis=-1) ** -alpha
 
-    rep = check_decay(power, dim=2)
+    rep = check_decay(power, ndim=2)
     assert abs(rep.exponent - alpha) < 0.02 and rep.r2 > 0.999
     assert rep.verdict == ("applies" if alpha > 2 else "partial")
 

@@ -95,7 +95,7 @@ def test_short_range_kernel_is_sparse_and_symmetric():
 
 
 def test_lopsided_pair_function_is_not_symmetric():
-    v = _verdicts(audit_table(_lopsided, kind="pair", dim=2))
+    v = _verdicts(audit_table(_lopsided, kind="pair", ndim=2))
     assert v["symmetry"] == "no" and v["locality"] == "no"
 
 

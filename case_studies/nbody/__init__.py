@@ -1,7 +1,7 @@
 """Problem 3 of the capstone: gravitational N-body by Barnes-Hut.
 
 :func:`~.api.field` is the one entry point: ``field(pos, mass, method='tree' |
-'fmm' | 'direct', device='cpu' | 'cuda' | 'dask', potential=False, ...)``
+'fmm' | 'direct', device='auto' | 'cpu' | 'cuda' | 'dask', potential=False, ...)``
 returns ``(acc, pot or None)``, as every verb below does.
 
 :func:`~.naive.nbody_naive` (the chapter's double loop; the exact sum done

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from propopt.arrays import per_point, plain, real
+from propopt.arrays import PLACES, array_kind, per_point, plain, real
 
 __all__ = ["DIRECT_HINT", "THETA_BOUND", "check_masses", "check_theta"]
 
@@ -79,3 +79,19 @@ def check_masses(name: str, v: Any, n: int) -> np.ndarray:
                 f"its centre of mass, which masses of both signs put anywhere); {DIRECT_HINT}"
             )
     return per_point(name, v, n, 1.0, "masses")
+
+
+def result_dtype(pos: np.ndarray, mass: Any) -> np.dtype:
+    """The dtype of the field of checked positions ``pos`` and the user's ``mass``.
+
+    float32 when both are float32 (or narrower: float16, bfloat16 of NumPy
+    or torch), float64 otherwise.
+    """
+    m = pos.dtype if mass is None else plain("mass", mass).dtype
+    return np.dtype(np.float32 if np.result_type(pos.dtype, m) == np.float32 else np.float64)
+
+
+def place(x: Any) -> str:
+    """Where ``device='auto'`` runs the tree for the array ``x``: ``'cuda'`` for an array on
+    a CUDA device, ``'cpu'`` for anything else."""
+    return "cuda" if PLACES.get(array_kind(x) or "") == "cuda" else "cpu"

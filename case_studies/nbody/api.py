@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from propopt import direct_gravity, dispatch
-from propopt.arrays import count, flag, real
+from propopt.arrays import PLACES, array_kind, count, flag, plain, real
 
 from ._args import check_theta
 
@@ -38,8 +38,6 @@ METHODS = ("tree", "fmm", "direct")
 """The algorithms of :func:`field`: Barnes-Hut, the fast multipole method, the exact sum."""
 DEVICES = ("cpu", "cuda", "dask")
 """Where :func:`field` runs: numba threads, numba.cuda, or a Dask cluster (``client=``)."""
-METHOD_DEVICES = {"tree": ("cpu", "cuda", "dask"), "fmm": ("cpu",), "direct": ("cpu", "cuda")}
-"""The devices each method runs on (the keys of :data:`BACKENDS`)."""
 OPTIONS = {
     "tree": ("theta", "leaf_size", "quadrupole", "group_size", "precision"),
     "fmm": ("theta", "leaf_size", "tol", "quantile", "order"),
@@ -64,7 +62,7 @@ def field(
     mass: Any = None,
     *,
     method: str = "auto",
-    device: str = "cpu",
+    device: str = "auto",
     targets: Any = None,
     target_eps: Any = None,
     potential: bool = False,
@@ -108,12 +106,16 @@ def field(
         given; the FMM for ``tol`` below :data:`TREE_TOL` (the tree's error
         at its defaults, at the same ``quantile``); the exact sum up to
         :data:`DIRECT_PAIRS`
-        (target, source) pairs, where it is as fast; the tree otherwise; and
-        on a device the FMM does not run on, the tree or the exact sum.
-    device : {'cpu', 'cuda', 'dask'}
+        (target, source) pairs, where it is as fast, and for masses of both
+        signs at any size (the one method that is right for them); the tree
+        otherwise; and on a device the FMM does not run on, the tree or the
+        exact sum (:data:`AUTO_REFUSE`).
+    device : {'auto', 'cpu', 'cuda', 'dask'}
         Numba threads; numba.cuda (``'tree'``, ``'direct'``); a Dask cluster
         (``'tree'``: the tree built here, scattered once, ``targets`` in
-        chunks of ``chunk``; needs ``client`` and ``targets``).
+        chunks of ``chunk``; needs ``client`` and ``targets``).  ``'auto'``
+        (the default): the cluster of ``client`` when one is given, else
+        where ``pos`` is (``'cuda'`` for a CUDA array, else ``'cpu'``).
     targets : array (m, 3), optional
         Evaluation points; default the bodies themselves (then ``j = i`` is
         left out).
@@ -162,9 +164,11 @@ def field(
     Raises
     ------
     ValueError
-        An unknown method or device, a device the method does not run on, or
-        an option of another method (``tol`` with ``method='tree'``): each
-        one line naming the argument, its value and what to pass instead.
+        An unknown method or device, a device the method does not run on, an
+        option of another method (``tol`` with ``method='tree'``), or, with
+        ``method='auto'``, options that no one method takes (``tol=1e-5``
+        with ``quadrupole=``): each one line naming the argument, its value
+        and what to pass instead.
 
     Examples
     --------
@@ -180,64 +184,24 @@ def field(
     tree True True
     fmm True True
     """
-    if method == "auto":
-        method = _auto(pos, targets, device, dict(theta=theta, leaf_size=leaf_size, tol=tol,
-                       quantile=quantile, order=order, quadrupole=quadrupole,
-                       group_size=group_size, precision=precision))  # fmt: skip
-        if method == "tree":
-            tol = quantile = None  # the tree at its defaults meets it (TREE_TOL)
-    if method not in METHODS:
-        names = ", ".join(map(repr, ("auto", *METHODS)))
-        raise ValueError(f"method={method!r} is not one of {names}")
-    if device not in DEVICES:
-        raise ValueError(f"device={device!r} is not one of {', '.join(map(repr, DEVICES))}")
-    if device not in METHOD_DEVICES[method]:
-        where = [m for m in METHODS if device in METHOD_DEVICES[m]]
-        raise ValueError(
-            f"device={device!r}: method={method!r} runs on "
-            f"{', '.join(map(repr, METHOD_DEVICES[method]))}; pass another device, or "
-            f"method={' or '.join(map(repr, where))}"
-        )
+    method, device = dispatch.method_device("field", method, device, BACKENDS)
     given = dict(theta=theta, leaf_size=leaf_size, tol=tol, quantile=quantile, order=order,
                  quadrupole=quadrupole, group_size=group_size, precision=precision)  # fmt: skip
-    for name, value in given.items():
-        if value is not None and name not in OPTIONS[method]:
-            takes = [m for m in METHODS if name in OPTIONS[m]]
-            raise ValueError(
-                f"{name}={value!r} is an option of method={' or '.join(map(repr, takes))}, "
-                f"not of method={method!r}: leave it out"
-            )
+    here = "dask" if client is not None else PLACES.get(array_kind(pos) or "", "cpu")
+    where = here if device == "auto" else device
     for name, value in (("client", client), ("chunk", chunk)):
-        if value is not None and device != "dask":
-            raise ValueError(f"{name}= is for device='dask' (got device={device!r}): leave it out")
+        if value is not None and where != "dask":
+            raise ValueError(f"{name}= is for device='dask' (got device={where!r}): leave it out")
     potential = flag("potential", potential)
     if targets is None and target_eps is not None:
         raise ValueError("target_eps is given without targets: pass targets=, or leave it out")
-    plan = _Plan(pos, mass, eps, softening, G, targets, target_eps, potential, device,
+    plan = _Plan(pos, mass, eps, softening, G, targets, target_eps, potential, where,
                  {k: v for k, v in given.items() if v is not None}, client, chunk)  # fmt: skip
-    key = (method, device)
-    dispatch.choose(BACKENDS, key, plan, ())  # raises the row's refusal
+    key = dispatch.choose_on(BACKENDS, method, device, plan, here, AUTO, AUTO_REFUSE,
+                             what="pos", moves=True)  # fmt: skip
+    if key is None:
+        raise _no_auto(plan)
     return BACKENDS[key].run(plan)
-
-
-def _auto(pos: Any, targets: Any, device: Any, given: dict[str, Any]) -> str:
-    """The method ``method='auto'`` runs (see :func:`field`)."""
-    named = {k for k, v in given.items() if v is not None}
-    for method in ("fmm", "tree"):  # an option only one method takes names it (tol aside)
-        own = set(OPTIONS[method]) - set(OPTIONS["fmm" if method == "tree" else "tree"])
-        if named & own - {"tol", "quantile"}:
-            return method
-    tol, q = given["tol"], given["quantile"]
-    if tol is not None:
-        bound = TREE_TOL.get(0.99 if q is None else q)
-        if bound is None:  # an unknown quantile: the FMM's check names it
-            return "fmm"
-        return "fmm" if float(real("tol", tol)) < bound else "tree"
-    n = _length(pos)
-    m = n if targets is None else _length(targets)
-    if device in ("cpu", "cuda") and not named and n * m <= DIRECT_PAIRS:
-        return "direct"
-    return "tree"
 
 
 def _length(x: Any) -> int:
@@ -328,10 +292,126 @@ def _tree_dask(p: _Plan) -> tuple[Any, Any]:
     return field_dask(p.client, tree, p.targets, chunk=chunk, **kw)  # type: ignore[no-any-return]
 
 
+def _options_of(method: str, ignore: tuple[str, ...] = ()) -> Any:
+    """``refuse`` of a ``method`` row: the options given that ``method`` does not take."""
+
+    def refuse(p: _Plan) -> Exception | None:
+        for name, value in p.options.items():
+            if name not in OPTIONS[method] and name not in ignore:
+                takes = [m for m in METHODS if name in OPTIONS[m]]
+                return ValueError(
+                    f"{name}={value!r} is an option of method={' or '.join(map(repr, takes))}, "
+                    f"not of method={method!r}: leave it out"
+                )
+        return None
+
+    return refuse
+
+
+def _either(*refusals: Any) -> Any:
+    """``refuse`` that gives the first refusal of ``refusals``."""
+
+    def refuse(p: _Plan) -> Exception | None:
+        return next((e for r in refusals if (e := r(p)) is not None), None)
+
+    return refuse
+
+
+def _asks_fmm(p: _Plan) -> bool:
+    """Whether the call asks for what only the FMM gives: an ``order``, or a ``tol``
+    below the tree's error at its defaults (:data:`TREE_TOL`, at the call's quantile)."""
+    if "order" in p.options:
+        return True
+    tol = p.options.get("tol")
+    if tol is None:
+        return False
+    bound = TREE_TOL.get(p.options.get("quantile", 0.99))
+    return bound is None or float(real("tol", tol)) < bound  # unknown quantile: fmm names it
+
+
+def _signed(mass: Any) -> bool:
+    """Whether some mass is negative (read before the masses are checked)."""
+    if mass is None:
+        return False
+    try:
+        a = plain("mass", mass)
+    except (TypeError, ValueError):
+        return False  # the method's check names the problem
+    return a.dtype.kind in "fiu" and bool((a < 0).any())
+
+
+def _auto_fmm(p: _Plan) -> Exception | None:
+    if not _asks_fmm(p):
+        return ValueError("the tree at its defaults meets the accuracy asked for")
+    return _options_of("fmm")(p)
+
+
+def _auto_direct(p: _Plan) -> Exception | None:
+    if p.options:
+        return ValueError("an option of the tree or the FMM is given")
+    if _signed(p.mass):
+        return None  # the exact sum is the one method right for masses of both signs
+    m = _length(p.pos) if p.targets is None else _length(p.targets)
+    if _length(p.pos) * m > DIRECT_PAIRS:
+        return ValueError(f"more than {DIRECT_PAIRS} pairs: the tree is faster")
+    return None
+
+
+def _auto_tree(row: Any) -> Any:
+    def refuse(p: _Plan) -> Exception | None:
+        if _asks_fmm(p):
+            return ValueError("the accuracy asked for is the FMM's")
+        return row(p)
+
+    return refuse
+
+
+def _no_auto(p: _Plan) -> Exception:
+    """Why ``method='auto'`` found no row for ``p``: the tree takes every plan that does
+    not ask for the FMM, unless its own row refuses."""
+    if not _asks_fmm(p):
+        return BACKENDS[("tree", p.device)].refuse(p) or ValueError("no method takes this call")
+    why = "order=" if "order" in p.options else f"tol={p.options['tol']!r}"
+    if p.device != "cpu":
+        return ValueError(
+            f"method='auto': {why} asks for the FMM, which runs on device 'cpu' only; pass "
+            f"device='cpu', or method='tree' without {why}"
+        )
+    tree_only = ", ".join(f"{k}=" for k in p.options if k not in OPTIONS["fmm"])
+    return ValueError(
+        f"method='auto': {why} asks for the FMM, but {tree_only} only the tree takes; leave "
+        f"out one or the other, or name the method"
+    )
+
+
 BACKENDS: dict[tuple[str, str], dispatch.Backend[_Plan, tuple[Any, Any]]] = {
-    **dispatch.on_devices("tree", _tree),
-    ("tree", "dask"): dispatch.Backend(_refuse_dask, _tree_dask),
-    ("fmm", "cpu"): dispatch.Backend(dispatch.takes_any, _fmm),
-    **dispatch.on_devices("direct", _direct),
+    ("tree", "cpu"): dispatch.Backend(_options_of("tree"), _tree),
+    ("tree", "cuda"): dispatch.Backend(_options_of("tree"), _tree),
+    ("tree", "dask"): dispatch.Backend(_either(_options_of("tree"), _refuse_dask), _tree_dask),
+    ("fmm", "cpu"): dispatch.Backend(_options_of("fmm"), _fmm),
+    ("direct", "cpu"): dispatch.Backend(_options_of("direct"), _direct),
+    ("direct", "cuda"): dispatch.Backend(_options_of("direct"), _direct),
 }
-"""Every ``(method, device)`` that :func:`field` runs."""
+"""Every ``(method, device)`` that :func:`field` runs; each row refuses the options of
+another method."""
+
+AUTO: tuple[tuple[str, str], ...] = (
+    ("fmm", "cpu"), ("direct", "cpu"), ("direct", "cuda"),
+    ("tree", "cpu"), ("tree", "cuda"), ("tree", "dask"),
+)  # fmt: skip
+"""``method='auto'``: the first of these on the device that accepts (:data:`AUTO_REFUSE`)."""
+
+AUTO_REFUSE: dict[tuple[str, str], Any] = {
+    ("fmm", "cpu"): _auto_fmm,
+    ("direct", "cpu"): _auto_direct,
+    ("direct", "cuda"): _auto_direct,
+    ("tree", "cpu"): _auto_tree(_options_of("tree", ignore=("tol", "quantile"))),
+    ("tree", "cuda"): _auto_tree(_options_of("tree", ignore=("tol", "quantile"))),
+    ("tree", "dask"): _auto_tree(
+        _either(_options_of("tree", ignore=("tol", "quantile")), _refuse_dask)
+    ),
+}
+"""When ``method='auto'`` takes a row: the FMM for an ``order`` or a ``tol`` below the
+tree's error at its defaults; the exact sum, with no option given, up to
+:data:`DIRECT_PAIRS` pairs or for masses of both signs; the tree otherwise (a ``tol``
+it meets at its defaults is then met, and not passed on)."""

@@ -33,7 +33,7 @@ from propopt import direct_gravity, dispatch, morton_order, threads
 from propopt.arrays import count, flag, per_point, plain, points, real
 from propopt.symmetry import SOFTENINGS
 
-from ._args import check_masses, check_theta
+from ._args import check_masses, check_theta, place, result_dtype
 from ._build import build_topology, node_moments
 from ._units import bodies, to_user
 from ._walk import walk
@@ -235,8 +235,7 @@ class Octree:
         m = check_masses("mass", mass, n)
         e = per_body("eps", eps, n, 0.0, "softening lengths")
         leaf_size = count("leaf_size", leaf_size)
-        dtype = np.result_type(P.dtype, np.asarray(mass).dtype if mass is not None else P.dtype)
-        dtype = np.dtype(np.float32) if dtype == np.float32 else np.dtype(np.float64)
+        dtype = result_dtype(P, mass)
         b = bodies(P, m, e, leaf_size, box)
         src, order, keys, start, end, nxt, leaf, level = (
             b.src, b.order, b.keys, b.start, b.end, b.nxt, b.leaf, b.level)  # fmt: skip
@@ -271,7 +270,7 @@ class Octree:
         group_size: int = GROUP_SIZE,
         G: float = 1.0,
         method: str = "tree",
-        device: str = "cpu",
+        device: str = "auto",
         precision: str = "auto",
         potential: bool = False,
     ) -> tuple[np.ndarray, np.ndarray | None]:
@@ -304,8 +303,9 @@ class Octree:
         method : {'tree', 'direct'}
             The tree walk (``theta``, ``quadrupole``, ``group_size``), or the
             exact ``O(n m)`` sum (:func:`propopt.direct_gravity`, the yardstick).
-        device : {'cpu', 'cuda'}
-            Numba threads, or the GPU.  The GPU walks one target per thread,
+        device : {'auto', 'cpu', 'cuda'}
+            Numba threads, or the GPU; ``'auto'`` (the default) is the GPU for
+            ``targets`` on a CUDA device, else the CPU.  The GPU walks one target per thread,
             so a node is opened for that target alone, where the CPU opens it
             for the whole group: at the same ``theta`` the GPU's error is
             larger (Plummer, N = 10^6, theta 0.72: median 1.3e-3, and
@@ -342,8 +342,11 @@ class Octree:
         """
         if method not in METHODS:
             raise ValueError(f"method={method!r} is not one of {', '.join(map(repr, METHODS))}")
+        if device == "auto":
+            device = "cpu" if targets is None else place(targets)
         if device not in DEVICES:
-            raise ValueError(f"device={device!r} is not one of {', '.join(map(repr, DEVICES))}")
+            names = ", ".join(map(repr, ("auto", *DEVICES)))
+            raise ValueError(f"device={device!r} is not one of {names}")
         if precision not in PRECISIONS:
             raise ValueError(
                 f"precision={precision!r} is not one of {', '.join(map(repr, PRECISIONS))}"
@@ -537,7 +540,7 @@ def barnes_hut(
     group_size: int = GROUP_SIZE,
     G: float = 1.0,
     method: str = "tree",
-    device: str = "cpu",
+    device: str = "auto",
     precision: str = "auto",
     potential: bool = False,
 ) -> tuple[np.ndarray, np.ndarray | None]:
@@ -565,6 +568,8 @@ def barnes_hut(
     >>> bool(np.median(err) < 1e-3)
     True
     """
+    if device == "auto":
+        device = place(pos)
     tree = Octree.build(pos, mass, eps=eps, leaf_size=leaf_size, softening=softening)
     return tree.field(
         targets, target_eps=target_eps, theta=theta, quadrupole=quadrupole,

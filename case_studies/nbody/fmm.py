@@ -72,7 +72,7 @@ from propopt.separability.expansions import MAX_ORDER, expansion_tables
 from propopt.symmetry import SOFTENINGS
 
 from . import _fmm
-from ._args import check_masses, check_theta
+from ._args import check_masses, check_theta, result_dtype
 from ._build import build_topology
 from ._units import bodies, targets_in, to_user
 from .barnes_hut import _check_G, _segment_max, per_body
@@ -450,19 +450,18 @@ def fmm(
             raise ValueError(f"order={order!r}: must be an int in [0, {MAX_ORDER}]")
     if theta is not None:
         theta = check_theta(theta, "fmm")
-    dtype = np.result_type(P.dtype, np.asarray(mass).dtype if mass is not None else P.dtype)
+    dtype = result_dtype(P, mass)
     if targets is None and target_eps is not None:
         raise ValueError("target_eps is given without targets: pass targets=, or leave it out")
     T = None
     if targets is not None:
         T = points("targets", targets, 3)
         if T.dtype != np.float32:
-            dtype = np.float64
+            dtype = np.dtype(np.float64)
         te = per_body(
             "target_eps", target_eps, T.shape[0],
             float(e[0]) if n and np.all(e == e[0]) else 0.0, "softening lengths",
         )  # fmt: skip
-    dtype = np.dtype(np.float32) if dtype == np.float32 else np.dtype(np.float64)
     # the bodies in tree units (positions of 2**lexp from an exact origin, masses of
     # 2**mexp) and Morton order, with their octree: the tree's own (_units.bodies)
     b = bodies(P, m, e, leaf_size)

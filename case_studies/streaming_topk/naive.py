@@ -14,6 +14,8 @@ import heapq
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from propopt.arrays import count
+
 
 def _score(event: Any) -> Any:
     return event.score
@@ -26,6 +28,7 @@ def sort_everything(
 
     Python's sort is stable, so equal scores keep their arrival order.
     """
+    k = count("k", k, least=0)
     key = key or (lambda e: e)
     items = list(events)
     order = sorted(range(len(items)), key=lambda i: key(items[i]), reverse=True)
@@ -42,6 +45,9 @@ def heapq_loop(
     (smallest score, latest among equals), so an event enters only if it
     beats the root.
     """
+    k = count("k", k, least=0)
+    if k == 0:
+        return []
     key = key or (lambda e: e)
     heap: list[tuple[Any, int, int]] = []
     kept: dict[int, Any] = {}

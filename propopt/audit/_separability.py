@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from .. import _validate
-from ..arrays import as_numpy, generator
+from ..arrays import as_numpy, generator, renamed
 
 __all__ = ["DecayReport", "LowRankReport", "check_decay", "check_low_rank"]
 
@@ -223,13 +223,14 @@ def _ball(rng: np.random.Generator, n: int, dim: int) -> np.ndarray:
     return g * rng.uniform(0, 1, (n, 1)) ** (1.0 / dim)
 
 
+@renamed(dim="ndim")
 def check_low_rank(
     kernel_or_matrix: Any,
     X: Any = None,
     Y: Any = None,
     *,
     rtol: float = 1e-6,
-    dim: int = 3,
+    ndim: int = 3,
     n: int = 200,
     separation: float = 4.0,
     seed: int = 0,
@@ -252,8 +253,9 @@ def check_low_rank(
         a unit ball whose centre is ``separation`` radii away along the first axis.
     rtol : float, default 1e-6
         Relative singular-value threshold, in (0, 1).
-    dim, n, separation, seed
-        Shape of the sampled clusters.
+    ndim, n, separation, seed
+        Shape of the sampled clusters (``ndim``: the points' dimensions, ``dim=``
+        before this release).
 
     Returns
     -------
@@ -285,16 +287,16 @@ def check_low_rank(
         if X is None or Y is None:
             if not (isinstance(n, (int, np.integer)) and n >= 1):
                 raise ValueError(f"n={n!r}: must be an int >= 1 (points per cluster)")
-            if not (isinstance(dim, (int, np.integer)) and dim >= 1):
-                raise ValueError(f"dim={dim!r}: must be an int >= 1")
+            if not (isinstance(ndim, (int, np.integer)) and ndim >= 1):
+                raise ValueError(f"ndim={ndim!r}: must be an int >= 1")
             if not (np.isfinite(separation) and separation > 2.0):
                 raise ValueError(
                     f"separation={separation}: must be > 2 (centre distance over radius) "
                     "so that the clusters do not overlap"
                 )
             sep = float(separation)
-            X = _ball(rng, n, dim) if X is None else X
-            Y = _ball(rng, n, dim) + np.eye(dim)[0] * sep if Y is None else Y
+            X = _ball(rng, n, ndim) if X is None else X
+            Y = _ball(rng, n, ndim) + np.eye(ndim)[0] * sep if Y is None else Y
         X = _pts("X", X)
         Y = _pts("Y", Y, X.shape[1])
         a = np.repeat(X, Y.shape[0], axis=0)
@@ -362,10 +364,11 @@ def _pts(name: str, x: Any, d: int | None = None) -> np.ndarray:
     return a
 
 
+@renamed(dim="ndim")
 def check_decay(
     pair_function: PairFunction,
     *,
-    dim: int = 3,
+    ndim: int = 3,
     r_min: float = 1.0,
     r_max: float = 1000.0,
     distances: int = 16,
@@ -385,7 +388,7 @@ def check_decay(
     pair_function : callable
         ``f(X_i, X_j)`` on batches of ``(n, d)`` points, one value (or array,
         counted by its norm) per pair.
-    dim : int, default 3
+    ndim : int, default 3
     r_min, r_max : float
         Range of distances, ``0 < r_min < r_max``.
     distances, pairs : int
@@ -414,14 +417,14 @@ def check_decay(
     _number("r_max", r_max)
     if not (np.isfinite(r_min) and np.isfinite(r_max) and 0 < r_min < r_max):
         raise ValueError(f"r_min={r_min}, r_max={r_max}: need 0 < r_min < r_max, both finite")
-    for nm, v, lo in (("dim", dim, 1), ("distances", distances, 3), ("pairs", pairs, 1)):
+    for nm, v, lo in (("ndim", ndim, 1), ("distances", distances, 3), ("pairs", pairs, 1)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
             raise ValueError(f"{nm}={v!r}: must be an int >= {lo}")
     name = _validate.name_of(pair_function)
     rng = generator("seed", seed)
     r = np.geomspace(r_min, r_max, distances)
-    x = rng.uniform(0, 1, (distances * pairs, dim))
-    u = rng.standard_normal((distances * pairs, dim))
+    x = rng.uniform(0, 1, (distances * pairs, ndim))
+    u = rng.standard_normal((distances * pairs, ndim))
     u /= np.linalg.norm(u, axis=1, keepdims=True)
     y = x + np.repeat(r, pairs)[:, None] * u
     mag = _magnitudes(pair_function(x, y), x.shape[0], f"{name}(X_i, X_j)")
@@ -434,18 +437,18 @@ def check_decay(
     if zero.any():  # compact support: exactly zero beyond some distance
         k = int(np.argmax(zero))
         alpha, r2 = _fit(np.log(r[: max(k, 2)]), np.log(g[: max(k, 2)]))
-        return DecayReport("applies", alpha, r2, "faster than any power", r, g, dim, name)
+        return DecayReport("applies", alpha, r2, "faster than any power", r, g, ndim, name)
     lr, lg = np.log(r), np.log(g)
     tail = slice(distances // 2, None)  # the asymptotic regime: the far half of the range
     alpha, r2 = _fit(lr[tail], lg[tail])
     _, r2_exp = _fit(r[tail], lg[tail])
     falls = lg[-1] < lg[0] - np.log(2.0)  # at least halves over the range
-    if falls and r2_exp > max(r2, MIN_R2) and alpha > dim:
-        return DecayReport("applies", alpha, r2, "faster than any power", r, g, dim, name)
+    if falls and r2_exp > max(r2, MIN_R2) and alpha > ndim:
+        return DecayReport("applies", alpha, r2, "faster than any power", r, g, ndim, name)
     if not falls or alpha <= 0:
-        return DecayReport("no", alpha, r2, "none", r, g, dim, name)
-    verdict = "applies" if alpha > dim else "partial"
-    return DecayReport(verdict, alpha, r2, "power", r, g, dim, name)
+        return DecayReport("no", alpha, r2, "none", r, g, ndim, name)
+    verdict = "applies" if alpha > ndim else "partial"
+    return DecayReport(verdict, alpha, r2, "power", r, g, ndim, name)
 
 
 def _fit(t: np.ndarray, y: np.ndarray) -> tuple[float, float]:

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from .. import _validate
+from ..arrays import renamed
 from ..associativity.monoid import Monoid
 from ._separability import check_decay, check_low_rank
 from ._symmetry import check_symmetric
@@ -104,7 +105,8 @@ def _guess_kind(fn: Any) -> str:
     )
 
 
-def audit_table(fn: Any, kind: str = "auto", *, dim: int = 3, seed: int = 0) -> AuditTable:
+@renamed(dim="ndim")
+def audit_table(fn: Any, kind: str = "auto", *, ndim: int = 3, seed: int = 0) -> AuditTable:
     """Audit the six properties of the chapter for ``fn``.
 
     Parameters
@@ -112,14 +114,14 @@ def audit_table(fn: Any, kind: str = "auto", *, dim: int = 3, seed: int = 0) -> 
     fn : Monoid or callable
         ``kind='operator'``: ``fn(a, b)`` combining two batches of elements
         elementwise (the :func:`propopt.associative_scan` convention).
-        ``kind='pair'``: ``f(xi, xj)`` with ``xi``, ``xj`` of shape ``(n, dim)``
+        ``kind='pair'``: ``f(xi, xj)`` with ``xi``, ``xj`` of shape ``(n, ndim)``
         returning the ``n`` pair values, shape ``(n,)`` or ``(n, k)``.
         ``kind='kernel'``: ``k(r)`` of distances ``r`` (shape ``(n,)``), audited
         as the pair function ``k(|xi - xj|)``.
     kind : {'auto', 'operator', 'pair', 'kernel'}
         ``'auto'``: a :class:`~propopt.Monoid` or a two-argument callable is an
         operator, a one-argument callable a kernel.
-    dim : int
+    ndim : int
         Point dimension for pair functions and kernels.
     seed : int
         Seed of the random samples.
@@ -141,8 +143,8 @@ def audit_table(fn: Any, kind: str = "auto", *, dim: int = 3, seed: int = 0) -> 
         raise ValueError(f"kind={kind!r} is not one of {', '.join(map(repr, KINDS))}")
     if not callable(fn):
         raise TypeError(f"fn={fn!r} is a {type(fn).__name__}, not a callable")
-    if not isinstance(dim, (int, np.integer)) or dim < 1:
-        raise ValueError(f"dim={dim!r}: give a point dimension >= 1")
+    if not isinstance(ndim, (int, np.integer)) or ndim < 1:
+        raise ValueError(f"ndim={ndim!r}: give a point dimension >= 1")
     if kind == "auto":
         kind = _guess_kind(fn)
     rng = np.random.default_rng(seed)
@@ -150,7 +152,7 @@ def audit_table(fn: Any, kind: str = "auto", *, dim: int = 3, seed: int = 0) -> 
         rows = _operator_rows(fn, rng)
     else:
         pair = fn if kind == "pair" else _radial(fn)
-        rows = _pair_rows(pair, int(dim), rng, kind)
+        rows = _pair_rows(pair, int(ndim), rng, kind)
     return AuditTable(_name(fn), kind, rows)
 
 
@@ -255,7 +257,7 @@ def _pair_rows(f: Any, dim: int, rng: np.random.Generator, kind: str) -> list[Ve
         )
     )
 
-    rank = check_low_rank(f, dim=dim, seed=int(rng.integers(1 << 31)))
+    rank = check_low_rank(f, ndim=dim, seed=int(rng.integers(1 << 31)))
     rows.append(
         Verdict(
             "separability",
@@ -266,7 +268,7 @@ def _pair_rows(f: Any, dim: int, rng: np.random.Generator, kind: str) -> list[Ve
             else "",
         )
     )
-    decay = check_decay(f, dim=dim, seed=int(rng.integers(1 << 31)))
+    decay = check_decay(f, ndim=dim, seed=int(rng.integers(1 << 31)))
     rows.append(
         Verdict(
             "locality",

@@ -51,7 +51,7 @@ import numpy as np
 from numba import njit, prange
 
 from .. import _jit, threads
-from ..arrays import flag, plain
+from ..arrays import flag, plain, renamed
 
 MORTON_BITS = {2: 32, 3: 21}
 """Bits per axis of a key, by dimension: ``dim * bits`` fits in a uint64."""
@@ -340,10 +340,10 @@ def _keys(keys: Any) -> np.ndarray:
     return k.astype(np.uint64, copy=False)
 
 
-def _check_dim(dim: Any) -> int:
-    if dim not in MORTON_BITS:
-        raise ValueError(f"dim={dim!r} is not one of {sorted(MORTON_BITS)}")
-    return int(dim)
+def _check_dim(ndim: Any) -> int:
+    if isinstance(ndim, bool) or ndim not in MORTON_BITS:
+        raise ValueError(f"ndim={ndim!r} is not one of {sorted(MORTON_BITS)}")
+    return int(ndim)
 
 
 # ------------------------------------------------------------ public verbs
@@ -449,7 +449,8 @@ def morton_order(points: Any, box: Any = None, *, return_keys: bool = False) -> 
     return (order, sk) if return_keys else order
 
 
-def morton_digits(keys: Any, level: int, dim: int = 3) -> np.ndarray:
+@renamed(dim="ndim")
+def morton_digits(keys: Any, level: int, ndim: int = 3) -> np.ndarray:
     """The child index of each key at depth ``level`` of the quadtree / octree.
 
     ``digit = (key >> (dim * (b - level))) & (2^dim - 1)`` with ``b =
@@ -462,7 +463,8 @@ def morton_digits(keys: Any, level: int, dim: int = 3) -> np.ndarray:
         Or of non-negative integers; negative or float keys are refused.
     level : int
         ``1 .. b`` (1: the children of the root box).
-    dim : {2, 3}
+    ndim : {2, 3}
+        The points' dimensions (``dim=`` before this release).
 
     Returns
     -------
@@ -477,16 +479,17 @@ def morton_digits(keys: Any, level: int, dim: int = 3) -> np.ndarray:
     >>> morton_digits(k, 1).tolist()   # x upper -> 1, y upper -> 2, z upper -> 4
     [5, 2]
     """
-    dim = _check_dim(dim)
+    dim = _check_dim(ndim)
     b = MORTON_BITS[dim]
     if isinstance(level, bool) or not isinstance(level, (int, np.integer)) or not 1 <= level <= b:
-        raise ValueError(f"level={level!r}: must be an int in 1 .. {b} for dim={dim}")
+        raise ValueError(f"level={level!r}: must be an int in 1 .. {b} for ndim={dim}")
     k = _keys(keys)
     shift = np.uint64(dim * (b - int(level)))
     return ((k >> shift) & np.uint64((1 << dim) - 1)).astype(np.uint8)
 
 
-def morton_cells(keys: Any, level: int, dim: int = 3) -> np.ndarray:
+@renamed(dim="ndim")
+def morton_cells(keys: Any, level: int, ndim: int = 3) -> np.ndarray:
     """The cell of each key at depth ``level``: its leading ``dim * level`` bits.
 
     Points with equal values share a cell of side ``(hi - lo) / 2^level``; in
@@ -504,18 +507,19 @@ def morton_cells(keys: Any, level: int, dim: int = 3) -> np.ndarray:
     >>> bool(np.all(np.diff(cells.astype(np.int64)) >= 0)), len(np.unique(cells))
     (True, 8)
     """
-    dim = _check_dim(dim)
+    dim = _check_dim(ndim)
     b = MORTON_BITS[dim]
     if isinstance(level, bool) or not isinstance(level, (int, np.integer)) or not 0 <= level <= b:
-        raise ValueError(f"level={level!r}: must be an int in 0 .. {b} for dim={dim}")
+        raise ValueError(f"level={level!r}: must be an int in 0 .. {b} for ndim={dim}")
     k = _keys(keys)
     if level == 0:
         return np.zeros_like(k)
     return k >> np.uint64(dim * (b - int(level)))
 
 
+@renamed(dim="ndim")
 @threads.parallel
-def morton_decode(keys: Any, dim: int = 3) -> np.ndarray:
+def morton_decode(keys: Any, ndim: int = 3) -> np.ndarray:
     """Integer cell coordinates ``q`` (shape ``(n, dim)``, int64) of Morton keys.
 
     The inverse of the interleave: ``morton_decode(morton_keys(p, box))`` gives
@@ -529,7 +533,7 @@ def morton_decode(keys: Any, dim: int = 3) -> np.ndarray:
     >>> morton_decode(np.array([0b110101], dtype=np.uint64)).tolist()  # z y x | z y x
     [[1, 2, 3]]
     """
-    dim = _check_dim(dim)
+    dim = _check_dim(ndim)
     k = _keys(keys)
     if k.ndim > 1:
         raise ValueError(

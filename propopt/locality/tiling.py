@@ -28,7 +28,7 @@ import numpy as np
 from numba import njit, prange
 
 from .. import dispatch, threads
-from ..arrays import inexact, plain
+from ..arrays import PLACES, array_kind, inexact, plain
 
 __all__ = ["MATMUL_TILE", "tiled_matmul", "tiled_pairwise", "tiles"]
 
@@ -129,11 +129,13 @@ def _matmul_tiled(A: Any, B: Any, C: Any, tile: int) -> None:
 
 
 MATMUL_METHODS = ("tiled", "naive", "blas", "reference")
-"""The ``method=`` names of :func:`tiled_matmul` (the keys of ``MATMUL_BACKENDS``)."""
+"""The ``method=`` names of :func:`tiled_matmul` (besides ``'auto'``)."""
 
 
 @threads.parallel
-def tiled_matmul(A: Any, B: Any, *, method: str = "tiled", tile: int = MATMUL_TILE) -> np.ndarray:
+def tiled_matmul(
+    A: Any, B: Any, *, method: str = "tiled", device: str = "auto", tile: int = MATMUL_TILE
+) -> np.ndarray:
     """Matrix product ``C = A @ B`` by one of the acceleration chapter's three rungs.
 
     .. math:: C_{ij} = \\sum_k A_{ik} B_{kj}
@@ -145,11 +147,13 @@ def tiled_matmul(A: Any, B: Any, *, method: str = "tiled", tile: int = MATMUL_TI
         tensors are read as NumPy views, float16 and bfloat16 as float32, and
         integers as float64 (float32 for small ones) when every value is exact
         in it, else they are refused.
-    method : {'tiled', 'naive', 'blas', 'reference'}
+    method : {'tiled', 'naive', 'blas', 'reference', 'auto'}
         ``'naive'``: the ``i, j, k`` triple loop in numba, one thread.
         ``'tiled'``: ``tile``-blocked ``i, k, j`` loops, row tiles on numba
         threads.  ``'blas'``: ``np.matmul``.  ``'reference'``: ``np.matmul`` in
-        float64, cast back.
+        float64, cast back.  ``'auto'``: the fastest, ``'blas'``.
+    device : {'auto', 'cpu'}
+        Every method runs on the CPU (``'auto'``: where the matrices are).
     tile : int
         Tile edge for ``'tiled'`` (:data:`MATMUL_TILE`).
 
@@ -172,8 +176,7 @@ def tiled_matmul(A: Any, B: Any, *, method: str = "tiled", tile: int = MATMUL_TI
     >>> tiled_matmul(A, B, tile=2).tolist()
     [[3.0, 3.0], [12.0, 12.0]]
     """
-    if method not in MATMUL_METHODS:
-        raise ValueError(f"method={method!r} is not one of {', '.join(map(repr, MATMUL_METHODS))}")
+    method, device = dispatch.method_device("tiled_matmul", method, device, MATMUL_BACKENDS)
     if isinstance(tile, bool) or not isinstance(tile, (int, np.integer)) or tile < 1:
         raise ValueError(f"tile={tile!r}: must be an int >= 1")
     a, b = plain("A", A), plain("B", B)  # torch tensors viewed, bfloat16 as float32
@@ -200,7 +203,11 @@ def tiled_matmul(A: Any, B: Any, *, method: str = "tiled", tile: int = MATMUL_TI
                 "rounding is acceptable"
             )
     plan = _MatmulPlan(np.ascontiguousarray(a, dt), np.ascontiguousarray(b, dt), int(tile))
-    return MATMUL_BACKENDS[method].run(plan)
+    here = PLACES.get(array_kind(A) or "", "cpu")
+    key = dispatch.choose_on(MATMUL_BACKENDS, method, device, plan, here, MATMUL_AUTO,
+                             what="A, B")  # fmt: skip
+    assert key is not None  # 'blas' takes every plan
+    return MATMUL_BACKENDS[key].run(plan)
 
 
 class _MatmulPlan(NamedTuple):
@@ -221,20 +228,23 @@ def _numba_matmul(kernel: Callable[..., None]) -> Callable[[_MatmulPlan], np.nda
     return run
 
 
-MATMUL_BACKENDS: dict[str, dispatch.Backend[_MatmulPlan, np.ndarray]] = {
-    "tiled": dispatch.Backend(
+MATMUL_BACKENDS: dict[tuple[str, str], dispatch.Backend[_MatmulPlan, np.ndarray]] = {
+    ("tiled", "cpu"): dispatch.Backend(
         dispatch.takes_any, _numba_matmul(lambda a, b, C, t: _matmul_tiled(a, b, C, t))
     ),
-    "naive": dispatch.Backend(
+    ("naive", "cpu"): dispatch.Backend(
         dispatch.takes_any, _numba_matmul(lambda a, b, C, t: _matmul_naive(a, b, C))
     ),
-    "blas": dispatch.Backend(dispatch.takes_any, lambda p: np.matmul(p.a, p.b)),
-    "reference": dispatch.Backend(
+    ("blas", "cpu"): dispatch.Backend(dispatch.takes_any, lambda p: np.matmul(p.a, p.b)),
+    ("reference", "cpu"): dispatch.Backend(
         dispatch.takes_any,
         lambda p: np.matmul(p.a.astype(np.float64), p.b.astype(np.float64)).astype(p.a.dtype),
     ),
 }
-"""Every ``method=`` of :func:`tiled_matmul`: the same product, four ways."""
+"""Every ``(method, device)`` of :func:`tiled_matmul`: the same product, four ways."""
+
+MATMUL_AUTO = (("blas", "cpu"),)
+"""``method='auto'`` of :func:`tiled_matmul`: the fastest way, BLAS."""
 
 
 @threads.parallel

@@ -29,15 +29,20 @@ from typing import Any
 
 import numpy as np
 
+from ..arrays import renamed
 
+
+@renamed(m="counters")
 def merge_counts(
-    keys1: np.ndarray, counts1: np.ndarray, keys2: np.ndarray, counts2: np.ndarray, m: int
+    keys1: np.ndarray, counts1: np.ndarray, keys2: np.ndarray, counts2: np.ndarray, counters: int
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """The Misra-Gries merge of two counter sets: ``(keys, counts, subtracted)``.
 
-    Counters are summed by key; if more than ``m`` remain, the ``(m+1)``-th
-    largest count is subtracted from all and the non-positive ones dropped.
+    Counters are summed by key; if more than ``counters`` (``m=`` before this
+    release) remain, the ``(counters + 1)``-th largest count is subtracted from
+    all and the non-positive ones dropped.
     """
+    m = counters
     keys = np.concatenate([keys1, keys2])
     counts = np.concatenate([counts1, counts2])
     if keys1.shape[0] and keys2.shape[0]:

@@ -30,7 +30,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .. import threads
-from ..arrays import per_point, plain, renamed
+from ..arrays import flag, per_point, plain, renamed
 from . import _kernels as K
 
 __all__ = ["Moments", "RawMoments", "merge_moments", "moments"]
@@ -91,12 +91,12 @@ def _order(order: Any) -> int:
     return int(order)
 
 
-def _eps2(softening: Any) -> float:
-    if isinstance(softening, bool) or not isinstance(softening, (int, float, np.number)):
-        raise TypeError(f"softening={softening!r}: must be a finite number >= 0")
-    e = float(softening)
+def _eps2(eps: Any) -> float:
+    if isinstance(eps, bool) or not isinstance(eps, (int, float, np.number)):
+        raise TypeError(f"eps={eps!r}: must be a finite number >= 0")
+    e = float(eps)
     if not (np.isfinite(e) and e >= 0):
-        raise ValueError(f"softening={softening!r}: must be finite and >= 0")
+        raise ValueError(f"eps={eps!r}: must be finite and >= 0")
     return e * e
 
 
@@ -203,11 +203,12 @@ class Moments:
         """The moments re-expressed about ``point``: the same as :meth:`about`."""
         return self.about(point)
 
+    @renamed(softening="eps")
     @threads.parallel
     def field(
-        self, targets: Any, *, order: int = 3, softening: float = 0.0
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """``(acceleration (t, 3), potential (t,))`` at ``targets`` (G = 1).
+        self, targets: Any, *, order: int = 3, eps: float = 0.0, potential: bool = False
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """``(acceleration (t, 3), potential (t,) or None)`` at ``targets`` (G = 1).
 
         ``phi(r) ~= -sum_j m_j / sqrt(|r - x_j|^2 + eps^2)`` and ``a = -grad phi``,
         truncated at Taylor order ``order`` (0/1 monopole, 2 quadrupole, 3
@@ -215,22 +216,32 @@ class Moments:
         ``O((R / |r - c|)^(order + 1))`` for targets outside the set's radius
         ``R`` (0 and 1 coincide and both fall as ``(R/r)^2``: the dipole vanishes).
         Cost ``O(t)``.
+
+        ``eps`` is the Plummer softening length (``softening=`` before this
+        release; ``softening`` names the kernel in the N-body verbs).  The
+        potential is None unless ``potential=True``, as in every N-body verb
+        (until this release it was always computed and returned).
         """
         p = _order(order)
-        e2 = _eps2(softening)
+        e2 = _eps2(eps)
+        potential = flag("potential", potential)
         x = _points("targets", targets)
         acc = np.empty((x.shape[0], 3))
         pot = np.empty(x.shape[0])
         K.evaluate_rows(self.row[None, :], x, p, e2, acc, pot)
-        return acc, pot
+        return acc, (pot if potential else None)
 
-    def potential(self, targets: Any, *, order: int = 3, softening: float = 0.0) -> np.ndarray:
+    @renamed(softening="eps")
+    def potential(self, targets: Any, *, order: int = 3, eps: float = 0.0) -> np.ndarray:
         """Potential ``(t,)`` at ``targets``; see :meth:`field`."""
-        return self.field(targets, order=order, softening=softening)[1]
+        pot = self.field(targets, order=order, eps=eps, potential=True)[1]
+        assert pot is not None
+        return pot
 
-    def acceleration(self, targets: Any, *, order: int = 3, softening: float = 0.0) -> np.ndarray:
+    @renamed(softening="eps")
+    def acceleration(self, targets: Any, *, order: int = 3, eps: float = 0.0) -> np.ndarray:
         """Acceleration (the field ``-grad phi``) ``(t, 3)`` at ``targets``; see :meth:`field`."""
-        return self.field(targets, order=order, softening=softening)[0]
+        return self.field(targets, order=order, eps=eps)[0]
 
     def __repr__(self) -> str:
         c = ", ".join(f"{v:.4g}" for v in self.row[1:4])

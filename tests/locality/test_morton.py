@@ -149,8 +149,8 @@ def test_shared_box_and_errors():
         morton_keys(p, (np.zeros(3), np.ones(3)))
     with pytest.raises(ValueError, match=r"level=0: must be an int in 1 \.\. 21"):
         morton_digits(np.zeros(1, np.uint64), 0)
-    with pytest.raises(ValueError, match=r"dim=4 is not one of \[2, 3\]"):
-        morton_cells(np.zeros(1, np.uint64), 1, dim=4)
+    with pytest.raises(ValueError, match=r"^ndim=4 is not one of \[2, 3\]"):
+        morton_cells(np.zeros(1, np.uint64), 1, ndim=4)
     with pytest.raises(ValueError, match="points is empty"):
         bounding_box(np.zeros((0, 3)))
     with pytest.raises(TypeError, match="dtype complex128"):

@@ -57,7 +57,7 @@ def test_matmul_methods_agree(dtype, rtol, shape):
     A, B = rng.normal(size=(n, m)).astype(dtype), rng.normal(size=(m, p)).astype(dtype)
     ref = tiled_matmul(A, B, method="reference")
     scale = np.abs(A).max() * np.abs(B).max() * m
-    for method in ("naive", "tiled", "blas"):
+    for method in ("naive", "tiled", "blas", "auto"):
         for tile in (1, 3, 64):
             C = tiled_matmul(A, B, method=method, tile=tile)
             assert C.dtype == dtype and C.shape == (n, p)
@@ -70,8 +70,15 @@ def test_matmul_errors_and_empty():
     assert tiled_matmul(np.zeros((3, 0)), np.zeros((0, 2))).tolist() == [[0, 0]] * 3
     with pytest.raises(ValueError, match=r"inner sizes 3 and 2 differ"):
         tiled_matmul(np.zeros((2, 3)), np.zeros((2, 2)))
-    with pytest.raises(ValueError, match=r"method='fast' is not one of 'tiled'"):
+    with pytest.raises(
+        ValueError,
+        match=r"^method='fast' is not one of 'auto', 'tiled', "
+        r"'naive', 'blas', 'reference'$",
+    ):
         tiled_matmul(np.zeros((2, 2)), np.zeros((2, 2)), method="fast")
+    with pytest.raises(ValueError, match=r"^device='gpu' is not one of 'auto', 'cpu'$"):
+        tiled_matmul(np.zeros((2, 2)), np.zeros((2, 2)), device="gpu")
+    assert tiled_matmul(np.eye(2), np.ones((2, 2)), device="cpu").tolist() == [[1, 1], [1, 1]]
     with pytest.raises(ValueError, match=r"A has shape \(2,\): tiled_matmul takes 2-D"):
         tiled_matmul(np.zeros(2), np.zeros((2, 2)))
     with pytest.raises(ValueError, match="tile=0"):
@@ -157,4 +164,5 @@ def test_matmul_inputs():
 def test_every_matmul_method_has_a_backend():
     from propopt.locality import tiling
 
-    assert set(tiling.MATMUL_METHODS) == set(tiling.MATMUL_BACKENDS)
+    assert set(tiling.MATMUL_BACKENDS) == {(m, "cpu") for m in tiling.MATMUL_METHODS}
+    assert set(tiling.MATMUL_AUTO) <= set(tiling.MATMUL_BACKENDS)

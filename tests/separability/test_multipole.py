@@ -57,7 +57,7 @@ def test_empty_and_massless_sets_give_zero_moments():
     a = moments(*cloud(10))
     assert np.array_equal((a + Moments.zero()).row, a.row)
     assert np.array_equal(merge_moments().row, Moments.zero().row)
-    acc, pot = Moments.zero().field([[1.0, 2.0, 3.0]])
+    acc, pot = Moments.zero().field([[1.0, 2.0, 3.0]], potential=True)
     assert not acc.any() and not pot.any()
 
 
@@ -149,7 +149,7 @@ def test_truncation_error_falls_as_size_over_r_to_p_plus_1(softening):
         for r in DISTANCES:
             t = mo.center + sphere_targets(r)
             A, P = gravity(x, m, softening**2, t, softening**2)
-            acc, pot = mo.field(t, order=order, softening=softening)
+            acc, pot = mo.field(t, order=order, eps=softening, potential=True)
             ep.append(np.max(np.abs(pot - P) / np.abs(P)))
             ea.append(np.max(np.linalg.norm(acc - A, axis=1) / np.linalg.norm(A, axis=1)))
         for err in (ep, ea):
@@ -166,11 +166,15 @@ def test_octupole_far_field_matches_direct_sum():
     t = np.array([1.0, 2.0, 3.0]) + sphere_targets(40.0, 20)
     A, P = gravity(x, m, 0.1**2, t, 0.1**2)
     mo = moments(x, m)
-    acc, pot = mo.field(t, softening=0.1)
+    acc, pot = mo.field(t, eps=0.1, potential=True)
     bound = (np.linalg.norm(x - mo.center, axis=1).max() / 40.0) ** 4  # (R/r)^(p+1), p = 3
     assert np.max(np.abs(pot - P) / np.abs(P)) < bound
     assert np.max(np.linalg.norm(acc - A, axis=1) / np.linalg.norm(A, axis=1)) < 3 * bound
-    assert np.allclose(moments(x, m).acceleration(t, softening=0.1), acc)
+    assert np.allclose(moments(x, m).acceleration(t, eps=0.1), acc)
+    assert mo.field(t, eps=0.1)[1] is None  # the potential only when asked for, as in N-body
+    old = r"field\(softening=\.\.\.\) is deprecated: pass eps="
+    with pytest.warns(DeprecationWarning, match=old):
+        np.testing.assert_array_equal(mo.field(t, softening=0.1)[0], acc)
 
 
 def test_numba_blocks_bottom_up_and_threads():
@@ -205,8 +209,8 @@ def test_evaluate_rows_and_direct_accel():
     t = sphere_targets(30.0, 10)
     acc, pot = np.empty((10, 3)), np.empty(10)
     evaluate_rows(rows, t, 3, 0.0, acc, pot)
-    a0, p0 = moments(x[:60], m[:60]).field(t)
-    a1, p1 = moments(x[60:], m[60:]).field(t)
+    a0, p0 = moments(x[:60], m[:60]).field(t, potential=True)
+    a1, p1 = moments(x[60:], m[60:]).field(t, potential=True)
     assert np.allclose(acc, a0 + a1) and np.allclose(pot, p0 + p1)
 
 
@@ -231,7 +235,7 @@ def test_multipole_accel_composes_inside_njit():
     mo = moments(x, m)
     t = np.array([12.0, -3.0, 5.0])
     ax, ay, az, ph = _walk(mo.row[None, :], t, 0.5)
-    acc, pot = mo.field(t, order=2)
+    acc, pot = mo.field(t, order=2, potential=True)
     assert np.allclose([ax, ay, az], acc[0]) and np.isclose(ph, pot[0])
 
 
@@ -251,8 +255,8 @@ def test_bad_input_is_named():
     mo = moments(np.ones((2, 3)))
     with pytest.raises(ValueError, match=r"order=4: must be one of \[0, 1, 2, 3\]"):
         mo.potential([[5.0, 0, 0]], order=4)
-    with pytest.raises(ValueError, match=r"softening=-0.1: must be finite and >= 0"):
-        mo.potential([[5.0, 0, 0]], softening=-0.1)
+    with pytest.raises(ValueError, match=r"^eps=-0.1: must be finite and >= 0$"):
+        mo.potential([[5.0, 0, 0]], eps=-0.1)
     with pytest.raises(ValueError, match=r"targets\[1\] = \[inf, 0.0, 0.0\] is not finite"):
         mo.acceleration([[5.0, 0, 0], [np.inf, 0, 0]])
     with pytest.raises(ValueError, match=r"point has shape"):
@@ -289,8 +293,8 @@ def test_moments_of_large_coordinates_in_exact_units():
 
 def test_field_softening_and_merge_arguments():
     mo = moments(np.ones((2, 3)))
-    with pytest.raises(TypeError, match="softening='a'"):
-        mo.field(np.zeros((1, 3)) + 9, softening="a")
+    with pytest.raises(TypeError, match=r"^eps='a': must be a finite number >= 0$"):
+        mo.field(np.zeros((1, 3)) + 9, eps="a")
     with pytest.raises(TypeError, match="merge takes Moments, got list"):
         mo.merge([1])
 

@@ -255,10 +255,15 @@ def test_renamed_arguments_warn_and_name_the_new_spelling():
     ("kwargs", "msg"),
     [
         (dict(method="fast"), r"^method='fast' is not one of 'auto', 'tree', 'fmm', 'direct'$"),
-        (dict(device="gpu"), r"^device='gpu' is not one of 'cpu', 'cuda', 'dask'$"),
-        (dict(method="fmm", device="cuda"), r"^device='cuda': method='fmm' runs on 'cpu'; pass "
-         r"another device, or method='tree' or 'direct'$"),
-        (dict(method="direct", device="dask"), r"^device='dask': method='direct' runs on"),
+        (dict(device="gpu"), r"^device='gpu' is not one of 'auto', 'cpu', 'cuda', 'dask'$"),
+        (dict(method="fmm", device="cuda"), r"^method='fmm' runs on device 'cpu', not "
+         r"device='cuda'; pass another device or method$"),
+        (dict(method="direct", device="dask"), r"^method='direct' runs on device 'cpu' or "
+         r"'cuda', not device='dask'"),
+        (dict(tol=1e-5, quadrupole=False), r"^method='auto': tol=1e-05 asks for the FMM, but "
+         r"quadrupole= only the tree takes; leave out one or the other, or name the method$"),
+        (dict(order=4, device="cuda"), r"^method='auto': order= asks for the FMM, which runs on "
+         r"device 'cpu' only; pass device='cpu', or method='tree' without order=$"),
         (dict(tol=1e-3, method="tree"), r"^tol=0.001 is an option of method='fmm', not of "
          r"method='tree': leave it out$"),
         (dict(method="fmm", quadrupole=False), r"^quadrupole=False is an option of "
@@ -363,8 +368,23 @@ def test_fmm_spline_keeps_tol_and_is_exact_at_theta_zero(sphere):
 def test_every_method_and_device_named_has_a_backend():
     from case_studies.nbody import api
 
-    named = {(m, d) for m, ds in api.METHOD_DEVICES.items() for d in ds}
-    assert named == set(api.BACKENDS)
+    assert {m for m, _ in api.BACKENDS} == set(api.METHODS)
+    assert {d for _, d in api.BACKENDS} == set(api.DEVICES)
+    assert set(api.AUTO) == set(api.AUTO_REFUSE) == set(api.BACKENDS)
+
+
+def test_device_auto_is_where_the_arrays_are_in_every_verb():
+    import inspect
+
+    for verb in (field, barnes_hut, Octree.field, pp.direct_gravity):
+        assert inspect.signature(verb).parameters["device"].default == "auto", verb
+    pos = np.random.default_rng(0).normal(size=(50, 3))
+    for call in (
+        lambda d: field(pos, eps=0.1, method="tree", device=d),
+        lambda d: barnes_hut(pos, eps=0.1, device=d),
+        lambda d: Octree.build(pos, eps=0.1).field(device=d),
+    ):
+        np.testing.assert_array_equal(call("auto")[0], call("cpu")[0])
 
 
 def test_auto_picks_by_accuracy_and_size(monkeypatch):
@@ -383,6 +403,7 @@ def test_auto_picks_by_accuracy_and_size(monkeypatch):
         )
     rng = np.random.default_rng(3)
     small, big = rng.normal(size=(500, 3)), rng.normal(size=(1500, 3))
+    signed = np.where(np.arange(len(big)) % 3, 1.0, -1.0)
     cases = [
         (dict(pos=small), "_direct"),  # 2.5e5 pairs: the exact sum is as fast
         (dict(pos=big), "_tree"),  # 2.25e6 pairs
@@ -392,6 +413,8 @@ def test_auto_picks_by_accuracy_and_size(monkeypatch):
         (dict(pos=small, theta=0.5), "_tree"),
         (dict(pos=small, order=4), "_fmm"),
         (dict(pos=small, group_size=64), "_tree"),
+        (dict(pos=big, mass=signed), "_direct"),  # masses of both signs: only the exact sum
+        (dict(pos=big, mass=np.abs(signed)), "_tree"),
     ]
     for kw, want in cases:
         ran.clear()
@@ -401,3 +424,23 @@ def test_auto_picks_by_accuracy_and_size(monkeypatch):
     a0, _ = gravity(big, np.ones(len(big)), np.full(len(big), 0.01**2))
     acc, _ = field(big, eps=0.01, tol=1e-4)  # what auto promises: the error asked for
     assert np.quantile(_relerr(acc, a0), 0.99) < 1e-4
+
+
+def test_torch_bfloat16_masses_are_taken_as_their_float32_values():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(5)
+    pos = rng.normal(size=(300, 3)).astype(np.float32)
+    m16 = torch.from_numpy(rng.uniform(0.5, 1.5, 300).astype(np.float32)).to(torch.bfloat16)
+    m32 = m16.float().numpy()  # bfloat16 values are exact in float32
+    for call in (
+        lambda m: barnes_hut(pos, m, eps=0.1),
+        lambda m: fmm(pos, m, eps=0.1),
+        lambda m: Octree.build(pos, m, eps=0.1).field(),
+        lambda m: field(pos, m, eps=0.1, method="tree"),
+        lambda m: field(pos, m, eps=0.1, method="fmm"),
+        lambda m: field(pos, m, eps=0.1, method="direct"),
+    ):
+        acc, _ = call(m16)
+        want, _ = call(m32)
+        assert acc.dtype == np.float32
+        np.testing.assert_array_equal(acc, want)

@@ -370,7 +370,7 @@ def test_a_field_beyond_float64_is_a_clear_error():
 
 def test_device_is_apart_from_the_method():
     tree = Octree.build(np.random.default_rng(0).normal(size=(40, 3)), eps=0.1)
-    with pytest.raises(ValueError, match="device='gpu' is not one of 'cpu', 'cuda'"):
+    with pytest.raises(ValueError, match="device='gpu' is not one of 'auto', 'cpu', 'cuda'"):
         tree.field(device="gpu")
     a_tree, _ = tree.field(theta=0.0)
     a_direct, _ = tree.field(method="direct")

@@ -33,6 +33,16 @@ def test_baselines_agree_with_topk():
     assert heapq_loop(x.tolist(), 5, key=None) == x[want[:5]].tolist()
 
 
+@pytest.mark.parametrize("baseline", [sort_everything, heapq_loop])
+def test_baselines_take_k_zero_and_refuse_a_bad_k(baseline):
+    events = [3.0, 1.0, 2.0]
+    assert baseline(events, 0, key=None) == []
+    assert baseline(events, 2, key=None) == [3.0, 2.0]
+    for k in (-1, 1.5, True, "2"):
+        with pytest.raises(ValueError, match=rf"^k={k!r}: must be an int >= 0$"):
+            baseline(events, k, key=None)
+
+
 @pytest.mark.parametrize("threads", [1, 3])
 def test_structured_chunks(threads):
     ev = _events(20_000)
