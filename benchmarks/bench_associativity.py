@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 import propopt as pp
-from case_studies.capstone.peers import sequential_recurrence
+from propopt_case_studies.capstone.peers import sequential_recurrence
 
 from .common import Benchmark, ratio
 

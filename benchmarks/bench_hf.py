@@ -1,8 +1,8 @@
 """Hugging Face transformers' Mamba-130m on CPU: ``accelerate(model)`` against transformers' path.
 
-The 130m config with seeded random weights (:func:`case_studies.capstone.reviews.hf.build`;
+The 130m config with seeded random weights (:func:`propopt_case_studies.capstone.reviews.hf.build`;
 nothing is downloaded), batch 1, float32.  The accelerated model
-(:func:`case_studies.mamba.hf.accelerate`) shares the weights of the model
+(:func:`propopt_case_studies.mamba.hf.accelerate`) shares the weights of the model
 that runs transformers' default CPU path.
 * prefill: ``use_cache=False``, every position's logits, 512 tokens;
 * decode: ``generate`` of 16 greedy tokens after a 16-token prompt (the
@@ -20,8 +20,8 @@ from .common import Benchmark, ratio
 
 def _models():
     """``(transformers' model, the accelerated twin)``; NotImplementedError without transformers."""
-    from case_studies.capstone.reviews.common import Skipped
-    from case_studies.capstone.reviews.hf import accelerated_twin, build
+    from propopt_case_studies.capstone.reviews.common import Skipped
+    from propopt_case_studies.capstone.reviews.hf import accelerated_twin, build
 
     try:
         model = build()
@@ -38,7 +38,7 @@ class HfMambaPrefill(Benchmark):
     repeat = (1, 3, 60.0)
 
     def setup(self, tokens):
-        from case_studies.capstone.reviews.hf import token_ids
+        from propopt_case_studies.capstone.reviews.hf import token_ids
 
         self.model, self.fast = _models()
         self.ids = token_ids(self.model.config.vocab_size, tokens)
@@ -76,7 +76,7 @@ class HfMambaDecode(Benchmark):
     repeat = (1, 5, 60.0)
 
     def setup(self, new):
-        from case_studies.capstone.reviews.hf import PROMPT, token_ids
+        from propopt_case_studies.capstone.reviews.hf import PROMPT, token_ids
 
         self.model, self.fast = _models()
         self.prompt = token_ids(self.model.config.vocab_size, PROMPT)

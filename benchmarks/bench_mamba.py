@@ -1,4 +1,4 @@
-"""Mamba selective scan (case_studies.mamba) against the chapter's loop and mambapy.
+"""Mamba selective scan (propopt_case_studies.mamba) against the chapter's loop and mambapy.
 
 Targets at batch 1, L = d_model = 2048, d_state = 16, float32, 2 cores:
 * forward >= 20x faster than the chapter's sequential loop (a Python loop of
@@ -6,7 +6,7 @@ Targets at batch 1, L = d_model = 2048, d_state = 16, float32, 2 cores:
 * forward + backward >= 5x faster than mambapy's pscan path under autograd;
 * peak memory of the forward <= 2x inputs + outputs;
 * tokens/s flat in L (linear time) for L in 256..4096.
-Inputs: :func:`case_studies.capstone.workloads.chapter_inputs` (negative A).
+Inputs: :func:`propopt_case_studies.capstone.workloads.chapter_inputs` (negative A).
 """
 
 from __future__ import annotations
@@ -15,8 +15,12 @@ import tracemalloc
 
 import numpy as np
 
-from case_studies.capstone.workloads import chapter_inputs, mamba_inputs, mambapy_selective_scan
-from case_studies.mamba import chapter_scan, naive, selective_scan
+from propopt_case_studies.capstone.workloads import (
+    chapter_inputs,
+    mamba_inputs,
+    mambapy_selective_scan,
+)
+from propopt_case_studies.mamba import chapter_scan, naive, selective_scan
 
 from .common import Benchmark, median_seconds, ratio
 

@@ -1,6 +1,6 @@
-"""Barnes-Hut N-body (case_studies.nbody) against pytreegrav and the exact direct sum.
+"""Barnes-Hut N-body (propopt_case_studies.nbody) against pytreegrav and the exact direct sum.
 
-Plummer sphere (``case_studies.nbody.plummer_sphere``, G = M = a = 1), float64,
+Plummer sphere (``propopt_case_studies.nbody.plummer_sphere``, G = M = a = 1), float64,
 Plummer softening ``EPS`` for propopt and the Plummer-equivalent spline
 softening ``2.8 EPS`` for pytreegrav; each code's error is measured against
 its own exact sum at 1000 random bodies.  Targets on the 2-core machine:
@@ -20,8 +20,8 @@ from __future__ import annotations
 import numpy as np
 
 import propopt as pp
-from case_studies.nbody import THETA, Octree, fmm, plummer_sphere
-from case_studies.nbody.integrate import leapfrog
+from propopt_case_studies.nbody import THETA, Octree, fmm, plummer_sphere
+from propopt_case_studies.nbody.integrate import leapfrog
 
 from .common import Benchmark, median_seconds, ratio
 

@@ -1,4 +1,4 @@
-"""Mamba-2's SSD scan (case_studies.mamba.ssd_scan) against ssd_minimal_discrete.
+"""Mamba-2's SSD scan (propopt_case_studies.mamba.ssd_scan) against ssd_minimal_discrete.
 
 Targets at batch 1, L = 4096, 32 heads of 64 channels, dstate 128, 1 group,
 float32 (the Mamba-2 2.7B head shape), 2 cores, measured in one run:
@@ -22,8 +22,8 @@ import time
 
 import numpy as np
 
-from case_studies.mamba import ssd_scan
-from case_studies.mamba.ssd import gemm_profile
+from propopt_case_studies.mamba import ssd_scan
+from propopt_case_studies.mamba.ssd import gemm_profile
 
 from .common import Benchmark
 from .ssd_minimal import ssd_minimal_discrete
@@ -253,7 +253,8 @@ class SsdForward2p7B(Benchmark):
 
 
 class SsdForwardHfMamba2(Benchmark):
-    """One layer of a Hugging Face Mamba2-130m prefill (as ``case_studies.mamba.hf`` calls it).
+    """One layer of a Hugging Face Mamba2-130m prefill, as ``propopt_case_studies.mamba.hf``
+    calls it.
 
     L 2048, 24 heads of 64, dstate 128, 1 group, chunk 256, float32, the
     softplus of ``dt + dt_bias``, ``D``, the gate ``z`` and the final state;

@@ -57,8 +57,8 @@ class Neighbours(Benchmark):
             import torch
         except ImportError as e:  # in the torch extra
             raise NotImplementedError("torch is not installed") from e
-        from case_studies.capstone.workloads import chapter_inputs
-        from case_studies.mamba import naive
+        from propopt_case_studies.capstone.workloads import chapter_inputs
+        from propopt_case_studies.mamba import naive
 
         self.torch = torch
         inputs = chapter_inputs(512 * scale, 512)

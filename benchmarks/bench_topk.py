@@ -2,7 +2,7 @@
 
 Targets at n = 10^8 float32, k = 1000 on the 2-core development machine:
 * at most 1.3x the time of one multi-threaded pass computing the maximum of
-  the same array (``case_studies.capstone.machine.read_pass``: the memory-bandwidth floor);
+  the same array (``propopt_case_studies.capstone.machine.read_pass``: the memory-bandwidth floor);
 * at least 10x faster than ``np.argpartition``, at least 30x faster than
   ``torch.topk``;
 * streamed as 100 chunks of 10^6 through ``TopK.update``: within 1.5x of
@@ -18,9 +18,9 @@ import heapq
 import numpy as np
 
 import propopt as pp
-from case_studies.capstone.machine import read_pass
-from case_studies.streaming_topk import heapq_loop, sort_everything
 from propopt.redundancy import MisraGries
+from propopt_case_studies.capstone.machine import read_pass
+from propopt_case_studies.streaming_topk import heapq_loop, sort_everything
 
 from .common import Benchmark, median_seconds, ratio
 

@@ -1,7 +1,7 @@
 """Shared pieces of the asv suites: the capstone's timing, asv's base class.
 
 ``time_*`` methods are timed by asv itself; ``track_*`` methods measure a
-ratio (or an error) inside one run with :func:`case_studies.capstone.measure.compare`:
+ratio (or an error) inside one run with :func:`propopt_case_studies.capstone.measure.compare`:
 both sides interleaved round by round, the median of the per-round ratios,
 so that the ratio holds whichever machine or moment asv ran on.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from case_studies.capstone.measure import compare, median_seconds
+from propopt_case_studies.capstone.measure import compare, median_seconds
 
 __all__ = ["Benchmark", "median_seconds", "ratio"]
 

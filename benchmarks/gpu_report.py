@@ -202,8 +202,8 @@ def topk(n: int, k: int) -> None:
 
 
 def mamba(L: int, d: int, n: int = 16) -> None:
-    from case_studies.capstone.workloads import chapter_inputs
-    from case_studies.mamba import selective_scan
+    from propopt_case_studies.capstone.workloads import chapter_inputs
+    from propopt_case_studies.mamba import selective_scan
 
     x, A, B, C, delta = (v.cuda() for v in chapter_inputs(L, d, n))
 
@@ -246,8 +246,8 @@ def mamba(L: int, d: int, n: int = 16) -> None:
 
 def _mamba_peers_fwd_bwd(x: Any, A: Any, B: Any, C: Any, delta: Any, ours: float) -> None:
     """mambapy's pscan and mamba_ssm's selective_scan_ref, forward + backward on CUDA."""
-    from case_studies.capstone.peers import selective_scan_ref
-    from case_studies.capstone.workloads import mambapy_selective_scan
+    from propopt_case_studies.capstone.peers import selective_scan_ref
+    from propopt_case_studies.capstone.workloads import mambapy_selective_scan
 
     ins = [v.detach().clone().requires_grad_() for v in (x, delta, A, B, C)]
 
@@ -312,7 +312,7 @@ def _gravity_one(n: int, dt: Any, peaks: dict[str, float]) -> None:
 
 
 def barnes_hut(n: int) -> None:
-    from case_studies.nbody import Octree, plummer_sphere
+    from propopt_case_studies.nbody import Octree, plummer_sphere
 
     pos, _, m = plummer_sphere(n, seed=3)
     t0 = time.perf_counter()

@@ -7,7 +7,7 @@ the sides alternating call by call in each round:
 
 * prefill, batch 1, ``--L`` tokens (2048), ``use_cache=False``, tokens/s:
   transformers' default CPU path; its mambapy path (``use_mambapy``,
-  Mamba-1, when mambapy is installed); ``case_studies.mamba.hf.accelerate``;
+  Mamba-1, when mambapy is installed); ``propopt_case_studies.mamba.hf.accelerate``;
   and the floor: transformers' path with the scan and the conv replaced by
   no-ops that return zeros (what the rest of the model costs, the ceiling
   of any speedup of the layer's sequence work);
@@ -116,7 +116,7 @@ def mambapy_path(model: Any) -> Iterator[None]:
 
 @contextlib.contextmanager
 def propopt_path(model: Any) -> Iterator[None]:
-    from case_studies.mamba.hf import accelerate, restore
+    from propopt_case_studies.mamba.hf import accelerate, restore
 
     accelerate(model)
     try:

@@ -1,12 +1,12 @@
 """N-body accuracy tables and speed comparison: ``python -m benchmarks.nbody_accuracy``.
 
-One process, one command.  Three distributions (``case_studies.nbody.distributions``:
+One process, one command.  Three distributions (``propopt_case_studies.nbody.distributions``:
 Plummer sphere, two clusters plus a thin disc, uniform cube), each code
 measured against the exact sum *with its own softening* at a random sample
 of targets (the exact sum there is :func:`propopt.direct_gravity`, all
 sources, float64):
 
-* propopt's FMM (``case_studies.nbody.fmm``) at several ``tol``, Plummer
+* propopt's FMM (``propopt_case_studies.nbody.fmm``) at several ``tol``, Plummer
   softening ``EPS``;
 * propopt's Barnes-Hut tree at its defaults (theta 0.7, quadrupole, float32 loops);
 * pytreegrav 1.x ``Accel(pos, m, h, parallel=True)`` at its defaults (theta
@@ -16,11 +16,11 @@ sources, float64):
   one thread), unsoftened; its kernel carries ``1/(4 pi)``, undone here.
 
 Then the speed comparisons, each pair timed in interleaved rounds
-(:func:`case_studies.capstone.measure.compare`): the FMM against pytreegrav at errors at
+(:func:`propopt_case_studies.capstone.measure.compare`): the FMM against pytreegrav at errors at
 or below pytreegrav's, against fmm3dpy at a median error <= 3e-5 (both
 unsoftened, same bodies), and the FMM's time against N.  ``--write``
 replaces the block between the markers in docs/nbody.md; ``--calibrate``
-sweeps ``(p, theta)`` for :data:`case_studies.nbody.fmm.TOL_TABLE`.
+sweeps ``(p, theta)`` for :data:`propopt_case_studies.nbody.fmm.TOL_TABLE`.
 """
 
 from __future__ import annotations
@@ -36,9 +36,9 @@ from unittest import mock
 import numpy as np
 
 import propopt as pp
-from case_studies.capstone.measure import compare
-from case_studies.nbody import THETA, barnes_hut, fmm, fmm_parameters
-from case_studies.nbody.distributions import DISTRIBUTIONS
+from propopt_case_studies.capstone.measure import compare
+from propopt_case_studies.nbody import THETA, barnes_hut, fmm, fmm_parameters
+from propopt_case_studies.nbody.distributions import DISTRIBUTIONS
 
 EPS = 1e-3
 TREE_THETAS = (0.8, 0.75, 0.72, 0.7, 0.65, 0.6, 0.5)
@@ -122,7 +122,7 @@ def tree_vs_pytreegrav(sizes: tuple[int, ...], sample: int, rounds: int) -> list
     """
     import numba
 
-    from case_studies.capstone.machine import cpu_model
+    from propopt_case_studies.capstone.machine import cpu_model
 
     lines = [
         "",
@@ -318,7 +318,9 @@ def calibrate(sizes: tuple[int, ...], sample: int) -> None:
 
     The sweep runs every ``(p, theta)`` with a float64 near field (the expansions' own error,
     whichever table a pair would land in), as the tables were calibrated."""
-    with mock.patch.object(importlib.import_module("case_studies.nbody.fmm"), "NEAR32_TOL", np.inf):
+    with mock.patch.object(
+        importlib.import_module("propopt_case_studies.nbody.fmm"), "NEAR32_TOL", np.inf
+    ):
         _calibrate(sizes, sample)
 
 

@@ -54,8 +54,8 @@ def t(f, n=3, budget=0.3):
 
 _TORCH = """
 import torch
-from case_studies.capstone.workloads import chapter_inputs
-from case_studies.mamba import naive
+from propopt_case_studies.capstone.workloads import chapter_inputs
+from propopt_case_studies.mamba import naive
 torch.set_num_threads(TORCH_THREADS)
 inputs = chapter_inputs(512, 512)
 grads = [v.clone().requires_grad_() for v in chapter_inputs(256, 256)]

@@ -2,9 +2,10 @@
 
 ``python -m benchmarks.packed_report``: Mamba-1 ``selective_scan`` (forward on
 NumPy arrays, and forward + backward under torch autograd) and Mamba-2
-``ssd_scan`` (forward).  Each ratio comes from :func:`case_studies.capstone.measure.compare`:
-both sides in alternating rounds, the median of the per-round ratios and
-its interquartile range, with the load of other processes.
+``ssd_scan`` (forward).  Each ratio comes from
+:func:`propopt_case_studies.capstone.measure.compare`: both sides in
+alternating rounds, the median of the per-round ratios and its interquartile
+range, with the load of other processes.
 
 The packed side is one row of four sequences of unequal lengths with
 ``seq_idx``; the unpacked side is a batch of four equal sequences, the same
@@ -19,9 +20,9 @@ import argparse
 
 import numpy as np
 
-from case_studies.capstone.measure import compare
-from case_studies.capstone.workloads import mamba_inputs
-from case_studies.mamba import selective_scan, ssd_scan
+from propopt_case_studies.capstone.measure import compare
+from propopt_case_studies.capstone.workloads import mamba_inputs
+from propopt_case_studies.mamba import selective_scan, ssd_scan
 
 from . import bench_ssd as bs
 

@@ -21,9 +21,9 @@ import numba
 import numpy as np
 
 import propopt as pp
-from case_studies.capstone.machine import cpu_model
-from case_studies.capstone.measure import median_seconds
-from case_studies.capstone.peers import sequential_recurrence
+from propopt_case_studies.capstone.machine import cpu_model
+from propopt_case_studies.capstone.measure import median_seconds
+from propopt_case_studies.capstone.peers import sequential_recurrence
 
 
 @numba.njit(cache=True)

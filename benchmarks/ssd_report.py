@@ -14,8 +14,8 @@ import subprocess
 
 import numpy as np
 
-from case_studies.mamba import ssd_scan
-from case_studies.mamba.ssd import GEMM_BACKEND, phase_times
+from propopt_case_studies.mamba import ssd_scan
+from propopt_case_studies.mamba.ssd import GEMM_BACKEND, phase_times
 
 from . import bench_ssd as bs
 from .ssd_minimal import ssd_minimal_discrete

@@ -28,9 +28,9 @@ PACKAGES = (
     "propopt.redundancy",
     "propopt.audit",
     "propopt.testing",
-    "case_studies.mamba",
-    "case_studies.nbody",
-    "case_studies.streaming_topk",
+    "propopt_case_studies.mamba",
+    "propopt_case_studies.nbody",
+    "propopt_case_studies.streaming_topk",
 )
 
 #: One name for one thing across verbs: the name a verb must use -> what it means.
@@ -76,7 +76,7 @@ SYNONYMS: dict[str, str] = {
 
 #: Names that follow a peer's own API on purpose (what users of that peer type).
 PEER_NAMES: dict[str, str] = {
-    "case_studies.mamba": "mamba_ssm's selective_scan_fn / mamba_chunk_scan_combined "
+    "propopt_case_studies.mamba": "mamba_ssm's selective_scan_fn / mamba_chunk_scan_combined "
     "(u, delta, dt, delta_bias, dt_bias, initial_state(s), chunk_size, seq_idx, cu_seqlens)",
     "propopt.associative_scan": "jax.lax.associative_scan (fn, elems, reverse, axis)",
 }

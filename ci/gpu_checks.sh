@@ -42,7 +42,7 @@ if [ -n "${OVERHEAD:-}" ]; then
 fi
 if [ -n "${CAPSTONE:-}" ]; then
     # shellcheck disable=SC2086
-    timeout 240 python3 -m case_studies.capstone --size small $CAPSTONE > "$out/capstone.log" 2>&1
+    timeout 240 python3 -m propopt_case_studies.capstone --size small $CAPSTONE > "$out/capstone.log" 2>&1
     echo "capstone: exit $?"
     grep -iE "cuda|gpu" "$out/capstone.log" | head -20
 fi

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The wheel as a user gets it: build it, install it into a fresh virtual
 # environment outside the source tree, and check
-#   1. the top-level names it installs: propopt and case_studies only (a
-#      top-level `capstone` would overwrite the Capstone disassembly engine's);
+#   1. the top-level names it installs: propopt and propopt_case_studies only (a
+#      top-level `capstone` would overwrite the Capstone disassembly engine's, and
+#      `case_studies` that of tendenci-case-studies);
 #   2. the README's first Python example, run from an empty directory;
 #   3. python -m propopt capstone --only scan --size small, from there too.
 set -euo pipefail
@@ -20,7 +21,7 @@ python - "$wheel" <<'PY'
 import sys, zipfile
 names = {p.split("/")[0] for p in zipfile.ZipFile(sys.argv[1]).namelist()}
 top = sorted(n.removesuffix(".py") for n in names if not n.endswith((".dist-info", ".data")))
-allowed = ["case_studies", "propopt"]
+allowed = ["propopt", "propopt_case_studies"]
 if top != allowed:
     sys.exit(f"the wheel installs top-level names {top}; expected {allowed}")
 print(f"wheel top-level names: {', '.join(top)}")
@@ -40,7 +41,7 @@ echo "README example: ok"
 PROPOPT_CACHE_DIR="$work/cache" "$work/venv/bin/python" -m propopt capstone --only scan --size small \
     | tail -n 4
 "$work/venv/bin/python" - <<'PY'
-import case_studies.capstone, propopt
-assert "site-packages" in propopt.__file__ and "site-packages" in case_studies.capstone.__file__
+import propopt_case_studies.capstone, propopt
+assert "site-packages" in propopt.__file__ and "site-packages" in propopt_case_studies.capstone.__file__
 print("installed from the wheel:", propopt.__file__)
 PY

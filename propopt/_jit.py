@@ -136,7 +136,7 @@ def region_threads() -> int:
 #: on stderr, in one line, while it compiles; quicker ones stay silent.
 NOTICE_AFTER_S = 1.0
 
-_OURS = ("propopt.", "case_studies.", "_propopt_gen_")
+_OURS = ("propopt.", "propopt_case_studies.", "_propopt_gen_")
 
 
 def _is_ours(dispatcher: Any) -> bool:

@@ -94,7 +94,7 @@ def _capstone_cmd(argv: list[str]) -> int:
         raise UserError(
             "the capstone is not installed with this propopt (it ships in the same "
             "distribution: pip install -e . from a checkout, or run "
-            "python -m case_studies.capstone there)"
+            "python -m propopt_case_studies.capstone there)"
         )
     return int(main(argv, prog="python -m propopt capstone"))
 

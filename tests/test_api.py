@@ -30,7 +30,7 @@ def test_the_vocabulary_is_used():
 
 def test_every_k_taking_verb_takes_k_zero():
     import propopt as pp
-    from case_studies.streaming_topk import top_k_chunks
+    from propopt_case_studies.streaming_topk import top_k_chunks
 
     x = np.arange(10.0)
     v, i = pp.topk(x, 0)
@@ -42,7 +42,7 @@ def test_every_k_taking_verb_takes_k_zero():
     summary = pp.TopK.empty(0, np.float64).update(x)
     assert summary.result()[1].shape == (0,)
     da = pytest.importorskip("dask.array")
-    from case_studies.streaming_topk import top_k_dask_array
+    from propopt_case_studies.streaming_topk import top_k_dask_array
 
     v, i = top_k_dask_array(da.from_array(x, chunks=4), 0)
     assert len(v) == 0 and len(i) == 0
@@ -50,7 +50,7 @@ def test_every_k_taking_verb_takes_k_zero():
 
 def test_every_nbody_verb_returns_acc_and_pot_or_none():
     import propopt as pp
-    from case_studies.nbody import barnes_hut, field, fmm, nbody_naive
+    from propopt_case_studies.nbody import barnes_hut, field, fmm, nbody_naive
 
     rng = np.random.default_rng(0)
     pos, mass = rng.normal(size=(64, 3)), rng.uniform(0.5, 1.5, 64)
@@ -69,11 +69,11 @@ def test_every_nbody_verb_returns_acc_and_pot_or_none():
 
 
 def test_method_names_the_algorithm_and_device_the_place():
-    from case_studies.mamba import scan as mamba_scan, ssd
-    from case_studies.nbody import api as nbody
     from propopt.associativity.scan import _backends
     from propopt.associativity.topk import _backends as _topk_backends
     from propopt.symmetry import pairs
+    from propopt_case_studies.mamba import scan as mamba_scan, ssd
+    from propopt_case_studies.nbody import api as nbody
 
     places = {"cpu", "cuda", "dask", "torch", "numpy", "jax"}
     tables = {

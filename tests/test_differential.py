@@ -424,7 +424,7 @@ def _run_topk(backend, x, k, largest, nan, chunks):
             s.update(x[lo : lo + chunks])
         v, i = s.result()
         return _as64(v), i
-    from case_studies.streaming_topk.distributed import top_k_dask_array
+    from propopt_case_studies.streaming_topk.distributed import top_k_dask_array
 
     v, i = top_k_dask_array(da.from_array(x, chunks=chunks), k, largest, nan=nan)
     return _as64(v), i
@@ -634,7 +634,7 @@ def _same_nonfinite_and_close(got, want, tol, label):
 
 
 def check_ssd_case(case) -> None:
-    from case_studies.mamba import ssd_scan
+    from propopt_case_studies.mamba import ssd_scan
 
     L, cu, seed, bad, A_kind, dname, chunk = case
     rng = np.random.default_rng(seed)
@@ -699,7 +699,7 @@ def selective64(u, dt, A, B, C, D, cu):
 
 
 def check_selective_case(case) -> None:
-    from case_studies.mamba import selective_scan
+    from propopt_case_studies.mamba import selective_scan
 
     L, cu, seed, bad, A_kind, dname, _chunk = case
     rng = np.random.default_rng(seed)
@@ -775,7 +775,7 @@ def cluster_cases(draw):
 
 
 def _field(method, P, m, eps):
-    from case_studies.nbody import barnes_hut, fmm
+    from propopt_case_studies.nbody import barnes_hut, fmm
 
     if method == "tree":
         return barnes_hut(P, m, eps=eps, theta=0.4)[0]
@@ -832,10 +832,10 @@ def test_nbody_field_methods_agree_long(case):
 
 
 def test_every_backend_is_covered():
-    from case_studies.mamba import scan as mamba_scan, ssd as mamba_ssd
     from propopt.associativity import scan
     from propopt.associativity.topk import _backends as _topk_backends
     from propopt.symmetry import pairs
+    from propopt_case_studies.mamba import scan as mamba_scan, ssd as mamba_ssd
 
     def host_rows(table):  # the rows on device 'cuda' run in tests/test_gpu.py on a GPU
         return {m for m, d in table if d != "cuda"}
@@ -846,7 +846,7 @@ def test_every_backend_is_covered():
     assert set(pairs.METHODS) - {"auto", "cuda"} == set(COVERED["pairwise_sum"])
     assert host_rows(mamba_ssd.BACKENDS) == set(COVERED["ssd_scan"])
     assert host_rows(mamba_scan.BACKENDS) == set(COVERED["selective_scan"])
-    from case_studies.nbody import METHODS as NBODY_METHODS
+    from propopt_case_studies.nbody import METHODS as NBODY_METHODS
 
     assert set(NBODY_METHODS) <= {m.split("-")[0] for m in COVERED["nbody_field"]}
     assert sum(len(v) for v in COVERED.values()) >= 27

@@ -210,7 +210,7 @@ def test_direct_gravity_matches_cpu(dtype):
 @pytest.mark.parametrize("bc", ["shared", "per_token", "grouped"])
 @pytest.mark.parametrize("options", [False, True])
 def test_mamba_forward_matches_cpu(bc, options):
-    from case_studies.mamba import selective_scan
+    from propopt_case_studies.mamba import selective_scan
 
     rng = np.random.default_rng(13)
     b, d, L, n = 2, 512, 1024, 16
@@ -237,7 +237,7 @@ def test_mamba_forward_matches_cpu(bc, options):
 
 
 def test_mamba_backward_matches_cpu():
-    from case_studies.mamba import selective_scan
+    from propopt_case_studies.mamba import selective_scan
 
     rng = np.random.default_rng(14)
     b, d, L, n = 2, 64, 512, 16
@@ -265,7 +265,7 @@ def test_mamba_backward_matches_cpu():
 
 @pytest.mark.parametrize(("theta", "quad"), [(0.0, True), (0.7, True), (0.7, False)])
 def test_barnes_hut_walk_matches_cpu(theta, quad):
-    from case_studies.nbody import Octree, plummer_sphere
+    from propopt_case_studies.nbody import Octree, plummer_sphere
 
     n = 20_000 if theta == 0.0 else 200_000
     pos, _, m = plummer_sphere(n, seed=1)

@@ -13,14 +13,14 @@ import numpy as np
 import pytest
 from numba.core.registry import CPUDispatcher
 
-import case_studies
+import propopt_case_studies
 from propopt import threads
 
 torch = pytest.importorskip("torch")
 
 
 def _parallel_kernels():
-    for info in pkgutil.walk_packages(case_studies.__path__, "case_studies."):
+    for info in pkgutil.walk_packages(propopt_case_studies.__path__, "propopt_case_studies."):
         if ".capstone" in info.name:
             continue  # measurement code: it times peers, it is not the library
         mod = importlib.import_module(info.name)
@@ -48,8 +48,8 @@ def test_the_case_studies_have_parallel_kernels():
 
 
 def test_every_parallel_kernel_runs_sized(calls):
-    from case_studies.mamba import chapter_scan, selective_scan, ssd_scan
-    from case_studies.nbody import Octree, fmm, plummer_sphere
+    from propopt_case_studies.mamba import chapter_scan, selective_scan, ssd_scan
+    from propopt_case_studies.nbody import Octree, fmm, plummer_sphere
 
     rng = np.random.default_rng(0)
     b, d, L, n = 1, 8, 64, 4
@@ -75,14 +75,14 @@ def test_every_parallel_kernel_runs_sized(calls):
     Octree.build(pos, mass, eps=0.01).field(potential=True)
     fmm(pos, mass, eps=0.01)
     ran = {w for w, _ in calls}
-    assert len(ran) >= 10 and "case_studies.mamba._complex.backward" in ran, ran
+    assert len(ran) >= 10 and "propopt_case_studies.mamba._complex.backward" in ran, ran
     outside = sorted({w for w, sized in calls if not sized})
     assert calls and outside == [], f"parallel kernels run outside threads.sized: {outside}"
 
 
 def test_the_hf_decode_kernels_run_sized(calls):
     pytest.importorskip("transformers")
-    from case_studies.mamba import exps_only, hf
+    from propopt_case_studies.mamba import exps_only, hf
 
     from .case_studies.mamba.test_hf import _build
 
@@ -94,6 +94,8 @@ def test_the_hf_decode_kernels_run_sized(calls):
         with torch.no_grad():
             hf.accelerate(model).generate(ids, max_new_tokens=3, do_sample=False)
     ran = {w for w, _ in calls}
-    assert {w for w in ran if "_hf_kernels" in w} and "case_studies.mamba.floor._exps" in ran
+    assert {
+        w for w in ran if "_hf_kernels" in w
+    } and "propopt_case_studies.mamba.floor._exps" in ran
     outside = sorted({w for w, sized in calls if not sized})
     assert outside == [], f"parallel kernels run outside threads.sized: {outside}"

@@ -35,7 +35,7 @@ Multi-indices are numbered by degree, then lexicographically (``(0,0,0)``,
 an expansion is the expansion of degree ``q``.
 
 All kernels are ``@njit(cache=True)`` numba functions, callable from other
-numba code (the tree code of ``case_studies.nbody.fmm``); pass float64
+numba code (the tree code of ``propopt_case_studies.nbody.fmm``); pass float64
 arrays and the tables of :func:`expansion_tables`.  Reference: Warren and
 Salmon (1995), "A portable parallel particle program"; Dehnen (2002), "A
 hierarchical O(N) force calculation algorithm" (Cartesian FMM).

@@ -74,7 +74,7 @@ def spline_kernel(r2: float, h: float) -> tuple[float, float]:
     ``p``: Newtonian (``g = r^-3``, ``p = -1/r``) from ``r = h`` outwards,
     the spline's inside (Monaghan and Lattanzio 1985; the Gadget and
     pytreegrav kernel).  Callable from Python, numba and CUDA kernels (the
-    Barnes-Hut walk of ``case_studies.nbody`` uses it too).
+    Barnes-Hut walk of ``propopt_case_studies.nbody`` uses it too).
     """
     r = math.sqrt(r2)
     if r >= h:
@@ -175,11 +175,12 @@ def direct_gravity(
     pos : array (n, 3)
         Source positions, float32 or float64.
     mass : array (n,) or scalar, optional
-        Finite masses (1 by default), of either sign: the sum is exact
-        whatever the signs, where a tree or a multipole expansion (whose
-        cells are placed at their centre of mass) is not; the N-body tree
-        and FMM of ``case_studies.nbody`` refuse negative masses and point
-        here.
+        Finite masses ``>= 0`` (1 by default), the rule of every gravity verb
+        (:data:`NEGATIVE_MASS`): the sum itself would be exact for either
+        sign, but a tree or an expansion, which places a cell at its centre
+        of mass, would not, and one rule lets code move between methods.
+        Sources of both signs (charges) are :func:`pairwise_sum` with
+        :func:`plummer` and signed ``weights`` (docs/nbody.md, Masses).
     eps : float or array (n,)
         Plummer softening length, ``>= 0``, one for all or one per body; a
         pair is softened with ``eps_ij^2 = (eps_i^2 + eps_j^2) / 2``
@@ -211,7 +212,7 @@ def direct_gravity(
         Points per block.
     potential : bool
         Also return the potentials (``False`` by default, as for every
-        N-body verb of ``case_studies.nbody``; the pair kernel computes them
+        N-body verb of ``propopt_case_studies.nbody``; the pair kernel computes them
         either way, at the cost of one addition per pair).
 
     Returns
@@ -266,7 +267,7 @@ def direct_gravity(
     G = real("G", G)  # a NumPy scalar or 0-d array too
     if not math.isfinite(G):
         raise ValueError(f"G={G!r}: the gravitational constant must be a finite number")
-    m = _masses(mass, X.shape[0])
+    m = check_masses(mass, X.shape[0])
     T = None if targets is None else points("targets", _maybe_host(targets), 3)
     if T is None and target_eps is not None:
         raise ValueError("target_eps is given without targets: pass targets=, or leave it out")
@@ -310,25 +311,34 @@ def direct_gravity(
     return _unscale(res, X.dtype, G, lexp, mexp, where, potential)
 
 
-def _masses(mass: Any, n: int) -> np.ndarray:
-    """``(n,)`` float64 finite masses (ones for ``None``), errors naming ``mass``."""
+NEGATIVE_MASS = (
+    "masses must be >= 0 in every gravity verb (a tree cell or a multipole expansion acts "
+    "through its centre of mass, which masses of both signs put anywhere); for sources of "
+    "both signs use propopt.pairwise_sum, whose weights take either sign (docs/nbody.md)"
+)
+"""The one mass rule of :func:`direct_gravity` and every N-body verb, and the way out."""
+
+
+def check_masses(mass: Any, n: int, name: str = "mass") -> np.ndarray:
+    """``(n,)`` float64 masses (1 each for None): finite and ``>= 0``, the rule of every
+    gravity verb (:data:`NEGATIVE_MASS`); errors name the body to fix."""
     if mass is None:
         return np.ones(n)
-    a = plain("mass", mass)
+    a = plain(name, mass)
     if a.dtype.kind not in "fiub":
-        raise TypeError(f"mass has dtype {a.dtype}: pass real numbers")
-    if a.ndim == 0:
-        if not math.isfinite(float(a)):
-            raise ValueError(f"mass={a.item()!r}: the mass must be a finite number")
-        return np.full(n, float(a))
-    if a.shape != (n,):
-        raise ValueError(f"mass has shape {a.shape}: must be ({n},), one per body (or a scalar)")
-    a = a.astype(np.float64, copy=False)
-    bad = ~np.isfinite(a)
+        raise TypeError(f"{name} has dtype {a.dtype}: pass real numbers")
+    if a.ndim != 0 and a.shape != (n,):
+        raise ValueError(f"{name} has shape {a.shape}: must be ({n},), one per body (or a scalar)")
+    f = np.full(n, float(a)) if a.ndim == 0 else a.astype(np.float64, copy=False)
+    bad = ~np.isfinite(f) | (f < 0)
     if bad.any():
         i = int(np.argmax(bad))
-        raise ValueError(f"mass[{i}] = {a[i]}: masses must be finite (fix or drop body {i})")
-    return np.ascontiguousarray(a)
+        where = f"{name}={float(a)!r}" if a.ndim == 0 else f"{name}[{i}] = {f[i]}"
+        if not math.isfinite(f[i]):
+            fix = "" if a.ndim == 0 else f" (fix or drop body {i})"
+            raise ValueError(f"{where}: masses must be finite and >= 0{fix}")
+        raise ValueError(f"{where}: {NEGATIVE_MASS}")
+    return np.ascontiguousarray(f)
 
 
 def _exponent(x: float) -> int:
@@ -411,7 +421,9 @@ def _maybe_host(x: Any) -> Any:
 __all__ = [
     "GRAVITY_SYMMETRY",
     "METHODS",
+    "NEGATIVE_MASS",
     "SOFTENINGS",
+    "check_masses",
     "direct_gravity",
     "plummer",
     "spline_kernel",

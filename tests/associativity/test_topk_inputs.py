@@ -457,7 +457,7 @@ def test_k_zero_is_an_empty_summary_everywhere():
 
 
 def test_case_study_k_zero():
-    from case_studies.streaming_topk import top_k_chunks
+    from propopt_case_studies.streaming_topk import top_k_chunks
 
     ev = np.zeros(5, [("score", "f8"), ("user", "i4")])
     ev["score"] = [3, 1, 4, 1, 5]
@@ -468,7 +468,7 @@ def test_case_study_k_zero():
 def test_dask_entry_points_refuse_in_memory_data_in_one_line():
     da = pytest.importorskip("dask.array")
     pd = pytest.importorskip("pandas")
-    from case_studies.streaming_topk import top_k_dask_array, top_k_dask_dataframe
+    from propopt_case_studies.streaming_topk import top_k_dask_array, top_k_dask_dataframe
 
     with pytest.raises(TypeError, match=r"numpy.ndarray, not a dask array.*from_array") as e:
         top_k_dask_array(np.arange(5.0), 2)
@@ -481,7 +481,7 @@ def test_dask_entry_points_refuse_in_memory_data_in_one_line():
 
 def test_dask_array_honours_masks_and_k_zero():
     da = pytest.importorskip("dask.array")
-    from case_studies.streaming_topk import top_k_dask_array
+    from propopt_case_studies.streaming_topk import top_k_dask_array
 
     x = np.array([1.0, 5.0, 3.0, 7.0, 2.0, 9.0, 0.0])
     mask = np.array([0, 1, 0, 1, 0, 0, 1], bool)

@@ -6,10 +6,10 @@ import sys
 
 import pytest
 
-from case_studies.capstone import cli, reviews
-from case_studies.capstone.reviews import common
-from case_studies.capstone.rows import ERROR_KINDS, HEAD, Row
 from propopt import cli as propopt_cli
+from propopt_case_studies.capstone import cli, reviews
+from propopt_case_studies.capstone.reviews import common
+from propopt_case_studies.capstone.rows import ERROR_KINDS, HEAD, Row
 
 
 def _tiny(monkeypatch):
@@ -76,7 +76,10 @@ def test_the_library_finds_the_capstone_by_entry_point_only():
     assert propopt_cli.command("capstone") is cli.main
     assert propopt_cli.command("no-such-command") is None
     src = open(propopt_cli.__file__).read()
-    assert "import case_studies.capstone" not in src and "from case_studies.capstone" not in src
+    assert (
+        "import propopt_case_studies.capstone" not in src
+        and "from propopt_case_studies.capstone" not in src
+    )
 
 
 def test_a_missing_optional_dependency_is_one_line_naming_the_extra(monkeypatch, capsys):
@@ -100,7 +103,7 @@ def test_module_entry_point_exits_nonzero_without_traceback():
 
 def test_plot_writes_pngs(tmp_path):
     pytest.importorskip("matplotlib")
-    from case_studies.capstone.plots import plot_speedups
+    from propopt_case_studies.capstone.plots import plot_speedups
 
     rows = [Row("p, n=1", size, "b", "k", "t", "peer", 2.0, 1.0, 2.0, 1.9, 2.1, 3, 0.0, "max rel",
                 "cpu", 0.0, False) for size in ("small", "default")]  # fmt: skip

@@ -8,7 +8,7 @@ import zlib
 
 import pytest
 
-from case_studies.capstone import figures, plots
+from propopt_case_studies.capstone import figures, plots
 
 
 def _doc():
@@ -17,7 +17,9 @@ def _doc():
 
 def test_committed_blocks_match_the_committed_json():
     stale = figures.update(_doc(), check=True)
-    assert stale == [], f"run `python -m case_studies.capstone.figures`: stale blocks {stale}"
+    assert stale == [], (
+        f"run `python -m propopt_case_studies.capstone.figures`: stale blocks {stale}"
+    )
 
 
 def test_the_readme_shows_the_comparison():
@@ -49,7 +51,9 @@ def test_an_unknown_block_is_an_error(tmp_path):
 
 
 def test_committed_charts_come_from_the_committed_json():
-    assert figures.stale_charts(_doc()) == [], "run `python -m case_studies.capstone.figures`"
+    assert figures.stale_charts(_doc()) == [], (
+        "run `python -m propopt_case_studies.capstone.figures`"
+    )
 
 
 def test_a_chart_from_another_run_is_found(tmp_path):

@@ -1,11 +1,11 @@
-"""case_studies.capstone.measure: interleaved rounds, best torch threads, spread, load flag."""
+"""capstone.measure: interleaved rounds, best torch threads, spread, load flag."""
 
 import math
 import time
 
 import pytest
 
-from case_studies.capstone import measure
+from propopt_case_studies.capstone import measure
 
 
 def _sleeper(seconds, log=None, name=None):

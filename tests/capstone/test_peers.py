@@ -5,9 +5,13 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from case_studies.capstone.peers import hf_mixer_scan, selective_scan_ref, sequential_recurrence  # noqa: E402
-from case_studies.capstone.workloads import mamba_inputs  # noqa: E402
-from case_studies.mamba import reference  # noqa: E402
+from propopt_case_studies.capstone.peers import (  # noqa: E402
+    hf_mixer_scan,
+    selective_scan_ref,
+    sequential_recurrence,
+)
+from propopt_case_studies.capstone.workloads import mamba_inputs  # noqa: E402
+from propopt_case_studies.mamba import reference  # noqa: E402
 
 
 @pytest.mark.parametrize("peer", [selective_scan_ref, hf_mixer_scan])

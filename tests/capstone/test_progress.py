@@ -1,8 +1,8 @@
-"""case_studies.capstone.progress: the bar moves within a problem and shows an ETA."""
+"""propopt_case_studies.capstone.progress: the bar moves within a problem and shows an ETA."""
 
 import io
 
-from case_studies.capstone.progress import Progress
+from propopt_case_studies.capstone.progress import Progress
 
 
 def test_the_bar_moves_on_each_tick_and_ends_at_100():

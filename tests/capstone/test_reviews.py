@@ -2,9 +2,9 @@
 
 import pytest
 
-from case_studies.capstone import reviews
-from case_studies.capstone.progress import Progress
-from case_studies.capstone.reviews import common
+from propopt_case_studies.capstone import reviews
+from propopt_case_studies.capstone.progress import Progress
+from propopt_case_studies.capstone.reviews import common
 
 TINY = {
     "scan": {"LENGTH": {"small": 1 << 12}},
@@ -70,7 +70,7 @@ def test_the_hf_floor_is_a_patch_of_the_block_only():
     import torch
     from transformers.models.mamba import modeling_mamba
 
-    from case_studies.capstone.reviews import hf
+    from propopt_case_studies.capstone.reviews import hf
 
     before = modeling_mamba.mamba_selective_scan
     model = hf.build({**TINY["hf"]["MODEL"], "num_hidden_layers": 1})
@@ -90,8 +90,8 @@ def test_the_hf_floor_is_a_patch_of_the_block_only():
 
 def test_a_review_that_cannot_run_is_skipped_in_one_line(monkeypatch, capsys):
     """Without transformers the hf row is left out, the reason printed, the exit status 0."""
-    from case_studies.capstone import ahead, cli
-    from case_studies.capstone.reviews import hf
+    from propopt_case_studies.capstone import ahead, cli
+    from propopt_case_studies.capstone.reviews import hf
 
     def missing():
         raise common.Skipped("transformers is not installed; pip install 'propopt[hf]'")
@@ -104,7 +104,7 @@ def test_a_review_that_cannot_run_is_skipped_in_one_line(monkeypatch, capsys):
 
 
 def test_floor_ratio_is_the_interleaved_one_when_measured():
-    from case_studies.capstone.rows import Row
+    from propopt_case_studies.capstone.rows import Row
 
     args = ("p", "small", "b", "k", "t", "peer", 10.0, 2.0, 5.0, 4.0, 6.0, 3, 0.0, "max rel",
             "cpu", 0.0, False)  # fmt: skip

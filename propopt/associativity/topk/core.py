@@ -151,7 +151,7 @@ def topk(
     if kind not in (_kinds.NUMPY, _kinds.TORCH, _kinds.TORCH_CUDA, _kinds.CUDA):
         raise TypeError(
             f"x must be a NumPy array or a torch tensor, got {type(x).__name__}; "
-            "wrap lists with np.asarray (dask: see case_studies.streaming_topk)"
+            "wrap lists with np.asarray (dask: see propopt_case_studies.streaming_topk)"
         )
     mask = None
     if kind == _kinds.NUMPY and type(x) is not np.ndarray:

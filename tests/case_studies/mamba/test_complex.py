@@ -8,7 +8,7 @@ is complex (dim, d_state); the state is complex, ``y = 2 Re(C . h)``.
 import numpy as np
 import pytest
 
-from case_studies.mamba import _checks, chapter_scan, selective_scan
+from propopt_case_studies.mamba import _checks, chapter_scan, selective_scan
 
 torch = pytest.importorskip("torch")
 

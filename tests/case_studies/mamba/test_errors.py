@@ -5,7 +5,7 @@ import re
 import numpy as np
 import pytest
 
-from case_studies.mamba import chapter_scan, exps_only, reference, selective_scan, step
+from propopt_case_studies.mamba import chapter_scan, exps_only, reference, selective_scan, step
 
 from ._data import inputs
 
@@ -116,7 +116,7 @@ def _swapped(v):
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_non_native_byte_order_is_accepted(dtype):
-    from case_studies.mamba import ssd_scan
+    from propopt_case_studies.mamba import ssd_scan
 
     from .test_ssd import make
 
@@ -159,7 +159,7 @@ def test_non_native_byte_order_is_accepted(dtype):
 @pytest.mark.parametrize("bad", ["no", 1, None, np.array([True])])
 def test_switches_take_only_bools(bad):
     # a string such as 'no' is truthy: it must not switch the softplus or the state on
-    from case_studies.mamba import ssd_scan
+    from propopt_case_studies.mamba import ssd_scan
 
     from .test_ssd import make
 

@@ -5,7 +5,7 @@ import math
 import numpy as np
 from numba import njit
 
-from case_studies.mamba._exp import fexp, fsoftplus
+from propopt_case_studies.mamba._exp import fexp, fsoftplus
 
 
 @njit(cache=True)

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from case_studies.mamba import selective_scan
+from propopt_case_studies.mamba import selective_scan
 
 from ._data import inputs
 
@@ -107,7 +107,7 @@ def test_float32_gradients_and_half_dtypes():
 
 @pytest.mark.slow
 def test_chapter_layout_gradients_match_the_chapter_loop():
-    from case_studies.mamba import chapter_scan, naive
+    from propopt_case_studies.mamba import chapter_scan, naive
 
     rng = np.random.default_rng(5)
     raw = [rng.normal(size=(2, 70, 32)), -np.exp(rng.normal(size=(32, 4))),

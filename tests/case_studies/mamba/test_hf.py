@@ -1,4 +1,4 @@
-"""transformers' Mamba and Mamba-2 on propopt's kernels (case_studies.mamba.hf).
+"""transformers' Mamba and Mamba-2 on propopt's kernels (propopt_case_studies.mamba.hf).
 
 Models are built in code from the 130m configs with random weights (no
 download): 2 layers and a 1000-token vocabulary by default, the full configs
@@ -24,7 +24,7 @@ from transformers import (  # noqa: E402
 from transformers.models.mamba import modeling_mamba  # noqa: E402
 from transformers.models.mamba2 import modeling_mamba2  # noqa: E402
 
-from case_studies.mamba import hf  # noqa: E402
+from propopt_case_studies.mamba import hf  # noqa: E402
 
 MAMBA_130M = dict(vocab_size=50280, hidden_size=768, state_size=16, num_hidden_layers=24,
                   expand=2, conv_kernel=4)  # fmt: skip

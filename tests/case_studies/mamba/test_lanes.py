@@ -3,9 +3,9 @@
 import numpy as np
 from numba import njit
 
-from case_studies.mamba import exps_only
-from case_studies.mamba._exp import fexp
-from case_studies.mamba._lanes import finish_update, token_io_update, token_update
+from propopt_case_studies.mamba import exps_only
+from propopt_case_studies.mamba._exp import fexp
+from propopt_case_studies.mamba._lanes import finish_update, token_io_update, token_update
 
 
 @njit(cache=True)

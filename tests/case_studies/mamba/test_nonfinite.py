@@ -11,7 +11,7 @@ float32 ``dt A`` that overflows), which the recurrence takes as
 import numpy as np
 import pytest
 
-from case_studies.mamba import selective_scan, ssd_scan
+from propopt_case_studies.mamba import selective_scan, ssd_scan
 
 torch = pytest.importorskip("torch")
 

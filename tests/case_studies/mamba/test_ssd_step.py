@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from case_studies.mamba import ssd_scan, step
+from propopt_case_studies.mamba import ssd_scan, step
 
 from .test_ssd import make, oracle, rel_err
 

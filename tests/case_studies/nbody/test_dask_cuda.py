@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from case_studies.nbody import Octree, plummer_sphere
-from case_studies.nbody.distributed import field_dask, scatter_tree
 from propopt import direct_gravity
+from propopt_case_studies.nbody import Octree, plummer_sphere
+from propopt_case_studies.nbody.distributed import field_dask, scatter_tree
 
 distributed = pytest.importorskip("distributed")
 
@@ -101,7 +101,7 @@ def test_back_to_back_calls_never_lose_the_tree(client):
 
 
 def test_field_on_dask_returns_the_pair_of_every_verb(client):
-    from case_studies.nbody import field
+    from propopt_case_studies.nbody import field
     from tests.oracles import gravity
 
     pos, _, m = plummer_sphere(1000, seed=3)
@@ -122,7 +122,7 @@ def test_field_on_dask_returns_the_pair_of_every_verb(client):
 
 def test_field_on_cuda_simulator():
     pytest.importorskip("numba.cuda")
-    from case_studies.nbody import field
+    from propopt_case_studies.nbody import field
 
     rng = np.random.default_rng(5)
     pos, m = rng.normal(size=(60, 3)), rng.uniform(size=60)

@@ -6,11 +6,11 @@ import itertools
 import numpy as np
 import pytest
 
-from case_studies.nbody import fmm, fmm_parameters
-from case_studies.nbody.distributions import DISTRIBUTIONS
+from propopt_case_studies.nbody import fmm, fmm_parameters
+from propopt_case_studies.nbody.distributions import DISTRIBUTIONS
 from tests.oracles import gravity, unsoftened_pull
 
-_fmm_module = importlib.import_module("case_studies.nbody.fmm")
+_fmm_module = importlib.import_module("propopt_case_studies.nbody.fmm")
 
 
 def _direct(pos, m, eps, targets=None, target_eps=None):
@@ -278,7 +278,7 @@ def test_tol_holds_on_lines_and_planes(kind, soft, tol):
 
 def test_line_verification_gives_up_at_max_order():
     # when even MAX_ORDER cannot confirm tol, the stricter field and a flag come back
-    from case_studies.nbody.fmm import _verified
+    from propopt_case_studies.nbody.fmm import _verified
 
     calls = []
 
@@ -304,7 +304,7 @@ def test_G_and_float32_overflow():
 
 @pytest.mark.parametrize("tol", [3e-2, 1e-3, 1e-5])
 def test_tol_on_the_median_holds(tol):
-    from case_studies.nbody import plummer_sphere
+    from propopt_case_studies.nbody import plummer_sphere
 
     pos, _, m = plummer_sphere(4000, seed=9)
     a0, _ = gravity(pos, m, np.full(len(m), 1e-3**2))

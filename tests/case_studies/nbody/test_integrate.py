@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from case_studies.nbody import plummer_sphere
-from case_studies.nbody.integrate import diagnostics, leapfrog, load_snapshot
+from propopt_case_studies.nbody import plummer_sphere
+from propopt_case_studies.nbody.integrate import diagnostics, leapfrog, load_snapshot
 
 
 @pytest.fixture(scope="module")

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from case_studies.nbody import Octree, barnes_hut, plummer_sphere
 from propopt import direct_gravity
+from propopt_case_studies.nbody import Octree, barnes_hut, plummer_sphere
 
 pytreegrav = pytest.importorskip("pytreegrav")
 

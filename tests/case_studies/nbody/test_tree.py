@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 import propopt as pp
-from case_studies.nbody import Octree, barnes_hut, nbody_naive, plummer_sphere
+from propopt_case_studies.nbody import Octree, barnes_hut, nbody_naive, plummer_sphere
 from tests.oracles import gravity as direct_reference, unsoftened_pull
 
 # theta = 0 opens every node: the walk is the direct sum in another order.
@@ -434,7 +434,7 @@ def test_a_field_beyond_float32_is_a_clear_error():
 def test_coincident_bodies_take_their_unit_from_the_softening(scale):
     # one body, or several at one point: no spread, so the softening sets the
     # unit (a softening of 1e-103 units would overflow 1 / eps^3)
-    from case_studies.nbody import fmm
+    from propopt_case_studies.nbody import fmm
 
     for n in (1, 3):
         P = np.full((n, 3), 0.7 * scale)

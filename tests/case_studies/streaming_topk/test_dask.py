@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import propopt as pp
-from case_studies.streaming_topk import top_k_dask_array, top_k_dask_dataframe
+from propopt_case_studies.streaming_topk import top_k_dask_array, top_k_dask_dataframe
 
 da = pytest.importorskip("dask.array")
 dd = pytest.importorskip("dask.dataframe")

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import propopt as pp
-from case_studies.streaming_topk import heapq_loop, sort_everything, top_k_chunks
+from propopt_case_studies.streaming_topk import heapq_loop, sort_everything, top_k_chunks
 
 RNG = np.random.default_rng(3)
 EVENT = np.dtype([("score", np.float32), ("user", np.int64), ("tag", "U3")])

@@ -169,7 +169,7 @@ def accelerate(model: Any) -> Any:
     --------
     >>> import torch
     >>> from transformers import MambaConfig, MambaForCausalLM
-    >>> from case_studies.mamba.hf import accelerate, restore
+    >>> from propopt_case_studies.mamba.hf import accelerate, restore
     >>> cfg = MambaConfig(vocab_size=64, hidden_size=32, state_size=4, num_hidden_layers=1)
     >>> model = MambaForCausalLM(cfg).eval()
     >>> ids = torch.arange(10)[None]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from case_studies.mamba import chapter_scan, exps_only, naive, selective_scan
+from propopt_case_studies.mamba import chapter_scan, exps_only, naive, selective_scan
 
 from ..measure import compare
 from ..peers import hf_mixer_scan, selective_scan_ref

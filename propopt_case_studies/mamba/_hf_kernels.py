@@ -9,7 +9,7 @@ about thirty small torch operations per layer for one decoded token.  Here:
   ``(batch, T, channels)`` input, written straight into up to three outputs
   (Mamba-2 splits the conv's channels into ``x``, ``B`` and ``C``).
 * :func:`group_rms_norm`: Mamba-2's grouped RMS norm (the gate is already
-  applied by :func:`case_studies.mamba.ssd_scan`'s ``z``).
+  applied by :func:`propopt_case_studies.mamba.ssd_scan`'s ``z``).
 * :func:`mamba_token` / :func:`mamba2_token`: one decoded token of a layer
   between ``in_proj`` and ``out_proj``: the conv-state roll and update, the
   conv and its SiLU, (Mamba-1) the ``x_proj`` and ``dt_proj`` products,

@@ -8,7 +8,7 @@ usable for a few hundred bodies; :func:`propopt.direct_gravity` is
 the same sum done properly (Newton's third law, threads, CUDA).
 
 Around the listing, the function keeps the contract of every N-body verb of
-:mod:`case_studies.nbody`: ``(pos, mass)`` in, ``(acc, pot or None)`` out.
+:mod:`propopt_case_studies.nbody`: ``(pos, mass)`` in, ``(acc, pot or None)`` out.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from propopt.arrays import flag, per_point, points, renamed
+from propopt.arrays import flag, points, renamed
+from propopt.symmetry.gravity import check_masses
 
 __all__ = ["nbody_naive"]
 
@@ -34,7 +35,7 @@ def nbody_naive(
     m_j / (|x_j - x_i| + 1e-10)`` (the listing has none; the same guard),
     else None.  ``pos`` (n, 3) and ``mass`` (n,) may be lists or integers:
     they are computed in float64 (float32 positions stay float32).  Masses
-    may be negative: the sum is exact for either sign.
+    are ``>= 0``, as in every gravity verb.
 
     The listing's names ``positions=`` and ``masses=`` are still taken as
     keywords, with a ``DeprecationWarning``; until this release the function
@@ -43,14 +44,14 @@ def nbody_naive(
     Examples
     --------
     >>> import numpy as np
-    >>> from case_studies.nbody.naive import nbody_naive
+    >>> from propopt_case_studies.nbody.naive import nbody_naive
     >>> acc, pot = nbody_naive(np.array([[0.0, 0, 0], [2.0, 0, 0]]), np.array([1.0, 3.0]))
     >>> acc.round(6).tolist(), pot
     ([[0.75, 0.0, 0.0], [-0.25, 0.0, 0.0]], None)
     """
     potential = flag("potential", potential)
     positions = points("pos", pos, 3)  # (n, 3) floats: ints and lists as float64
-    masses = per_point("mass", mass, len(positions), 1.0, "masses", nonnegative=False)
+    masses = check_masses(mass, len(positions))
     # ---- the chapter's listing
     N = len(positions)
     forces = np.zeros_like(positions)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from case_studies.nbody import Octree, fmm, fmm_parameters, plummer_sphere
 from propopt import direct_gravity
 from propopt.threads import usable_cpus
+from propopt_case_studies.nbody import Octree, fmm, fmm_parameters, plummer_sphere
 
 from ..measure import compare
 from ..progress import Progress

@@ -7,12 +7,13 @@
   centre, which converges only while their radii sum to less than their
   distance.  The tree's walk also requires the target group to lie beyond
   a node's largest radius, so any ``theta`` keeps its multipoles convergent.
-* Masses (:func:`check_masses`): finite and ``>= 0`` for the tree and the
-  FMM.  A cell stands for its bodies through their mass placed at their
-  centre of mass; with masses of both signs the total may be near 0 and the
-  centre anywhere (far outside the cell), so the opening test and the error
-  bounds mean nothing.  The direct sum is exact for any sign:
-  :func:`propopt.direct_gravity` (``method="direct"``) takes negative masses.
+* Masses (:func:`propopt.symmetry.gravity.check_masses`): finite and ``>= 0``
+  in every verb, the exact sum too.  A cell stands for its bodies through
+  their mass placed at their centre of mass; with masses of both signs the
+  total may be near 0 and the centre anywhere (far outside the cell), so the
+  opening test and the error bounds mean nothing.  One rule for every
+  method lets code move between them; sources of both signs are
+  :func:`propopt.pairwise_sum`'s (signed ``weights``).
 * Renamed arguments (:func:`renamed`): the old keyword is still taken, with
   a ``DeprecationWarning`` naming the new one.
 """
@@ -24,11 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from propopt.arrays import PLACES, array_kind, per_point, plain, real
+from propopt.arrays import PLACES, array_kind, plain, real
 
-__all__ = ["DIRECT_HINT", "THETA_BOUND", "check_masses", "check_theta"]
-
-DIRECT_HINT = "use method='direct' (propopt.direct_gravity) for masses of both signs"
+__all__ = ["THETA_BOUND", "check_theta", "place", "result_dtype"]
 
 
 THETA_BOUND: dict[str, tuple[float, str]] = {
@@ -51,34 +50,6 @@ def check_theta(theta: Any, method: str = "tree") -> float:
     if not (math.isfinite(t) and 0 <= t < bound):
         raise ValueError(f"theta={t!r}: the opening angle {rule}")
     return t
-
-
-def check_masses(name: str, v: Any, n: int) -> np.ndarray:
-    """``(n,)`` float64 masses for the tree and the FMM: finite and ``>= 0`` (1 each for None).
-
-    A negative mass is refused with the reason and the way out
-    (``method='direct'``); a non-finite one names the body to fix or drop.
-    """
-    a = plain(name, v) if v is not None else None
-    if a is not None and a.dtype.kind in "fiub" and (a.ndim == 0 or a.shape == (n,)):
-        f = a.astype(np.float64)
-        if not np.isfinite(f).all():
-            if a.ndim == 0:
-                raise ValueError(f"{name}={f.item()!r}: masses must be finite and >= 0")
-            i = int(np.argmax(~np.isfinite(f)))
-            raise ValueError(
-                f"{name}[{i}] = {f[i]}: masses must be finite and >= 0 (fix or drop body {i})"
-            )
-        if (f < 0).any():
-            where = f"{name}={f.item()!r}" if a.ndim == 0 else None
-            if where is None:
-                i = int(np.argmax(f < 0))
-                where = f"{name}[{i}] = {f[i]}"
-            raise ValueError(
-                f"{where}: the tree and the FMM take masses >= 0 only (a cell acts through "
-                f"its centre of mass, which masses of both signs put anywhere); {DIRECT_HINT}"
-            )
-    return per_point(name, v, n, 1.0, "masses")
 
 
 def result_dtype(pos: np.ndarray, mass: Any) -> np.dtype:

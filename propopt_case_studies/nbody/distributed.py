@@ -49,7 +49,7 @@ def field_dask(
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """Accelerations (and potentials) of ``tree`` at ``targets``, in chunks on a Dask cluster.
 
-    :func:`case_studies.nbody.field` with ``device='dask'`` builds the tree
+    :func:`propopt_case_studies.nbody.field` with ``device='dask'`` builds the tree
     and calls this.
 
     Parameters

@@ -154,7 +154,7 @@ def ssd_scan(
     Examples
     --------
     >>> import numpy as np
-    >>> from case_studies.mamba import ssd_scan
+    >>> from propopt_case_studies.mamba import ssd_scan
     >>> rng = np.random.default_rng(0)
     >>> x, dt = rng.normal(size=(1, 100, 4, 8)), rng.uniform(0.01, 0.2, (1, 100, 4))
     >>> A, (B, C) = -np.exp(rng.normal(size=4)), rng.normal(size=(2, 1, 100, 1, 16))

@@ -2,20 +2,20 @@
 
 ``python -m propopt capstone --figures docs/figures.json`` measures every
 problem (the chapter's and the extra primitives) and writes the JSON: the
-machine record and every row.  ``python -m case_studies.capstone.figures`` then rewrites
+machine record and every row.  ``python -m propopt_case_studies.capstone.figures`` then rewrites
 each block of README.md and docs/*.md fenced by
 
     <!-- figures:NAME -->
     ...
     <!-- /figures:NAME -->
 
-from that JSON, and ``python -m case_studies.capstone.figures --check`` (run by the tests)
+from that JSON, and ``python -m propopt_case_studies.capstone.figures --check`` (run by the tests)
 fails when a committed block differs from what the committed JSON gives, so
 no two pages can disagree and no page can drift from the measurement.
 
 The README's charts (``docs/img/speedup.png`` and ``roofline.png``) are
 drawn from the same JSON (with matplotlib) and stamped with its digest
-(:func:`case_studies.capstone.plots.digest`); ``--check`` also fails when a chart was
+(:func:`propopt_case_studies.capstone.plots.digest`); ``--check`` also fails when a chart was
 drawn from another run, or carries no stamp.
 
 Blocks: ``machine`` (the CPU and its roofs), ``review`` (the whole table),
@@ -140,7 +140,7 @@ def draw(doc: dict[str, Any], root: Path = ROOT) -> list[Path]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(
-        prog="python -m case_studies.capstone.figures",
+        prog="python -m propopt_case_studies.capstone.figures",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -153,7 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         stale += stale_charts(doc)
         if stale:
             print(f"figures differ from {args.json}: {', '.join(stale)}; run "
-                  "python -m case_studies.capstone.figures", file=sys.stderr)  # fmt: skip
+                  "python -m propopt_case_studies.capstone.figures", file=sys.stderr)  # fmt: skip
             return 1
         return 0
     print(f"rewrote {len(stale)} block(s) from {args.json}", file=sys.stderr)

@@ -130,7 +130,7 @@ def to_user(
 
 class Bodies(NamedTuple):
     """Bodies in tree units and Morton order, and the octree over them: what Barnes-Hut's
-    :class:`~case_studies.nbody.Octree` and the FMM both build on.
+    :class:`~propopt_case_studies.nbody.Octree` and the FMM both build on.
 
     ``src`` (5, n): rows x, y, z, m, eps^2 in tree units, sorted; ``pos`` the
     same positions as (n, 3); ``order`` the sort (``src[:, k]`` is body

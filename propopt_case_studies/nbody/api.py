@@ -1,6 +1,6 @@
 """One entry point for the gravitational field of point masses: :func:`field`.
 
-Every N-body verb of :mod:`case_studies.nbody` (and :func:`propopt.direct_gravity`)
+Every N-body verb of :mod:`propopt_case_studies.nbody` (and :func:`propopt.direct_gravity`)
 spells its arguments the same way and returns the same pair:
 
 ========================  ==============================================================
@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from propopt import direct_gravity, dispatch
-from propopt.arrays import PLACES, array_kind, count, flag, plain, real
+from propopt.arrays import PLACES, array_kind, count, flag, real
 
 from ._args import check_theta
 
@@ -92,11 +92,11 @@ def field(
     pos : array (n, 3)
         Finite positions (float32 or float64).
     mass : array (n,) or scalar, optional
-        Finite masses, 1 each by default.  ``>= 0`` for ``method='tree'``
-        and ``'fmm'``: a cell acts through its centre of mass, which masses
-        of both signs can put anywhere (far outside the cell), so the
-        opening test and the error bounds fail.  ``method='direct'`` is
-        exact for either sign.
+        Finite masses ``>= 0``, 1 each by default, for every method: a cell
+        acts through its centre of mass, which masses of both signs can put
+        anywhere (far outside the cell), so the opening test and the error
+        bounds would fail, and one rule lets code move between methods.
+        Sources of both signs are :func:`propopt.pairwise_sum`'s.
     method : {'auto', 'tree', 'fmm', 'direct'}
         Barnes-Hut (:func:`.barnes_hut`; ``theta``, ``quadrupole``,
         ``group_size``, ``precision``), the fast multipole method
@@ -106,10 +106,9 @@ def field(
         given; the FMM for ``tol`` below :data:`TREE_TOL` (the tree's error
         at its defaults, at the same ``quantile``); the exact sum up to
         :data:`DIRECT_PAIRS`
-        (target, source) pairs, where it is as fast, and for masses of both
-        signs at any size (the one method that is right for them); the tree
-        otherwise; and on a device the FMM does not run on, the tree or the
-        exact sum (:data:`AUTO_REFUSE`).
+        (target, source) pairs, where it is as fast; the tree otherwise; and
+        on a device the FMM does not run on, the tree or the exact sum
+        (:data:`AUTO_REFUSE`).
     device : {'auto', 'cpu', 'cuda', 'dask'}
         Numba threads; numba.cuda (``'tree'``, ``'direct'``); a Dask cluster
         (``'tree'``: the tree built here, scattered once, ``targets`` in
@@ -173,7 +172,7 @@ def field(
     Examples
     --------
     >>> import numpy as np
-    >>> from case_studies.nbody import field
+    >>> from propopt_case_studies.nbody import field
     >>> rng = np.random.default_rng(0)
     >>> x, m = rng.normal(size=(2000, 3)), rng.uniform(size=2000)
     >>> exact, _ = field(x, m, eps=0.01, method="direct")
@@ -329,17 +328,6 @@ def _asks_fmm(p: _Plan) -> bool:
     return bound is None or float(real("tol", tol)) < bound  # unknown quantile: fmm names it
 
 
-def _signed(mass: Any) -> bool:
-    """Whether some mass is negative (read before the masses are checked)."""
-    if mass is None:
-        return False
-    try:
-        a = plain("mass", mass)
-    except (TypeError, ValueError):
-        return False  # the method's check names the problem
-    return a.dtype.kind in "fiu" and bool((a < 0).any())
-
-
 def _auto_fmm(p: _Plan) -> Exception | None:
     if not _asks_fmm(p):
         return ValueError("the tree at its defaults meets the accuracy asked for")
@@ -349,8 +337,6 @@ def _auto_fmm(p: _Plan) -> Exception | None:
 def _auto_direct(p: _Plan) -> Exception | None:
     if p.options:
         return ValueError("an option of the tree or the FMM is given")
-    if _signed(p.mass):
-        return None  # the exact sum is the one method right for masses of both signs
     m = _length(p.pos) if p.targets is None else _length(p.targets)
     if _length(p.pos) * m > DIRECT_PAIRS:
         return ValueError(f"more than {DIRECT_PAIRS} pairs: the tree is faster")
@@ -413,5 +399,5 @@ AUTO_REFUSE: dict[tuple[str, str], Any] = {
 }
 """When ``method='auto'`` takes a row: the FMM for an ``order`` or a ``tol`` below the
 tree's error at its defaults; the exact sum, with no option given, up to
-:data:`DIRECT_PAIRS` pairs or for masses of both signs; the tree otherwise (a ``tol``
+:data:`DIRECT_PAIRS` pairs; the tree otherwise (a ``tol``
 it meets at its defaults is then met, and not passed on)."""

@@ -54,7 +54,7 @@ def plummer_sphere(
 
     Examples
     --------
-    >>> from case_studies.nbody.plummer import plummer_sphere
+    >>> from propopt_case_studies.nbody.plummer import plummer_sphere
     >>> pos, vel, m = plummer_sphere(1000, seed=1)
     >>> pos.shape, round(float(m.sum()), 12)
     ((1000, 3), 1.0)

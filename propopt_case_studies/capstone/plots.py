@@ -8,10 +8,10 @@
     measured kernels on it.
 
 ``python -m propopt capstone --plot DIR`` draws them from the run it has
-just measured; ``python -m case_studies.capstone.figures`` redraws the committed ones
+just measured; ``python -m propopt_case_studies.capstone.figures`` redraws the committed ones
 from ``docs/figures.json``.  Each PNG carries the digest of the run it was
 drawn from (:func:`digest`, in a ``tEXt`` chunk), so ``python -m
-case_studies.capstone.figures --check`` can tell a chart from another run.
+propopt_case_studies.capstone.figures --check`` can tell a chart from another run.
 """
 
 from __future__ import annotations

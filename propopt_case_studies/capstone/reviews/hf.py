@@ -1,6 +1,6 @@
 """A whole model: Hugging Face transformers' Mamba-130m on CPU, with and without propopt's kernels.
 
-:func:`case_studies.mamba.hf.accelerate` gives every mixer of a
+:func:`propopt_case_studies.mamba.hf.accelerate` gives every mixer of a
 ``MambaForCausalLM`` propopt's forward (the conv and the selective scan fused
 per layer in prefill; each block one numba call per decoded token).  The
 review times the accelerated model against transformers' default CPU path on
@@ -96,7 +96,7 @@ def accelerated_twin(model: Any) -> Any:
     The modules are copied and the tensors are not, so the two sides read
     the same weights, and neither pays for switching paths between calls.
     """
-    from case_studies.mamba.hf import accelerate
+    from propopt_case_studies.mamba.hf import accelerate
 
     shared = {id(t): t for t in (*model.parameters(), *model.buffers())}
     return accelerate(copy.deepcopy(model, shared))

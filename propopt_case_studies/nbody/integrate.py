@@ -4,7 +4,7 @@ One step of length ``dt`` (second order, symplectic, time-reversible)::
 
     v += a(x) dt / 2 ;  x += v dt ;  v += a(x) dt / 2
 
-The forces come from :func:`case_studies.nbody.field`: the Barnes-Hut tree,
+The forces come from :func:`propopt_case_studies.nbody.field`: the Barnes-Hut tree,
 rebuilt each step (``method="tree"``), or the exact sum (``method="direct"``).
 Energy ``E = sum m v^2 / 2 + sum m phi / 2``, momentum ``P = sum m v`` and
 angular momentum ``L = sum m x x v`` are recorded every
@@ -18,27 +18,21 @@ import glob
 import math
 import os
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from propopt.arrays import flag, per_point, points, real
+from propopt.arrays import flag, points, real
+from propopt.symmetry.gravity import check_masses
 
 from . import api
-from ._args import check_masses
 from .barnes_hut import THETA, _check_theta
 
 __all__ = ["FORCES", "Run", "diagnostics", "leapfrog", "load_snapshot"]
 
-FORCES: dict[str, Callable[[str, Any, int], np.ndarray]] = {
-    "tree": check_masses,
-    # the exact sum takes masses of both signs (docs/nbody.md)
-    "direct": lambda name, v, n: per_point(name, v, n, 1.0, "masses", nonnegative=False),
-}
-"""The forces :func:`leapfrog` runs (``method=``, that of :func:`.field`), each with the
-check of the masses it takes."""
+FORCES = ("tree", "direct")
+"""The forces :func:`leapfrog` runs (``method=``, that of :func:`.field`)."""
 _DIAG = ("t", "kinetic", "potential", "energy", "px", "py", "pz", "lx", "ly", "lz")
 
 
@@ -165,7 +159,7 @@ def leapfrog(
         Initial positions and velocities (ignored with ``resume``).
     mass : array (n,)
         Finite masses, ``>= 0`` for ``method='tree'`` (see
-        :func:`case_studies.nbody.field`); the direct sum takes either sign.
+        :func:`propopt_case_studies.nbody.field`); the direct sum takes either sign.
     dt : float
         Time step, ``> 0``.
     steps : int
@@ -197,8 +191,8 @@ def leapfrog(
 
     Examples
     --------
-    >>> from case_studies.nbody import plummer_sphere
-    >>> from case_studies.nbody.integrate import leapfrog
+    >>> from propopt_case_studies.nbody import plummer_sphere
+    >>> from propopt_case_studies.nbody.integrate import leapfrog
     >>> x, v, m = plummer_sphere(200, seed=0)
     >>> run = leapfrog(x, v, m, dt=0.01, steps=20, eps=0.05, method="direct")
     >>> run.step, bool(run.energy_drift < 1e-3)
@@ -244,7 +238,7 @@ def leapfrog(
         v = np.array(points("vel", vel, 3), dtype=np.float64)
         if v.shape != x.shape:
             raise ValueError(f"vel has shape {v.shape}: must match pos {x.shape}")
-        m = FORCES[method]("mass", mass, x.shape[0])
+        m = check_masses(mass, x.shape[0])
         t, step = 0.0, 0
         acc = pot = None
 

@@ -70,9 +70,10 @@ from propopt import threads
 from propopt.arrays import count, flag, points, real
 from propopt.separability.expansions import MAX_ORDER, expansion_tables
 from propopt.symmetry import SOFTENINGS
+from propopt.symmetry.gravity import check_masses
 
 from . import _fmm
-from ._args import check_masses, check_theta, result_dtype
+from ._args import check_theta, result_dtype
 from ._build import build_topology
 from ._units import bodies, targets_in, to_user
 from .barnes_hut import _check_G, _segment_max, per_body
@@ -114,7 +115,7 @@ L2L meet, so the results are bit for bit the same on any number of threads."""
 TOL_TABLE: tuple[tuple[float, int, float], ...] = (
     # (tol, p, theta): the cheapest (p, theta) whose 99th-percentile relative
     # force error stayed at or below tol / 1.5 on all three distributions of
-    # case_studies.nbody.distributions (Plummer, two clusters + a thin disc,
+    # propopt_case_studies.nbody.distributions (Plummer, two clusters + a thin disc,
     # uniform cube), eps = 1e-3, leaves of 64, at N = 2 10^4 (every body) and
     # N = 10^5 (2000 random bodies); cost: the time at N = 10^5.  Measured by
     # ``python -m benchmarks.nbody_accuracy --calibrate --n 20000,100000``.
@@ -316,10 +317,10 @@ def fmm(
         Finite positions (float32 or float64).
     mass : array (n,) or scalar, optional
         Finite masses ``>= 0`` (1 each by default).  Negative masses are
-        refused, as by the tree: a cell's expansion is about its centre of
-        mass, which masses of both signs can put anywhere, and the error
-        calibration fails; the direct sum (``method='direct'`` of
-        :func:`case_studies.nbody.field`) takes them.
+        refused, as by every gravity verb: a cell's expansion is about its
+        centre of mass, which masses of both signs can put anywhere, and the
+        error calibration fails (sources of both signs:
+        :func:`propopt.pairwise_sum`).
     tol : float
         Target relative force error ``|a - a_exact| / |a_exact|``: the
         expansion order and opening angle are chosen from it
@@ -411,7 +412,7 @@ def fmm(
     Examples
     --------
     >>> import numpy as np
-    >>> from case_studies.nbody import fmm
+    >>> from propopt_case_studies.nbody import fmm
     >>> from propopt import direct_gravity
     >>> x = np.random.default_rng(0).normal(size=(3000, 3))
     >>> m = np.full(3000, 1 / 3000)
@@ -434,7 +435,7 @@ def fmm(
     spline = softening == "spline"
     P = points("pos", pos, 3)
     n = P.shape[0]
-    m = check_masses("mass", mass, n)
+    m = check_masses(mass, n)
     e = per_body("eps", eps, n, 0.0, "softening lengths")
     leaf_size = count("leaf_size", leaf_size)
     G = _check_G(G)

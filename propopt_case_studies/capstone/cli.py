@@ -1,4 +1,4 @@
-"""``python -m propopt capstone`` (or ``python -m case_studies.capstone``): the review table."""
+"""The review table: ``python -m propopt capstone`` (or ``-m propopt_case_studies.capstone``)."""
 
 from __future__ import annotations
 
@@ -60,8 +60,9 @@ def run(
 ) -> list[Row]:
     """Each problem at each size, largest first; rows ordered by size, then problem.
 
-    Their kernels are compiled ahead on every core first (:mod:`case_studies.capstone.ahead`).
-    A problem that cannot run here (:class:`~case_studies.capstone.reviews.common.Skipped`)
+    Their kernels are compiled ahead on every core first
+    (:mod:`propopt_case_studies.capstone.ahead`).
+    A problem that cannot run here (:class:`~propopt_case_studies.capstone.reviews.common.Skipped`)
     has no rows; its reason goes into ``skipped`` under its name.
 
     torch is imported before anything is timed: importing it after numba's

@@ -1,9 +1,9 @@
 """The capstone chapter, measured here: each problem's tools beside their strongest fair peers.
 
-``python -m propopt capstone`` (or ``python -m case_studies.capstone``) runs
+``python -m propopt capstone`` (or ``python -m propopt_case_studies.capstone``) runs
 :func:`run` and prints the review table.  A package of its own, above the
 library and the case studies: it imports both, and nothing in ``propopt`` or
-``case_studies`` imports it (``propopt``'s command line finds it through the
+``propopt_case_studies`` imports it (``propopt``'s command line finds it through the
 ``propopt.commands`` entry point).
 
 Modules: :mod:`.measure` (interleaved timing, shared with ``benchmarks/``),

@@ -32,8 +32,9 @@ import numpy as np
 from propopt import direct_gravity, dispatch, morton_order, threads
 from propopt.arrays import count, flag, per_point, plain, points, real
 from propopt.symmetry import SOFTENINGS
+from propopt.symmetry.gravity import check_masses
 
-from ._args import check_masses, check_theta, place, result_dtype
+from ._args import check_theta, place, result_dtype
 from ._build import build_topology, node_moments
 from ._units import bodies, to_user
 from ._walk import walk
@@ -199,11 +200,10 @@ class Octree:
             Finite positions (float32 or float64).
         mass : array (n,) or scalar, optional
             Finite masses ``>= 0`` (1 each by default); zero masses are allowed.
-            Negative masses are refused: a cell acts through its centre of
-            mass, which masses of both signs can put anywhere, and the error
-            bounds fail; the exact sum (``method='direct'`` of
-            :func:`case_studies.nbody.field`, or :func:`propopt.direct_gravity`)
-            takes them.
+            Negative masses are refused, as by every gravity verb: a cell acts
+            through its centre of mass, which masses of both signs can put
+            anywhere, and the error bounds fail (sources of both signs:
+            :func:`propopt.pairwise_sum`).
         eps : float or array (n,)
             Plummer softening length, per body if an array.  A pair ``(i, j)``
             is softened with ``eps_ij^2 = (eps_i^2 + eps_j^2) / 2`` (symmetric,
@@ -232,7 +232,7 @@ class Octree:
             )
         P = points("pos", pos, 3)
         n = P.shape[0]
-        m = check_masses("mass", mass, n)
+        m = check_masses(mass, n)
         e = per_body("eps", eps, n, 0.0, "softening lengths")
         leaf_size = count("leaf_size", leaf_size)
         dtype = result_dtype(P, mass)
@@ -548,7 +548,7 @@ def barnes_hut(
 
     ``Octree.build(pos, mass, eps=eps).field(targets, theta=theta, ...)``; see
     :meth:`Octree.build` and :meth:`Octree.field`.  Cost ``O(n log n)``.
-    :func:`case_studies.nbody.field` is the one entry point for every method.
+    :func:`propopt_case_studies.nbody.field` is the one entry point for every method.
 
     Returns ``(acc, pot)``: ``pot`` is None unless ``potential=True`` (the
     default was ``True`` until this release).
@@ -556,7 +556,7 @@ def barnes_hut(
     Examples
     --------
     >>> import numpy as np
-    >>> from case_studies.nbody import barnes_hut
+    >>> from propopt_case_studies.nbody import barnes_hut
     >>> from propopt import direct_gravity
     >>> rng = np.random.default_rng(0)
     >>> x, m = rng.normal(size=(2000, 3)), rng.uniform(size=2000)

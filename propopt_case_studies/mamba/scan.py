@@ -148,7 +148,7 @@ def selective_scan(
     Examples
     --------
     >>> import numpy as np
-    >>> from case_studies.mamba import selective_scan
+    >>> from propopt_case_studies.mamba import selective_scan
     >>> rng = np.random.default_rng(0)
     >>> u, delta = rng.normal(size=(1, 4, 8)), rng.uniform(0.1, 1, (1, 4, 8))
     >>> A, B, C = -np.exp(rng.normal(size=(4, 2))), rng.normal(size=(1, 2, 8)), np.ones((4, 2))
@@ -185,7 +185,7 @@ def chapter_scan(x: Any, A: Any, B: Any, C: Any, delta: Any, *, method: Method =
     Examples
     --------
     >>> import numpy as np
-    >>> from case_studies.mamba import chapter_scan
+    >>> from propopt_case_studies.mamba import chapter_scan
     >>> x, delta = np.ones((1, 3, 2)), np.full((1, 3, 2), 0.5)
     >>> A, B, C = -np.ones((2, 1)), np.ones((1, 3, 1)), np.ones((1, 3, 1))
     >>> chapter_scan(x, A, B, C, delta)[0, :, 0].round(4).tolist()
@@ -448,7 +448,7 @@ def step(state: Any, x: Any, dt: Any, A: Any, B: Any, C: Any, D: Any = None, z: 
     Examples
     --------
     >>> import numpy as np
-    >>> from case_studies.mamba import step
+    >>> from propopt_case_studies.mamba import step
     >>> state = np.zeros((1, 2, 1))
     >>> step(state, np.ones((1, 2)), np.ones((1, 2)), -np.ones((2, 1)),
     ...      np.ones((1, 1)), np.ones((1, 1))).tolist()
