@@ -328,7 +328,7 @@ def check_masses(mass: Any, n: int, name: str = "mass") -> np.ndarray:
     if a.dtype.kind not in "fiub":
         raise TypeError(f"{name} has dtype {a.dtype}: pass real numbers")
     if a.ndim != 0 and a.shape != (n,):
-        raise ValueError(f"{name} has shape {a.shape}: must be ({n},), one per body (or a scalar)")
+        raise ValueError(f"{name} has shape {a.shape}: must be a scalar or ({n},), one per body")
     f = np.full(n, float(a)) if a.ndim == 0 else a.astype(np.float64, copy=False)
     bad = ~np.isfinite(f) | (f < 0)
     if bad.any():

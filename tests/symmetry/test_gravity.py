@@ -71,7 +71,9 @@ def test_errors():
         direct_gravity(pos, eps=-1.0)
     with pytest.raises(ValueError, match=r"eps=nan: the softening"):
         direct_gravity(pos, eps=float("nan"))
-    with pytest.raises(ValueError, match=r"mass has shape \(2,\): must be \(3,\)"):
+    with pytest.raises(
+        ValueError, match=r"^mass has shape \(2,\): must be a scalar or \(3,\), one per body$"
+    ):
         direct_gravity(pos, np.ones(2))
     with pytest.raises(ValueError, match=r"targets\[0\] = \[nan, 0.0, 0.0\] is not finite"):
         direct_gravity(pos, targets=np.array([[np.nan, 0, 0]]))
@@ -222,9 +224,18 @@ def test_scalar_arguments_are_checked_by_type_first():
 @pytest.mark.parametrize(
     ("mass", "msg"),
     [
-        (np.array([1.0, 1.0, np.nan]), r"mass\[2\] = nan: masses must be finite \(fix or drop"),
-        (np.array([1.0, np.inf, 1.0]), r"mass\[1\] = inf: masses must be finite"),
-        (float("nan"), r"mass=nan: the mass must be a finite number"),
+        (
+            np.array([1.0, 1.0, np.nan]),
+            r"^mass\[2\] = nan: masses must be finite and >= 0 "
+            r"\(fix or drop body 2\)$",
+        ),
+        (np.array([1.0, np.inf, 1.0]), r"^mass\[1\] = inf: masses must be finite"),
+        (float("nan"), r"^mass=nan: masses must be finite and >= 0$"),
+        (
+            np.array([1.0, -2.0, 1.0]),
+            r"^mass\[1\] = -2.0: masses must be >= 0 in every gravity "
+            r"verb .* use propopt.pairwise_sum",
+        ),
     ],
 )
 def test_bad_mass_names_the_argument(mass, msg):
