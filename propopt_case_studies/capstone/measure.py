@@ -114,6 +114,24 @@ def _time_once(fn: Callable[[], Any], sync: Callable[[], Any]) -> float:
     return time.perf_counter() - t0
 
 
+#: Warm-up: calls of each side before the timed rounds, at most this many and for at
+#: least one, until this many seconds have passed.  One call compiles; the next few can
+#: still pay for the process's first pages: on a 2-core Xeon (rocketlake, a VM), the
+#: first 2-5 writes of a fresh 64 MiB NumPy array by two threads took 40-110 ms
+#: against 6 ms after (NumPy asks for huge pages; without them, 14 ms every time).
+WARM_CALLS = 8
+WARM_S = 0.3
+
+
+def _warm(fn: Callable[[], Any], sync: Callable[[], Any]) -> None:
+    """Call ``fn`` until :data:`WARM_S` have passed or :data:`WARM_CALLS` calls are made."""
+    t0 = time.perf_counter()
+    for _ in range(WARM_CALLS):
+        _time_once(fn, sync)
+        if time.perf_counter() - t0 > WARM_S:
+            break
+
+
 def best_torch_threads(
     fn: Callable[[], Any], sync: Callable[[], Any] = _nop, calls: int = 2
 ) -> int:
@@ -176,11 +194,11 @@ def compare(
         sync()
         nan = math.nan
         return Comparison(nan, nan, nan, nan, nan, 0, nan)
-    # warm-up: compilation, caches, allocator; one call each
+    # warm-up: compilation, caches, the allocator's first pages (_warm)
     threads = best_torch_threads(baseline, sync) if torch_baseline else None
     with torch_threads(threads):
-        _time_once(baseline, sync)
-    _time_once(optimized, sync)
+        _warm(baseline, sync)
+    _warm(optimized, sync)
     tb: list[float] = []
     to: list[float] = []
     t_start = time.perf_counter()
@@ -212,9 +230,10 @@ def compare(
 def median_seconds(
     fn: Callable[[], Any], repeats: int = 5, sync: Callable[[], Any] = _nop
 ) -> float:
-    """Median wall time of ``fn`` over ``repeats`` calls, after one warm-up call."""
-    fn()
-    sync()
+    """Median wall time of ``fn`` over ``repeats`` calls, after a warm-up (:func:`_warm`)."""
     if _compile_only:
+        fn()
+        sync()
         return math.nan
+    _warm(fn, sync)
     return float(np.median([_time_once(fn, sync) for _ in range(repeats)]))

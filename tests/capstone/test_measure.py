@@ -20,13 +20,23 @@ def _sleeper(seconds, log=None, name=None):
 def test_rounds_alternate_and_the_ratio_is_the_median_of_rounds():
     log = []
     c = measure.compare(_sleeper(0.004, log, "b"), _sleeper(0.002, log, "o"), rounds=4)
-    # one warm-up call each, then b o / o b / b o / o b
-    assert log == ["b", "o", "b", "o", "o", "b", "b", "o", "o", "b"]
+    # the warm-up (WARM_CALLS calls each, well within WARM_S), then b o / o b / b o / o b
+    warm = measure.WARM_CALLS
+    assert log == ["b"] * warm + ["o"] * warm + ["b", "o", "o", "b", "b", "o", "o", "b"]
     assert c.rounds == 4 and c.baseline_threads is None
     assert 1.5 < c.ratio < 2.5 and c.ratio_lo <= c.ratio <= c.ratio_hi
     assert c.baseline_ms > c.optimized_ms > 1.5
     d = c.to_dict()
     assert d["busy"] == c.busy and d["rounds"] == 4
+
+
+def test_the_warm_up_stops_after_its_time():
+    log = []
+    measure._warm(_sleeper(0.2, log, "x"), lambda: None)
+    assert log == ["x", "x"]  # 0.4 s > WARM_S after the second call
+    fast = []
+    measure._warm(_sleeper(0.0, fast, "y"), lambda: None)
+    assert fast == ["y"] * measure.WARM_CALLS
 
 
 def test_budget_stops_after_three_rounds_and_ticks_each_round():
