@@ -13,8 +13,14 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # built from a copy of the files git tracks (or would track): a build/ folder left
 # in the tree by an earlier build would otherwise put stale modules in the wheel
-mkdir "$work/src"
-git ls-files -z --cached --others --exclude-standard | xargs -0 cp --parents -t "$work/src"
+python - "$work/src" <<'PY'
+import os, shutil, subprocess, sys
+listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                        capture_output=True, check=True).stdout.decode().split("\0")
+for f in filter(os.path.isfile, listed):  # not a tracked file deleted in the working tree
+    os.makedirs(os.path.join(sys.argv[1], os.path.dirname(f)), exist_ok=True)
+    shutil.copy2(f, os.path.join(sys.argv[1], f))
+PY
 python -m pip wheel -q --no-deps -w "$work/dist" "$work/src"
 wheel=$(ls "$work"/dist/propopt-*.whl)
 python - "$wheel" <<'PY'

@@ -55,7 +55,9 @@ def _parser() -> argparse.ArgumentParser:
         help="operator: fn(a, b) combining elements; pair: f(x_i, x_j) over "
         "points (n, d); kernel: k(r) of distance; auto: guess",
     )
-    aud.add_argument("--dim", type=int, default=3, help="point dimension for pair functions")
+    aud.add_argument(
+        "--ndim", "--dim", type=int, default=3, help="point dimension for pair functions"
+    )
     aud.add_argument("--json", action="store_true", help="print the table as JSON")
     warm = sub.add_parser("warmup", help="compile the common kernels now (cached on disk)")
     warm.add_argument(
@@ -84,7 +86,13 @@ def command(name: str) -> Any:
     """
     for ep in importlib.metadata.entry_points(group="propopt.commands"):
         if ep.name == name:
-            return ep.load()
+            try:
+                return ep.load()
+            except ImportError as e:  # an install older than its checkout (a renamed package)
+                raise UserError(
+                    f"the {name} entry point {ep.value!r} does not import ({e}); reinstall "
+                    "propopt (pip install -e . in a checkout)"
+                ) from None
     return None
 
 
@@ -120,7 +128,7 @@ def _audit_cmd(args: argparse.Namespace) -> int:
     if not callable(fn):
         raise UserError(f"{args.target!r} is a {type(fn).__name__}, not a callable")
     try:
-        report = audit_table(fn, kind=args.kind, ndim=args.dim)
+        report = audit_table(fn, kind=args.kind, ndim=args.ndim)
     except (TypeError, ValueError) as e:
         raise UserError(f"cannot audit {args.target!r}: {e}") from None
     print(json.dumps(report.to_dict(), indent=2) if args.json else str(report))

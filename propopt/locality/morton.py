@@ -453,8 +453,8 @@ def morton_order(points: Any, box: Any = None, *, return_keys: bool = False) -> 
 def morton_digits(keys: Any, level: int, ndim: int = 3) -> np.ndarray:
     """The child index of each key at depth ``level`` of the quadtree / octree.
 
-    ``digit = (key >> (dim * (b - level))) & (2^dim - 1)`` with ``b =
-    MORTON_BITS[dim]``; bit ``a`` of the digit is 1 when the point lies in
+    ``digit = (key >> (ndim * (b - level))) & (2^ndim - 1)`` with ``b =
+    MORTON_BITS[ndim]``; bit ``a`` of the digit is 1 when the point lies in
     the upper half of its depth-``level - 1`` cell along axis ``a``.
 
     Parameters
@@ -490,7 +490,7 @@ def morton_digits(keys: Any, level: int, ndim: int = 3) -> np.ndarray:
 
 @renamed(dim="ndim")
 def morton_cells(keys: Any, level: int, ndim: int = 3) -> np.ndarray:
-    """The cell of each key at depth ``level``: its leading ``dim * level`` bits.
+    """The cell of each key at depth ``level``: its leading ``ndim * level`` bits.
 
     Points with equal values share a cell of side ``(hi - lo) / 2^level``; in
     Morton order they are contiguous, so ``np.flatnonzero(np.diff(cells))``
@@ -520,7 +520,7 @@ def morton_cells(keys: Any, level: int, ndim: int = 3) -> np.ndarray:
 @renamed(dim="ndim")
 @threads.parallel
 def morton_decode(keys: Any, ndim: int = 3) -> np.ndarray:
-    """Integer cell coordinates ``q`` (shape ``(n, dim)``, int64) of Morton keys.
+    """Integer cell coordinates ``q`` (shape ``(n, ndim)``, int64) of Morton keys.
 
     The inverse of the interleave: ``morton_decode(morton_keys(p, box))`` gives
     ``floor((p - lo) / (hi - lo) * 2^b)``; the cell's lower corner is

@@ -28,7 +28,7 @@ import numpy as np
 from numba import njit, prange
 
 from .. import dispatch, threads
-from ..arrays import PLACES, array_kind, inexact, plain
+from ..arrays import inexact, plain
 
 __all__ = ["MATMUL_TILE", "tiled_matmul", "tiled_pairwise", "tiles"]
 
@@ -153,7 +153,7 @@ def tiled_matmul(
         threads.  ``'blas'``: ``np.matmul``.  ``'reference'``: ``np.matmul`` in
         float64, cast back.  ``'auto'``: the fastest, ``'blas'``.
     device : {'auto', 'cpu'}
-        Every method runs on the CPU (``'auto'``: where the matrices are).
+        Every method runs on the CPU, where the matrices are read to.
     tile : int
         Tile edge for ``'tiled'`` (:data:`MATMUL_TILE`).
 
@@ -203,10 +203,10 @@ def tiled_matmul(
                 "rounding is acceptable"
             )
     plan = _MatmulPlan(np.ascontiguousarray(a, dt), np.ascontiguousarray(b, dt), int(tile))
-    here = PLACES.get(array_kind(A) or "", "cpu")
-    key = dispatch.choose_on(MATMUL_BACKENDS, method, device, plan, here, MATMUL_AUTO,
+    # plain() has read A and B into host arrays (a dask array computed, a torch one viewed)
+    key = dispatch.choose_on(MATMUL_BACKENDS, method, device, plan, "cpu", MATMUL_AUTO,
                              what="A, B")  # fmt: skip
-    assert key is not None  # 'blas' takes every plan
+    assert key is not None  # 'blas', the one 'auto' row, takes every plan on the CPU
     return MATMUL_BACKENDS[key].run(plan)
 
 

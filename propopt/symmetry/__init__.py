@@ -10,7 +10,14 @@
     at the bodies or at separate targets; :func:`plummer` is its pair kernel.
 """
 
-from .gravity import GRAVITY_SYMMETRY, SOFTENINGS, direct_gravity, plummer, spline_kernel
+from .gravity import (
+    GRAVITY_SYMMETRY,
+    SOFTENINGS,
+    check_masses,
+    direct_gravity,
+    plummer,
+    spline_kernel,
+)
 from .pairs import DEVICES, METHODS, SYMMETRIES, TILE, pairwise_sum
 
 __all__ = [
@@ -20,6 +27,7 @@ __all__ = [
     "SOFTENINGS",
     "SYMMETRIES",
     "TILE",
+    "check_masses",
     "direct_gravity",
     "pairwise_sum",
     "plummer",

@@ -28,9 +28,9 @@ from typing import Any
 import numpy as np
 
 from propopt import direct_gravity, dispatch
-from propopt.arrays import PLACES, array_kind, count, flag, real
+from propopt.arrays import count, flag, real
 
-from ._args import check_theta
+from ._args import check_theta, place
 
 __all__ = ["DEVICES", "METHODS", "OPTIONS", "field"]
 
@@ -106,9 +106,10 @@ def field(
         given; the FMM for ``tol`` below :data:`TREE_TOL` (the tree's error
         at its defaults, at the same ``quantile``); the exact sum up to
         :data:`DIRECT_PAIRS`
-        (target, source) pairs, where it is as fast; the tree otherwise; and
-        on a device the FMM does not run on, the tree or the exact sum
-        (:data:`AUTO_REFUSE`).
+        (target, source) pairs, where it is as fast; the tree otherwise
+        (:data:`AUTO_REFUSE`).  On a device the FMM does not run on, a call
+        that asks for it (``order``, or such a ``tol``) is refused in one
+        line.
     device : {'auto', 'cpu', 'cuda', 'dask'}
         Numba threads; numba.cuda (``'tree'``, ``'direct'``); a Dask cluster
         (``'tree'``: the tree built here, scattered once, ``targets`` in
@@ -186,7 +187,7 @@ def field(
     method, device = dispatch.method_device("field", method, device, BACKENDS)
     given = dict(theta=theta, leaf_size=leaf_size, tol=tol, quantile=quantile, order=order,
                  quadrupole=quadrupole, group_size=group_size, precision=precision)  # fmt: skip
-    here = "dask" if client is not None else PLACES.get(array_kind(pos) or "", "cpu")
+    here = "dask" if client is not None else place(pos)
     where = here if device == "auto" else device
     for name, value in (("client", client), ("chunk", chunk)):
         if value is not None and where != "dask":

@@ -158,8 +158,8 @@ def leapfrog(
     pos, vel : arrays (n, 3)
         Initial positions and velocities (ignored with ``resume``).
     mass : array (n,)
-        Finite masses, ``>= 0`` for ``method='tree'`` (see
-        :func:`propopt_case_studies.nbody.field`); the direct sum takes either sign.
+        Finite masses ``>= 0``, as in every gravity verb (docs/nbody.md,
+        Masses).
     dt : float
         Time step, ``> 0``.
     steps : int

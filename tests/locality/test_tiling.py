@@ -166,3 +166,10 @@ def test_every_matmul_method_has_a_backend():
 
     assert set(tiling.MATMUL_BACKENDS) == {(m, "cpu") for m in tiling.MATMUL_METHODS}
     assert set(tiling.MATMUL_AUTO) <= set(tiling.MATMUL_BACKENDS)
+
+
+def test_matmul_reads_a_dask_matrix_to_the_host_with_every_method():
+    da = pytest.importorskip("dask.array")
+    A, B = np.arange(12.0).reshape(3, 4), np.ones((4, 2))
+    for method in ("auto", "blas", "tiled"):
+        np.testing.assert_array_equal(tiled_matmul(da.from_array(A), B, method=method), A @ B)

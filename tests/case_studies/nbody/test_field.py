@@ -448,3 +448,11 @@ def test_torch_bfloat16_masses_are_taken_as_their_float32_values():
         want, _ = call(m32)
         assert acc.dtype == np.float32
         np.testing.assert_array_equal(acc, want)
+
+
+def test_device_auto_reads_a_dask_pos_here_without_a_client():
+    da = pytest.importorskip("dask.array")
+    pos = np.random.default_rng(6).normal(size=(60, 3))
+    want, _ = field(pos, eps=0.1)
+    got, _ = field(da.from_array(pos, chunks=20), eps=0.1)
+    np.testing.assert_array_equal(got, want)
