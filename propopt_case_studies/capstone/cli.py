@@ -71,9 +71,11 @@ def run(
     import torch  # noqa: F401
 
     from .ahead import compile_ahead
+    from .measure import warm_pages
     from .reviews.common import Skipped
 
     compile_ahead(problems, sizes, progress)
+    warm_pages()
     found: dict[tuple[str, str], list[Row]] = {}
     for name in problems:
         module = ALL[name]

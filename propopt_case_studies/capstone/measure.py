@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
+from numba import njit, prange
 
 from propopt.threads import LoadMeter, torch_threads, usable_cpus
 
@@ -130,6 +131,32 @@ def _warm(fn: Callable[[], Any], sync: Callable[[], Any]) -> None:
         _time_once(fn, sync)
         if time.perf_counter() - t0 > WARM_S:
             break
+
+
+@njit(parallel=True, cache=True)
+def _fill(a: np.ndarray) -> None:  # pragma: no cover - numba
+    for i in prange(a.shape[0]):
+        a[i] = 1.0
+
+
+#: Fresh 64 MiB arrays :func:`warm_pages` writes on all of numba's threads.
+WARM_PAGES = 8
+
+
+def warm_pages() -> None:
+    """Write :data:`WARM_PAGES` fresh 64 MiB arrays on numba's threads, once, before timing.
+
+    The process's first such writes are slow on some machines, whichever code does them:
+    on the development machine (a VM; NumPy asks for huge pages), a plain numba fill of a
+    fresh 64 MiB array on two threads took, in three fresh processes, 29, 96, 100, 92,
+    22, 11 ms / 6, 46, 68, 11, 6 ms / 6, 6 ms for its first calls, and 5.5-6 ms from the
+    first call after this warm-up (24-189 ms).  Without it that phase fell into the first
+    timed rows (the prefix sum's ratio to ``np.cumsum`` from 0.8x to 3.5x).
+    """
+    if _compile_only:
+        return
+    for _ in range(WARM_PAGES):
+        _fill(np.empty(1 << 24, np.float32))
 
 
 def best_torch_threads(
