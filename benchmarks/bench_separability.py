@@ -48,7 +48,7 @@ def _svd50(a: np.ndarray) -> np.ndarray:
 class LowRank(Benchmark):
     """Rank-50 factorization of an n x n float64 matrix of rank 50 plus noise."""
 
-    params = [200, 1000]  # 4000: the large suite (benchmarks_large)
+    params = [200, 1000]  # 4000: the large suite (benchmarks/large)
     param_names = ["n"]
     repeat = (2, 5, 120.0)
 

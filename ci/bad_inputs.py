@@ -83,7 +83,7 @@ except ImportError:  # pragma: no cover
 CORRECT, CLEAR, UNCLEAR, SILENT = "correct", "clear error", "unclear error", "silent wrong"
 CLASSES = (CORRECT, CLEAR, UNCLEAR, SILENT)
 LEAKS = (AttributeError, IndexError, KeyError, NameError, UnboundLocalError, AssertionError)
-OWN = (os.path.join(ROOT, "propopt") + os.sep, os.path.join(ROOT, "propopt_case_studies") + os.sep)
+OWN = (os.path.join(ROOT, "propopt") + os.sep, os.path.join(ROOT, "case_studies") + os.sep)
 
 
 # ------------------------------------------------------------- expectations

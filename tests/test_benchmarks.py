@@ -41,11 +41,11 @@ def test_benchmark_runs_at_smallest_size(cls, meth):
 
 
 def test_large_suite_holds_only_larger_sizes_of_the_quick_suites():
-    """``benchmarks_large`` repeats quick suites at sizes the quick ones leave out."""
+    """``benchmarks/large`` repeats quick suites at sizes the quick ones leave out."""
     import json
     from pathlib import Path
 
-    import benchmarks_large.bench_large as large
+    import benchmarks.large.bench_large as large
 
     classes = [
         c for _, c in inspect.getmembers(large, inspect.isclass) if c.__module__ == large.__name__
@@ -59,5 +59,5 @@ def test_large_suite_holds_only_larger_sizes_of_the_quick_suites():
         assert not flat(cls.params) <= flat(base.params), f"{cls.__name__} adds no size"
     root = Path(__file__).resolve().parents[1]
     conf = json.loads((root / "asv.large.conf.json").read_text())
-    assert conf["benchmark_dir"] == "benchmarks_large"
+    assert conf["benchmark_dir"] == "benchmarks/large"
     assert conf["results_dir"] != json.loads((root / "asv.conf.json").read_text())["results_dir"]
