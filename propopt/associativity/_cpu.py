@@ -39,6 +39,7 @@ class MonoidLike(Protocol):
 
     name: Any
     arity: int
+    flush: tuple[int, ...]
 
     def scalar(self, *args: Any) -> Any: ...
 
@@ -102,7 +103,45 @@ def _unpack(names: Sequence[str]) -> str:
     return _j(names) + ","
 
 
-def _source(k: int, dtype: np.dtype, header: str, cache: bool, rev: bool, excl: bool) -> str:
+def flush_source(dtype: np.dtype, flush: Sequence[int], decorator: str) -> str:
+    """Source of ``ftz(v)``, flush-to-zero for one value of ``dtype`` (see ``Monoid.flush``).
+
+    A float below the smallest normal in magnitude becomes a zero of its sign
+    (a compare and a select, which vectorize; NaN fails the compare and
+    passes); complex values flush their two parts apart.  Empty when nothing
+    is flushed or ``dtype`` is not floating.
+    """
+    if not flush or dtype.kind not in "fc":
+        return ""
+    real = np.dtype(f"f{dtype.itemsize // 2}") if dtype.kind == "c" else dtype
+    lines = [
+        f"TINY = np.{real.name}({float(np.finfo(real).tiny)!r})",
+        f"RZ = np.{real.name}(0.0)",
+        decorator,
+        "def ftz_real(v):",
+        "    if abs(v) < TINY:",
+        "        return -RZ if v < RZ else RZ",
+        "    return v",
+        "",
+        decorator,
+        "def ftz(v):",
+    ]
+    if dtype.kind == "c":
+        lines.append("    return DT(complex(ftz_real(v.real), ftz_real(v.imag)))")
+    else:
+        lines.append("    return ftz_real(v)")
+    return "\n".join(lines) + "\n"
+
+
+def _source(
+    k: int,
+    dtype: np.dtype,
+    header: str,
+    cache: bool,
+    rev: bool,
+    excl: bool,
+    flush: Sequence[int] = (),
+) -> str:
     """Python source of the CPU kernels for arity ``k``, ``dtype`` and one direction.
 
     The unrolled lane loop of ``_block`` is written for the one (``rev``,
@@ -126,13 +165,14 @@ def _source(k: int, dtype: np.dtype, header: str, cache: bool, rev: bool, excl: 
     w("FM = {'contract'}")
     w("_c = numba.njit(inline='always', cache=CACHE, fastmath=FM)(_py_combine)")
     w("")
+    w(flush_source(dtype, flush, "@numba.njit(inline='always', cache=CACHE, fastmath=FM)"))
     w("@numba.njit(inline='always', cache=CACHE, fastmath=FM)")
     w(f"def comb({_j(_v('a', k) + _v('b', k))}):")
     w(f"    r = _c({_j(_v('a', k) + _v('b', k))})")
-    if k == 1:
-        w("    return (DT(r),)")
-    else:
-        w("    return (" + ", ".join(f"DT(r[{i}])" for i in range(k)) + ",)")
+    res = ["r"] if k == 1 else [f"r[{i}]" for i in range(k)]
+    flush = flush if dtype.kind in "fc" else ()  # integers never flush
+    res = [f"ftz(DT({r}))" if i in flush else f"DT({r})" for i, r in enumerate(res)]
+    w("    return (" + ", ".join(res) + ",)")
     w("")
 
     def idx(rev: bool, off: str) -> str:
@@ -388,10 +428,11 @@ def kernels(monoid: MonoidLike, dtype: np.dtype, rev: bool = False, excl: bool =
         dt = key[0]
         imp = combine_import(monoid.scalar)
         tag = f"cpu_{monoid.name}_{dt.name}".replace("-", "_")
+        flush = monoid.flush
         if imp is not None:
-            mod = _jit.load_module(_source(monoid.arity, dt, imp, True, *key[1:]), tag)
+            mod = _jit.load_module(_source(monoid.arity, dt, imp, True, *key[1:], flush), tag)
         else:
-            src = _source(monoid.arity, dt, "", False, *key[1:])
+            src = _source(monoid.arity, dt, "", False, *key[1:], flush)
             mod = _jit.load_module(src, tag, {"_py_combine": monoid.scalar})
         mod.IDENTITY = tuple(dt.type(v) for v in monoid.identity(dt))  # type: ignore[attr-defined]
         cache[key] = mod

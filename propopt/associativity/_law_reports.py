@@ -223,10 +223,13 @@ def compare(
                     mag = np.abs(_wide(_rows(to_numpy(src[i]), s.ax)))
                     scale = np.maximum(scale, np.where(np.isfinite(mag), mag, 0.0))
             # below the smallest normal number precision is absolute, so the
-            # default floor is rtol of it (hundreds of subnormal steps)
+            # default floor is rtol of it (hundreds of subnormal steps); a
+            # monoid that flushes to zero there (Monoid.flush) may move a value
+            # by up to the smallest normal itself
             floor = at
             if atol is None and rt > 0 and lv.dtype.kind in "fc":
-                floor = rt * float(np.finfo(lv.dtype).smallest_normal)
+                flushed = s.is_monoid and i in s.fn.flush
+                floor = (1.0 if flushed else rt) * float(np.finfo(lv.dtype).smallest_normal)
             tol = floor + rt * scale
             ratio = np.full(diff.shape, np.inf)
             np.divide(diff, tol, out=ratio, where=tol > 0)

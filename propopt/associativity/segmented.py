@@ -66,6 +66,8 @@ class Segmented(Monoid):
             array_combine=_ArrayCombine(inner.combine_leaves),
         )
         assert self.arity == k + 1
+        # the inner components flush as the inner monoid's do; the flag never does
+        self.flush = tuple(i + 1 for i in inner.flush)
 
 
 _cache: weakref.WeakKeyDictionary[Monoid, Segmented] = weakref.WeakKeyDictionary()

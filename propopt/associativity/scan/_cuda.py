@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ... import _jit, _kinds
-from .._cpu import _j, _v, combine_import
+from .._cpu import _j, _v, combine_import, flush_source
 
 if TYPE_CHECKING:
     from ..monoid import Monoid
@@ -71,7 +71,15 @@ def _shape(arity: int, itemsize: int) -> tuple[int, int]:
     return tpb, items
 
 
-def _source(k: int, dtype: np.dtype, tpb: int, items: int, header: str, sim: bool) -> str:
+def _source(
+    k: int,
+    dtype: np.dtype,
+    tpb: int,
+    items: int,
+    header: str,
+    sim: bool,
+    flush: Sequence[int] = (),
+) -> str:
     """One-pass scan: each block scans its tile and finds its carry by decoupled look-back.
 
     A block takes the next tile number from a counter (so every tile before
@@ -107,10 +115,22 @@ def _source(k: int, dtype: np.dtype, tpb: int, items: int, header: str, sim: boo
         "NW = (TPB + 31) // 32",
         "SHSIZE = TILE + TILE // 32 + 1",
         "FULL = 0xFFFFFFFF",
-        "comb = cuda.jit(device=True)(_py_combine)",
-        "",
     ]
     w = lines.append
+    ftz = flush_source(dtype, flush, "@cuda.jit(device=True)")
+    if ftz:  # flush-to-zero after each combine, as the CPU kernels (see Monoid.flush)
+        args = _j(_v("a", k) + _v("b", k))
+        res = ["r"] if k == 1 else [f"r[{i}]" for i in range(k)]
+        res = [f"ftz(DT({r}))" if i in flush else f"DT({r})" for i, r in enumerate(res)]
+        w("_c = cuda.jit(device=True)(_py_combine)")
+        w(ftz)
+        w("@cuda.jit(device=True)")
+        w(f"def comb({args}):")
+        w(f"    r = _c({args})")
+        w("    return " + (res[0] if k == 1 else "(" + ", ".join(res) + ")"))
+    else:
+        w("comb = cuda.jit(device=True)(_py_combine)")
+    w("")
     # put / get: a published value, stored plainly and read from L2 (ld.global.cg);
     # complex values travel as two real words
     if cplx:
@@ -392,7 +412,7 @@ def kernels(monoid: Monoid, dtype: np.dtype) -> tuple[Any, int]:
         tag = f"cuda_{monoid.name}_{dtype.name}"
 
         def source(header: str) -> str:
-            return _source(monoid.arity, dtype, tpb, items, header, sim)
+            return _source(monoid.arity, dtype, tpb, items, header, sim, monoid.flush)
 
         if imp is not None:
             cache[key] = _jit.load_module(source(imp), tag)
