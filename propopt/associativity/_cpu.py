@@ -107,20 +107,22 @@ def flush_source(dtype: np.dtype, flush: Sequence[int], decorator: str) -> str:
     """Source of ``ftz(v)``, flush-to-zero for one value of ``dtype`` (see ``Monoid.flush``).
 
     A float below the smallest normal in magnitude becomes a zero of its sign
-    (a compare and a select, which vectorize; NaN fails the compare and
-    passes); complex values flush their two parts apart.  Empty when nothing
+    (a compare, a copysign and a select, which vectorize and never compute on
+    the subnormal; NaN fails the compare and passes); complex values flush
+    their two parts apart.  Empty when nothing
     is flushed or ``dtype`` is not floating.
     """
     if not flush or dtype.kind not in "fc":
         return ""
     real = np.dtype(f"f{dtype.itemsize // 2}") if dtype.kind == "c" else dtype
     lines = [
+        "import math",
         f"TINY = np.{real.name}({float(np.finfo(real).tiny)!r})",
         f"RZ = np.{real.name}(0.0)",
         decorator,
         "def ftz_real(v):",
         "    if abs(v) < TINY:",
-        "        return -RZ if v < RZ else RZ",
+        f"        return np.{real.name}(math.copysign(RZ, v))",
         "    return v",
         "",
         decorator,
