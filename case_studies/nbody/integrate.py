@@ -14,16 +14,19 @@ exact force) and conserves ``P`` and ``L`` up to the force error.
 
 from __future__ import annotations
 
-import glob
+import hashlib
 import math
 import os
+import re
 import sys
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from propopt.arrays import flag, points, real
+from propopt.files import atomic_write
 from propopt.symmetry.gravity import check_masses
 
 from . import api
@@ -92,15 +95,129 @@ class _Bar:
             self.bar.close()
 
 
+_SNAP = re.compile(r"snap_(\d+)\.npz")
+_BODIES = ("pos", "vel", "mass", "acc", "pot")
+
+
+def _checksum(arrays: dict[str, np.ndarray]) -> str:
+    """SHA-256 of every array but ``checksum``: its name, dtype, shape and bytes."""
+    h = hashlib.sha256()
+    for k in sorted(arrays):
+        if k != "checksum":
+            a = np.ascontiguousarray(arrays[k])
+            h.update(f"{k}:{a.dtype.str}:{a.shape};".encode())
+            h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def _write_snapshot(path: str, arrays: dict[str, Any]) -> None:
+    """``np.savez`` of ``arrays`` and their checksum, written atomically (:mod:`propopt.files`)."""
+    out = {k: np.asarray(a) for k, a in arrays.items()}
+    out["checksum"] = np.asarray(_checksum(out))
+    with atomic_write(path) as f:
+        np.savez(f, **out)
+
+
+class _Damaged(Exception):
+    """A snapshot that does not load or fails its own checks (the message says which)."""
+
+
+def _read_snapshot(path: str) -> dict[str, Any]:
+    """Load one snapshot and check it: every array readable, the checksum, shapes, step."""
+    try:
+        with np.load(path) as z:
+            snap = {k: z[k] for k in z.files}
+    except FileNotFoundError:
+        raise
+    except Exception as e:  # zipfile.BadZipFile, EOFError, ValueError, zlib.error, ...
+        why = " ".join(str(e).split()) or type(e).__name__
+        raise _Damaged(f"truncated or not a snapshot: {why}") from None
+    missing = [k for k in (*_BODIES, "t", "step") if k not in snap]
+    if missing:
+        raise _Damaged(f"not a snapshot: no {', '.join(missing)}")
+    if "checksum" not in snap:
+        warnings.warn(
+            f"snapshot {path!r} has no checksum (written before snapshots carried one): "
+            "its arrays are used unverified",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    elif str(snap["checksum"]) != _checksum(snap):
+        raise _Damaged("checksum mismatch: its arrays were altered after it was written")
+    n = snap["pos"].shape[0] if snap["pos"].ndim == 2 else -1
+    shapes = dict(pos=(n, 3), vel=(n, 3), mass=(n,), acc=(n, 3), pot=(n,))
+    for k, shape in shapes.items():
+        if snap[k].shape != shape:
+            raise _Damaged(f"{k} has shape {snap[k].shape}, not {shape}")
+    step = int(snap["step"])
+    named = _SNAP.fullmatch(os.path.basename(path))
+    if named and int(named.group(1)) != step:
+        raise _Damaged(f"it holds step {step}, not the step {int(named.group(1))} of its name")
+    return snap
+
+
+def _snapshots(folder: str) -> list[str]:
+    """The ``snap_<step>.npz`` files in ``folder``, oldest step first."""
+    found = [(int(m.group(1)), name) for name in os.listdir(folder)
+             if (m := _SNAP.fullmatch(name))]  # fmt: skip
+    return [os.path.join(folder, name) for _, name in sorted(found)]
+
+
+def _newest_intact(folder: str, skip: str = "") -> tuple[str | None, list[str]]:
+    """The newest snapshot of ``folder`` that passes its checks, and why each newer one did not."""
+    failed: list[str] = []
+    for path in reversed(_snapshots(folder)):
+        if os.path.abspath(path) == os.path.abspath(skip):
+            continue
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                _read_snapshot(path)
+        except (_Damaged, OSError) as e:
+            failed.append(f"{os.path.basename(path)} ({e})")
+            continue
+        return path, failed
+    return None, failed
+
+
 def load_snapshot(path: str) -> dict[str, Any]:
-    """Read a snapshot (a file, or the latest ``snap_*.npz`` in a folder) into a dict."""
+    """Read a snapshot into a dict: a file, or the newest intact ``snap_*.npz`` of a folder.
+
+    A snapshot is intact when every array loads, its checksum matches and
+    its shapes and step agree.  In a folder, each newer snapshot that is not
+    intact is skipped with one ``RuntimeWarning`` line naming it and why.  A
+    damaged file, or a folder with no intact snapshot, raises a one-line
+    ``ValueError`` naming the file and the snapshot to use instead.  A
+    snapshot without a checksum (written by an older version) loads with a
+    ``RuntimeWarning``.
+    """
+    path = os.fspath(path)
     if os.path.isdir(path):
-        files = sorted(glob.glob(os.path.join(path, "snap_*.npz")))
-        if not files:
+        if not _snapshots(path):
             raise FileNotFoundError(f"resume={path!r}: no snap_*.npz in that folder")
-        path = files[-1]
-    with np.load(path) as z:
-        return {k: z[k] for k in z.files}
+        found, failed = _newest_intact(path)
+        if found is None:
+            raise ValueError(
+                f"no intact snapshot in {path!r}: {'; '.join(failed)}; start a new run "
+                "from pos and vel"
+            )
+        if failed:
+            warnings.warn(
+                f"skipped the newer snapshot(s) {'; '.join(failed)}; resuming from {found!r}",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+        path = found
+    try:
+        return _read_snapshot(path)
+    except _Damaged as e:
+        other, _ = _newest_intact(os.path.dirname(path) or ".", skip=path)
+        fix = (
+            f"resume from {other!r}, the newest intact snapshot in that folder"
+            if other
+            else "no other snapshot in that folder is intact: start a new run from pos and vel"
+        )
+        raise ValueError(f"snapshot {path!r} is damaged ({e}): {fix}") from None
 
 
 def _check_resume(snap: dict[str, Any], steps: int, **params: Any) -> None:
@@ -174,11 +291,13 @@ def leapfrog(
         Record diagnostics every this many steps (and at the start and end).
     snapshot_dir, snapshot_every : str, int
         Write ``snap_<step>.npz`` (positions, velocities, masses, accelerations,
-        potentials, time, step, the parameters and the diagnostics so far)
-        every ``snapshot_every`` steps and at the end.
+        potentials, time, step, the parameters, the diagnostics so far and a
+        checksum of them all) every ``snapshot_every`` steps and at the end,
+        atomically: a crash leaves the previous snapshots whole.
     resume : str, optional
-        A snapshot file or folder (its latest snapshot) to continue from: the
-        continued run is the same as an uninterrupted one, bit for bit.
+        A snapshot file or folder (its newest intact snapshot, see
+        :func:`load_snapshot`) to continue from: the continued run is the same
+        as an uninterrupted one, bit for bit.
         ``dt``, ``eps``, ``softening``, ``method``, ``theta`` and ``quadrupole``
         must be the snapshot's and ``steps`` at least its step (else a
         ``ValueError``).
@@ -259,10 +378,11 @@ def leapfrog(
     def snapshot() -> None:
         os.makedirs(snapshot_dir, exist_ok=True)  # type: ignore[arg-type]
         extra = {"diag_" + k: np.asarray(diag[k]) for k in _DIAG}
-        np.savez(
+        _write_snapshot(
             os.path.join(snapshot_dir, f"snap_{step:08d}.npz"),  # type: ignore[arg-type]
-            pos=x, vel=v, mass=m, acc=acc, pot=pot, t=t, step=step, dt=dt, eps=eps,
-            softening=softening, theta=theta, quadrupole=quadrupole, method=method, **extra,
+            dict(pos=x, vel=v, mass=m, acc=acc, pot=pot, t=t, step=step, dt=dt, eps=eps,
+                 softening=softening, theta=theta, quadrupole=quadrupole, method=method,
+                 **extra),
         )  # fmt: skip
 
     if acc is None:
