@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from propopt.files import write_text
+
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "api.md"
 
@@ -28,6 +30,7 @@ PACKAGES = (
     "propopt.redundancy",
     "propopt.audit",
     "propopt.testing",
+    "propopt.files",
     "propopt_case_studies.mamba",
     "propopt_case_studies.nbody",
     "propopt_case_studies.streaming_topk",
@@ -165,7 +168,7 @@ def main(argv: list[str]) -> int:
             print("docs/api.md is stale: run python ci/api_table.py", file=sys.stderr)
             return 1
         return 0
-    DOC.write_text(text)
+    write_text(DOC, text)
     return 0
 
 

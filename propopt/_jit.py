@@ -29,6 +29,8 @@ from typing import Any
 import numba
 import numba.core.event
 
+from . import files
+
 _loaded: dict[str, ModuleType] = {}
 
 #: Compiled kernel modules per owner (a monoid) and kind: held beside the
@@ -83,9 +85,7 @@ def load_module(source: str, tag: str, namespace: dict[str, Any] | None = None) 
     if namespace is None:
         path = cache_dir() / f"{name}.py"
         if not path.exists():
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(source)
-            os.replace(tmp, path)
+            files.write_text(path, source)
         spec = importlib.util.spec_from_file_location(name, path)
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)

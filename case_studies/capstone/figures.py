@@ -33,6 +33,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from propopt.files import write_text
+
 from . import plots
 from .rows import Row, markdown
 
@@ -55,7 +57,7 @@ FAMILIES = {
 
 def write_json(doc: dict[str, Any], path: str | Path) -> None:
     """The measurement as stable, diff-friendly JSON."""
-    Path(path).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    write_text(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
 
 
 def _rows(doc: dict[str, Any], size: str = "default") -> list[Row]:
@@ -122,7 +124,7 @@ def update(doc: dict[str, Any], root: Path = ROOT, check: bool = False) -> list[
 
         new = BLOCK.sub(fill, text)
         if new != text and not check:
-            page.write_text(new)
+            write_text(page, new)
     return stale
 
 

@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from propopt.files import atomic_write, write_bytes
 from propopt.locality import KernelPoint, RooflineReport, plot_roofline
 
 from .rows import SIZES, Row
@@ -80,9 +81,14 @@ def plot_speedups(rows: Sequence[Row], path: str | os.PathLike[str], where: str 
     ax.set_title(title + ": speedup vs problem size")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    _savefig(fig, path)
     plt.close(fig)
     return Path(path)
+
+
+def _savefig(fig: Any, path: str | os.PathLike[str]) -> None:
+    with atomic_write(path) as f:
+        fig.savefig(f, dpi=120, format=Path(path).suffix[1:] or None)
 
 
 def _bars(plt: Any, rows: Sequence[Row], path: str | os.PathLike[str], title: str) -> Path:
@@ -102,7 +108,7 @@ def _bars(plt: Any, rows: Sequence[Row], path: str | os.PathLike[str], title: st
     ax.set_xlabel("speedup over the peer on the left (median of rounds, IQR)")
     ax.set_title(title)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    _savefig(fig, path)
     plt.close(fig)
     return Path(path)
 
@@ -135,7 +141,7 @@ def stamp(path: str | os.PathLike[str], run: str) -> None:
     end = data.rindex(b"IEND") - 4
     body = b"tEXt" + STAMP + b"\0" + run.encode("ascii")
     chunk = struct.pack(">I", len(body) - 4) + body + struct.pack(">I", zlib.crc32(body))
-    Path(path).write_bytes(data[:end] + chunk + data[end:])
+    write_bytes(path, data[:end] + chunk + data[end:])
 
 
 def stamp_of(path: str | os.PathLike[str]) -> str | None:

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 from numba import njit, prange
 
+from ..files import atomic_write
 from .tiling import tiled_matmul
 
 __all__ = ["KernelPoint", "RooflineReport", "plot_roofline", "roofline"]
@@ -280,6 +281,7 @@ def plot_roofline(report: RooflineReport, path: str | os.PathLike[str]) -> Path:
     ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
     out = Path(path)
-    fig.savefig(out, dpi=120)
+    with atomic_write(out) as f:
+        fig.savefig(f, dpi=120, format=out.suffix[1:] or None)
     plt.close(fig)
     return out

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ...arrays import inexact
+from ...files import write_bytes
 from . import _cpu, _format
 from ._checks import (
     NanPolicy,
@@ -286,9 +287,8 @@ class TopK:
         return cls(k, check_dtype(dt), largest, nan, start, n_seen, scores, ids, spans)
 
     def save(self, path: str | PathLike[str]) -> None:
-        """Write :meth:`to_bytes` to a file."""
-        with open(path, "wb") as f:
-            f.write(self.to_bytes())
+        """Write :meth:`to_bytes` to a file, atomically (:func:`propopt.files.write_bytes`)."""
+        write_bytes(path, self.to_bytes())
 
     @classmethod
     def load(cls, path: str | PathLike[str]) -> TopK:
