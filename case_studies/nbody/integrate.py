@@ -124,14 +124,16 @@ class _Damaged(Exception):
 
 def _read_snapshot(path: str) -> dict[str, Any]:
     """Load one snapshot and check it: every array readable, the checksum, shapes, step."""
-    try:
-        with np.load(path) as z:
-            snap = {k: z[k] for k in z.files}
-    except FileNotFoundError:
-        raise
-    except Exception as e:  # zipfile.BadZipFile, EOFError, ValueError, zlib.error, ...
-        why = " ".join(str(e).split()) or type(e).__name__
-        raise _Damaged(f"truncated or not a snapshot: {why}") from None
+    with open(path, "rb") as fh:
+        try:
+            z = np.load(fh)
+            if not hasattr(z, "files"):
+                raise ValueError("an .npy array, not an .npz archive")
+            with z:
+                snap = {k: z[k] for k in z.files}
+        except Exception as e:  # zipfile.BadZipFile, EOFError, ValueError, zlib.error, ...
+            why = " ".join(str(e).split()) or type(e).__name__
+            raise _Damaged(f"truncated or not a snapshot: {why}") from None
     missing = [k for k in (*_BODIES, "t", "step") if k not in snap]
     if missing:
         raise _Damaged(f"not a snapshot: no {', '.join(missing)}")
