@@ -115,7 +115,7 @@ def _write_snapshot(path: str, arrays: dict[str, Any]) -> None:
     out = {k: np.asarray(a) for k, a in arrays.items()}
     out["checksum"] = np.asarray(_checksum(out))
     with atomic_write(path) as f:
-        np.savez(f, **out)
+        np.savez(f, **out)  # type: ignore[arg-type]  # the stub takes any key for allow_pickle
 
 
 class _Damaged(Exception):
