@@ -155,6 +155,15 @@ def associative_scan(
     a regrouping of infinities can differ from it, as in IEEE arithmetic
     (``inf - inf`` where a linear recurrence's coefficients hold an inf).
 
+    Underflow: the multiplicative monoids (``mul``, ``linear_recurrence``,
+    ``matmul2x2``, and a :class:`~propopt.Monoid` made with
+    ``flush_subnormals=True``) flush every combined value below the dtype's
+    smallest normal to a zero of its sign, on every backend, so that running
+    products of decays stay off the slow subnormal arithmetic of x86 cores.
+    No output is subnormal; one whose exact value is within rounding of the
+    smallest normal may be zero on one thread count and not on another
+    (docs/associativity.md).
+
     Half precision, as in jax's cumulative reductions: a monoid over floats
     given float16 or bfloat16 (NumPy with ``ml_dtypes``, torch, dask; float16
     only for CUDA device arrays) scans in float32 (the elements are widened
