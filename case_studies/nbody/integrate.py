@@ -165,21 +165,18 @@ def _snapshots(folder: str) -> list[str]:
     return [os.path.join(folder, name) for _, name in sorted(found)]
 
 
-def _newest_intact(folder: str, skip: str = "") -> tuple[str | None, list[str]]:
-    """The newest snapshot of ``folder`` that passes its checks, and why each newer one did not."""
+def _newest_intact(folder: str, skip: str = "") -> tuple[str | None, dict[str, Any], list[str]]:
+    """The newest snapshot of ``folder`` that passes its checks, its arrays, and why each
+    newer one did not."""
     failed: list[str] = []
     for path in reversed(_snapshots(folder)):
         if os.path.abspath(path) == os.path.abspath(skip):
             continue
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                _read_snapshot(path)
+            return path, _read_snapshot(path), failed
         except (_Damaged, OSError) as e:
             failed.append(f"{os.path.basename(path)} ({e})")
-            continue
-        return path, failed
-    return None, failed
+    return None, {}, failed
 
 
 def load_snapshot(path: str) -> dict[str, Any]:
@@ -197,7 +194,7 @@ def load_snapshot(path: str) -> dict[str, Any]:
     if os.path.isdir(path):
         if not _snapshots(path):
             raise FileNotFoundError(f"resume={path!r}: no snap_*.npz in that folder")
-        found, failed = _newest_intact(path)
+        found, snap, failed = _newest_intact(path)
         if found is None:
             raise ValueError(
                 f"no intact snapshot in {path!r}: {'; '.join(failed)}; start a new run "
@@ -209,11 +206,13 @@ def load_snapshot(path: str) -> dict[str, Any]:
                 RuntimeWarning,
                 stacklevel=2,
             )
-        path = found
+        return snap
     try:
         return _read_snapshot(path)
     except _Damaged as e:
-        other, _ = _newest_intact(os.path.dirname(path) or ".", skip=path)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # only its name is wanted here
+            other, _, _ = _newest_intact(os.path.dirname(path) or ".", skip=path)
         fix = (
             f"resume from {other!r}, the newest intact snapshot in that folder"
             if other
