@@ -165,9 +165,14 @@ CHILD = textwrap.dedent(
     from propopt_case_studies.nbody.integrate import leapfrog
 
     fsync = os.fsync
+    hold, writes = int(sys.argv[2]), []
 
-    def slow_fsync(fd):  # a window between a file's data and its rename
-        print("W", os.readlink(f"/proc/self/fd/{{fd}}"), flush=True)
+    def slow_fsync(fd):  # between a file's data and its rename
+        path = os.readlink(f"/proc/self/fd/{{fd}}")
+        writes.append("/.snap_" in path)
+        if sum(writes) == hold and writes[-1]:  # the snapshot to be killed in: wait for it
+            print("W", path, flush=True)
+            time.sleep(60)
         time.sleep(0.02)
         fsync(fd)
 
@@ -193,24 +198,27 @@ def test_sigkill_at_random_moments_then_resume(ic, tmp_path):
     mid_write = 0
     for i in range(kills):
         folder = tmp_path / f"run{i}"
-        proc = subprocess.Popen([sys.executable, "-c", script, str(folder)],
+        hold = rng.randrange(1, steps) if i % 2 == 0 else 0
+        proc = subprocess.Popen([sys.executable, "-c", script, str(folder), str(hold)],
                                 stdout=subprocess.PIPE, text=True)  # fmt: skip
         assert proc.stdout.readline() == "R\n"
-        if i % 2 == 0:  # during a write: between a snapshot's data and its rename
-            for _ in range(rng.randrange(1, steps)):
-                while "/.snap_" not in (line := proc.stdout.readline()):
-                    assert line, "the run ended before its kill"
+        if hold:  # during a write: between a snapshot's data and its rename
+            line = proc.stdout.readline()
+            assert line.startswith("W "), "the run ended before its kill"
             tmp = line.split()[1]
-        else:  # at any moment of the run
-            time.sleep(rng.uniform(0.0, 2.0))
+        else:  # at any moment of the run (60 snapshots take 2.4 s at least)
+            time.sleep(rng.uniform(0.0, 1.5))
             tmp = None
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=60)
         proc.stdout.close()
         assert proc.returncode == -signal.SIGKILL, "the run ended before its kill"
         if tmp is not None:  # killed mid-write: the data are there, under no final name
-            final = os.path.join(folder, os.path.basename(tmp)[1:].split(".npz.")[0] + ".npz")
-            assert os.path.exists(tmp) and not os.path.exists(final)
+            final = folder / f"snap_{hold:08d}.npz"
+            assert os.path.basename(tmp).startswith(f".{final.name}.")
+            assert os.path.exists(tmp) and not final.exists()
+            if hold > 1:  # the snapshot before it is the newest
+                assert int(load_snapshot(str(folder))["step"]) == hold - 1
             mid_write += 1
         # every snapshot under its final name is whole: nothing to skip
         for name in os.listdir(folder) if folder.exists() else []:
