@@ -91,8 +91,9 @@ def test_field_dask_survives_a_killed_worker(client):
     tree = Octree.build(pos, mass)
     targets = np.random.default_rng(2).normal(size=(400_000, 3))
     call = lambda: field_dask(client, tree, targets, chunk=2_000, potential=True)  # noqa: E731
+    call()  # each worker compiles (or loads) the walk once
     want, took = _timed(call)
-    got = _kill_a_worker_during(client, call, after=took / 3)
+    got = _kill_a_worker_during(client, call, after=took / 4)
     _right_or_one_line(got, want)
 
 
