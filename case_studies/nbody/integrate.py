@@ -145,12 +145,13 @@ def _read_snapshot(path: str) -> dict[str, Any]:
             stacklevel=3,
         )
     elif str(snap["checksum"]) != _checksum(snap):
-        raise _Damaged("checksum mismatch: its arrays were altered after it was written")
-    n = snap["pos"].shape[0] if snap["pos"].ndim == 2 else -1
-    shapes = dict(pos=(n, 3), vel=(n, 3), mass=(n,), acc=(n, 3), pot=(n,))
-    for k, shape in shapes.items():
+        raise _Damaged("checksum mismatch: its arrays are not those written (altered or corrupted)")
+    n = snap["pos"].shape[0] if snap["pos"].ndim else -1
+    for k, shape, want in (("pos", (n, 3), "(n, 3)"), ("vel", (n, 3), "(n, 3)"),
+                           ("acc", (n, 3), "(n, 3)"), ("mass", (n,), "(n,)"),
+                           ("pot", (n,), "(n,)"), ("step", (), "a scalar")):  # fmt: skip
         if snap[k].shape != shape:
-            raise _Damaged(f"{k} has shape {snap[k].shape}, not {shape}")
+            raise _Damaged(f"{k} has shape {snap[k].shape}, not {want}")
     step = int(snap["step"])
     named = _SNAP.fullmatch(os.path.basename(path))
     if named and int(named.group(1)) != step:
