@@ -36,6 +36,7 @@ from unittest import mock
 import numpy as np
 
 import propopt as pp
+from propopt.files import write_text
 from propopt_case_studies.capstone.measure import compare
 from propopt_case_studies.nbody import THETA, barnes_hut, fmm, fmm_parameters
 from propopt_case_studies.nbody.distributions import DISTRIBUTIONS
@@ -405,7 +406,7 @@ def main() -> None:
             )
         else:
             text += "\n" + block + "\n"
-        DOC.write_text(text)
+        write_text(DOC, text)
         print(f"wrote {DOC}")
 
 

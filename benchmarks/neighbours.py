@@ -32,6 +32,8 @@ import textwrap
 import time
 from typing import Any
 
+from propopt.files import write_text
+
 _SETUP = """
 import time, statistics, numpy as np
 IMPORTS
@@ -307,8 +309,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"   recurrence 2^24 alone {r['jax']['alone']:.1f} ms, alternating with jax "
                   f"{r['jax']['interleaved']:.1f} ms")  # fmt: skip
         if args.json:
-            with open(args.json, "w") as f:
-                json.dump(res4, f, indent=1)
+            write_text(args.json, json.dumps(res4, indent=1))
         print(f"({time.perf_counter() - t0:.0f} s)")
         return 0
     res: dict[str, Any] = {

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 import propopt as pp
+from propopt.files import write_text
 from propopt_case_studies.capstone.machine import cpu_model, read_pass
 from propopt_case_studies.capstone.measure import median_seconds
 from propopt_case_studies.capstone.peers import sequential_recurrence
@@ -443,9 +444,7 @@ def main(argv: list[str] | None = None) -> None:
     rows = measure(args.size, args.only, args.repeats)
     print(table(rows))
     if args.json:
-        from pathlib import Path
-
-        Path(args.json).write_text(json.dumps([r.__dict__ for r in rows], indent=1))
+        write_text(args.json, json.dumps([r.__dict__ for r in rows], indent=1))
 
 
 if __name__ == "__main__":

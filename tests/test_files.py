@@ -196,7 +196,7 @@ def test_every_writer_goes_through_propopt_files():
     )
     found = [
         f"{path.relative_to(root)}:{n}: {line.strip()}"
-        for folder in ("propopt", "case_studies", "ci")
+        for folder in ("propopt", "case_studies", "ci", "benchmarks")
         for path in sorted((root / folder).rglob("*.py"))
         if path.name != "files.py"
         for n, line in enumerate(path.read_text().splitlines(), 1)
