@@ -341,8 +341,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"({time.perf_counter() - t0:.0f} s)")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(res, f, indent=1)
+        write_text(args.json, json.dumps(res, indent=1))
     return 0
 
 
