@@ -17,6 +17,7 @@ EXTRAS = {
     "pytreegrav": "bench",
     "fmm3dpy": "bench",
     "asv": "bench",
+    "rich": "bench",
 }
 """Top-level module -> the ``propopt[...]`` extra that installs it."""
 

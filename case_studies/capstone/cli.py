@@ -12,7 +12,7 @@ from typing import Any, NoReturn
 from . import machine
 from .progress import Progress
 from .reviews import ALL, PROBLEMS
-from .rows import SIZES, Row, table
+from .rows import BUSY_MARK, SIZES, Row, short_table, table
 
 
 class UserError(Exception):
@@ -42,6 +42,12 @@ def parser(prog: str = "python -m propopt capstone") -> argparse.ArgumentParser:
         choices=list(ALL),
         help=f"run only this problem (repeatable); default: {', '.join(PROBLEMS)}",
     )
+    p.add_argument(
+        "--wide",
+        action="store_true",
+        help="print every column (property, technique, both sides' ms, device), "
+        "however wide; default: problem, peer, speedup, floor and error in the terminal's width",
+    )
     p.add_argument("--json", action="store_true", help="print the machine and rows as JSON")
     p.add_argument(
         "--plot", metavar="DIR", help="also measure the smaller sizes and write PNG charts to DIR"
@@ -57,6 +63,7 @@ def run(
     sizes: Sequence[str],
     progress: Progress,
     skipped: dict[str, str] | None = None,
+    phases: dict[str, float] | None = None,
 ) -> list[Row]:
     """Each problem at each size, largest first; rows ordered by size, then problem.
 
@@ -64,22 +71,37 @@ def run(
     (:mod:`propopt_case_studies.capstone.ahead`).
     A problem that cannot run here (:class:`~propopt_case_studies.capstone.reviews.common.Skipped`)
     has no rows; its reason goes into ``skipped`` under its name.
+    ``phases`` receives each step's seconds: the imports, compiling ahead,
+    the first pages, each problem at each size.
 
     torch is imported before anything is timed: importing it after numba's
     threads have started makes the next parallel regions slow for a moment.
     """
+    took: dict[str, float] = {} if phases is None else phases
+    t = time.perf_counter()
+
+    def lap(step: str) -> None:
+        nonlocal t
+        now = time.perf_counter()
+        took[step] = round(now - t, 2)
+        t = now
+
     import torch  # noqa: F401
 
     from .ahead import compile_ahead
     from .measure import warm_pages
     from .reviews.common import Skipped
 
+    lap("import torch")
     compile_ahead(problems, sizes, progress)
+    lap("compile ahead")
     warm_pages()
+    lap("warm pages")
     found: dict[tuple[str, str], list[Row]] = {}
     for name in problems:
         module = ALL[name]
         for size in reversed(sizes):
+            lap("between")
             progress.start(f"{name} ({size})", module.PLAN_S[size], module.TICKS[size])
             try:
                 found[name, size] = module.review(size, progress)
@@ -88,6 +110,8 @@ def run(
                 if skipped is not None:
                     skipped[name] = str(e)
             progress.finish()
+            lap(f"{name} ({size})")
+    took.pop("between", None)
     return [r for size in sizes for name in problems for r in found[name, size]]
 
 
@@ -136,15 +160,17 @@ def _run(args: argparse.Namespace) -> int:
     print(f"capstone: {', '.join(problems)} at size {', '.join(sizes)}; {where}", file=sys.stderr)
     t0 = time.perf_counter()
     record = machine.record()
+    phases = {"machine record": round(time.perf_counter() - t0, 2)}
     progress = Progress(plan_seconds(problems, sizes))
     skipped: dict[str, str] = {}
-    rows = run(problems, sizes, progress, skipped)
+    rows = run(problems, sizes, progress, skipped, phases)
     progress.close()
     elapsed = time.perf_counter() - t0
     shown = [r for r in rows if r.size == args.size]
     doc: dict[str, Any] = {
         "machine": record,
         "seconds": round(elapsed, 1),
+        "phases": phases,
         "rows": [r.to_dict() for r in rows],
     }
     if skipped:
@@ -156,9 +182,12 @@ def _run(args: argparse.Namespace) -> int:
             f"{record['cpu']}, {record['cores']} cores: sgemm {record['sgemm_gflops']} GFLOP/s, "
             f"copy {record['copy_gbs']} GB/s; {elapsed:.0f} s"
         )
-        print(table(shown))
+        print(table(shown) if args.wide else short_table(shown))
         if any(r.busy for r in shown):
-            print("busy: other processes kept cores busy during that row; its ratio may not hold")
+            mark = "busy" if args.wide else f"{BUSY_MARK} busy"
+            print(
+                f"{mark}: other processes kept cores busy during that row; its ratio may not hold"
+            )
     for name, reason in skipped.items():
         print(f"capstone: {name} skipped: {reason}", file=sys.stderr)
     if args.figures:

@@ -115,21 +115,26 @@ def _time_once(fn: Callable[[], Any], sync: Callable[[], Any]) -> float:
     return time.perf_counter() - t0
 
 
-#: Warm-up: calls of each side before the timed rounds, at most this many and for at
-#: least one, until this many seconds have passed.  One call compiles; the next few can
-#: still pay for the process's first pages: on a 2-core Xeon (rocketlake, a VM), the
-#: first 2-5 writes of a fresh 64 MiB NumPy array by two threads took 40-110 ms
-#: against 6 ms after (NumPy asks for huge pages; without them, 14 ms every time).
+#: Warm-up: calls of each side before the timed rounds, at least :data:`WARM_MIN_CALLS`
+#: (the first compiles or loads the kernel, the second runs it warm) and at most
+#: :data:`WARM_CALLS`, until :data:`WARM_S` seconds have passed.  The process's first
+#: pages, which once needed more calls (on a 2-core Xeon, a VM, the first 2-5 writes of
+#: a fresh 64 MiB NumPy array by two threads took 40-110 ms against 6 ms after), are
+#: paid once by :func:`warm_pages` before any comparison: with that, 0.3 s of warm-up a
+#: side gave the same ratios and IQRs as 0.1 s, and cost 2 s of the default run's scan
+#: review alone.
+WARM_MIN_CALLS = 2
 WARM_CALLS = 8
-WARM_S = 0.3
+WARM_S = 0.1
 
 
 def _warm(fn: Callable[[], Any], sync: Callable[[], Any]) -> None:
-    """Call ``fn`` until :data:`WARM_S` have passed or :data:`WARM_CALLS` calls are made."""
+    """Call ``fn`` :data:`WARM_MIN_CALLS` times, then on until :data:`WARM_S` have passed
+    or :data:`WARM_CALLS` calls are made."""
     t0 = time.perf_counter()
-    for _ in range(WARM_CALLS):
+    for i in range(WARM_CALLS):
         _time_once(fn, sync)
-        if time.perf_counter() - t0 > WARM_S:
+        if i + 1 >= WARM_MIN_CALLS and time.perf_counter() - t0 > WARM_S:
             break
 
 
@@ -159,15 +164,30 @@ def warm_pages() -> None:
         _fill(np.empty(1 << 24, np.float32))
 
 
+#: A thread count whose call takes this many times the best so far has lost: its
+#: further calls are skipped (:func:`best_torch_threads`).
+LOST_BY = 3.0
+
+
 def best_torch_threads(
     fn: Callable[[], Any], sync: Callable[[], Any] = _nop, calls: int = 2
 ) -> int:
-    """1 or all usable cores: whichever runs ``fn`` faster (best of ``calls`` each)."""
+    """1 or all usable cores: whichever runs ``fn`` faster (best of ``calls`` each).
+
+    A setting whose call already takes :data:`LOST_BY` times the best so far
+    makes no more calls: with one core busy, a loop of small torch ops on two
+    threads took 3-13 s a call against 0.3 s on one, and its second call
+    doubled the review's time for a choice already made.
+    """
     options = sorted({1, usable_cpus()})
     best, best_t = options[0], math.inf
     for n in options:
+        t = math.inf
         with torch_threads(n):
-            t = min(_time_once(fn, sync) for _ in range(calls))
+            for _ in range(calls):
+                t = min(t, _time_once(fn, sync))
+                if t > LOST_BY * best_t:
+                    break
         if t < best_t:
             best, best_t = n, t
     return best

@@ -4,13 +4,21 @@ Work is planned in seconds: each problem announces how long it expects to
 take and ticks as it goes (one tick per timed round), so the bar moves while
 a slow baseline runs.  The ETA scales the plan by how fast the run has gone
 so far against it.
+
+rich draws the line (the bar, the percentage, the columns fitted to the
+terminal's width), as it lays out the review table
+(:func:`~propopt_case_studies.capstone.rows.short_table`): one library for
+both.  The redraws are this module's own, a carriage return on a terminal and
+a line per redraw elsewhere (a CI log), rather than rich's live display,
+which runs a thread of its own and takes over ``sys.stdout`` and
+``sys.stderr`` while the kernels' compile notices and warnings go there.
 """
 
 from __future__ import annotations
 
 import sys
 import time
-from typing import TextIO
+from typing import Any, TextIO
 
 
 class Progress:
@@ -40,6 +48,7 @@ class Progress:
         self.label = ""
         self.min_interval = min_interval_s
         self.last_draw = -1e9
+        self._bar: Any = None
 
     def start(self, label: str, plan_s: float, ticks: int) -> None:
         """A problem of ``plan_s`` planned seconds and ``ticks`` steps begins."""
@@ -79,16 +88,47 @@ class Progress:
             return self.plan
         return elapsed / f * (1.0 - f)
 
+    def line(self) -> str:
+        """The bar as one line of text (rich's bar and percentage; this module's ETA)."""
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress as Bar, TaskProgressColumn, TextColumn
+        from rich.table import Column
+
+        from .rows import width_here
+
+        if self._bar is None:
+            console = Console(
+                width=width_here(),
+                force_terminal=self.tty,
+                color_system="auto" if self.tty else None,
+                highlight=False,
+            )
+            bar = Bar(
+                BarColumn(bar_width=24),
+                TaskProgressColumn(),
+                TextColumn("{task.fields[clock]}", table_column=Column(no_wrap=True)),
+                TextColumn("{task.description}", table_column=Column(no_wrap=True)),
+                console=console,
+                auto_refresh=False,
+            )
+            bar.add_task("", total=1.0, clock="")
+            self._bar = bar
+        bar = self._bar
+        elapsed = time.perf_counter() - self.t0
+        clock = f"{elapsed:4.0f}s, about {self.eta():3.0f}s left"
+        room = bar.console.width - 24 - 5 - len(clock) - 3  # the bar, the percentage, spaces
+        label = self.label if len(self.label) <= room else self.label[: max(room - 1, 0)] + "…"
+        bar.update(bar.tasks[0].id, completed=self.fraction(), description=label, clock=clock)
+        with bar.console.capture() as captured:
+            bar.console.print(bar.make_tasks_table(bar.tasks), no_wrap=True, overflow="ellipsis")
+        return captured.get().rstrip("\n").splitlines()[0].rstrip()
+
     def draw(self, force: bool = False) -> None:
         now = time.perf_counter()
         if not force and now - self.last_draw < self.min_interval:
             return
         self.last_draw = now
-        width = 24
-        f = self.fraction()
-        bar = "#" * int(width * f) + "." * (width - int(width * f))
-        done = f"{100 * f:3.0f}% {now - self.t0:4.0f}s, about {self.eta():3.0f}s left"
-        text = f"[{bar}] {done}  {self.label}"
+        text = self.line()
         if self.tty:
             self.stream.write("\r\033[K" + text)
         else:

@@ -138,8 +138,80 @@ HEAD = [
 ]
 
 
+#: The default table's columns: what a reader compares, in a terminal's width.
+SHORT_HEAD = ["problem", "peer", "speedup (IQR)", "floor", "error"]
+
+#: The default table's widest and narrowest widths (columns).
+MAX_WIDTH = 120
+MIN_WIDTH = 72
+
+
+#: Marks a busy row's speedup in the default table (:attr:`Row.busy`).
+BUSY_MARK = "*"
+
+#: Columns the problem and peer names keep at least, together, before the floor
+#: and error cells go onto two lines (value, then kind).
+NAMES_WIDTH = 48
+
+
+def short_cells(r: Row, split: bool = False) -> list[str]:
+    """The default table's cells of one row: a busy row's speedup is marked :data:`BUSY_MARK`;
+    ``split`` puts the floor's and the error's kind under their value."""
+    full = cells(r)
+    speedup = full[6] + (f" {BUSY_MARK}" if r.busy else "")
+    floor, error = full[7], full[8]
+    if split:
+        floor, error = floor.replace(" ", "\n", 1), error.replace(" ", "\n", 1)
+    return [r.problem, r.peer, speedup, floor, error]
+
+
+def width_here() -> int:
+    """The terminal's width (``$COLUMNS`` first; 120 off a terminal), within
+    :data:`MIN_WIDTH` and :data:`MAX_WIDTH`."""
+    import shutil
+
+    columns = shutil.get_terminal_size((MAX_WIDTH, 24)).columns
+    return max(MIN_WIDTH, min(MAX_WIDTH, columns))
+
+
+def short_table(rows: list[Row], width: int | None = None) -> str:
+    """The default table: :data:`SHORT_HEAD`, at most ``width`` columns (:func:`width_here`).
+
+    rich lays it out: it shares the width left by the numbers among the
+    problem and peer names and wraps them onto more lines of their row, where
+    hand-made padding would overflow.  It also draws the progress bar
+    (:mod:`~propopt_case_studies.capstone.progress`), so the capstone needs
+    one library for both.
+    """
+    import io
+
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    width = width_here() if width is None else max(MIN_WIDTH, min(MAX_WIDTH, width))
+    gaps = 2 * (len(SHORT_HEAD) - 1)
+    numbers = sum(
+        max([len(h), *(len(c[i]) for c in map(short_cells, rows))])
+        for i, h in enumerate(SHORT_HEAD)
+        if i >= 2
+    )
+    split = width - numbers - gaps < NAMES_WIDTH
+    t = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, expand=False)
+    for name in SHORT_HEAD:
+        names = name in ("problem", "peer")  # these take the width left, and wrap
+        t.add_column(name, no_wrap=not names, overflow="fold", ratio=1 if names else None)
+    for r in rows:
+        t.add_row(*(Text(c) for c in short_cells(r, split)))
+    out = io.StringIO()
+    console = Console(file=out, width=width, color_system=None, force_terminal=False)
+    console.print(t)
+    return "\n".join(line.rstrip() for line in out.getvalue().splitlines())
+
+
 def table(rows: list[Row]) -> str:
-    """The review table as aligned text."""
+    """The full review table as aligned text (``--wide``): every column of :data:`HEAD`."""
     body = [cells(r) for r in rows]
     widths = [max(len(str(c)) for c in col) for col in zip(HEAD, *body)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in [HEAD, *body]]

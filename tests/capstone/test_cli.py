@@ -9,7 +9,16 @@ import pytest
 from propopt import cli as propopt_cli
 from propopt_case_studies.capstone import cli, reviews
 from propopt_case_studies.capstone.reviews import common
-from propopt_case_studies.capstone.rows import ERROR_KINDS, HEAD, Row
+from propopt_case_studies.capstone.rows import (
+    ERROR_KINDS,
+    HEAD,
+    MAX_WIDTH,
+    MIN_WIDTH,
+    SHORT_HEAD,
+    Row,
+    short_cells,
+    short_table,
+)
 
 
 def _tiny(monkeypatch):
@@ -35,13 +44,81 @@ def test_json_rows_name_their_peer_error_kind_and_spread(monkeypatch, capsys):
 
 def test_the_table_has_one_metric_per_column(monkeypatch, capsys):
     _tiny(monkeypatch)
+    monkeypatch.setenv("COLUMNS", "100")
     assert cli.main(["--size", "small", "--only", "scan"]) == 0
     out = capsys.readouterr().out
     lines = out.splitlines()
     assert "sgemm" in lines[0] and "GFLOP/s" in lines[0]
-    for col in ("problem", "peer", "speedup (IQR)", "vs floor", "error"):
+    assert lines[1].split() == ["problem", "peer", "speedup", "(IQR)", "floor", "error"]
+    assert "max rel" in " ".join(out.split()) and "copy" in out
+    assert max(len(line) for line in lines[1:]) <= 100  # the table; line 0 is the machine
+    for peer in ("np.cumsum", "torch.cumsum", "sequential numba loop"):
+        assert peer in " ".join(out.split())
+
+
+def test_wide_and_json_keep_every_field(monkeypatch, capsys):
+    _tiny(monkeypatch)
+    monkeypatch.setenv("COLUMNS", "80")
+    assert cli.main(["--size", "small", "--only", "scan", "--wide"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    for col in HEAD:
         assert col in lines[1]
-    assert "max rel" in out and "copy" in out
+    body = lines[3:6]
+    assert len(body) == 3 and all("cpu (" in line and "associativity" in line for line in body)
+    assert max(len(line) for line in lines) > 120  # not cut to the terminal
+    assert cli.main(["--size", "small", "--only", "scan", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    fields = set(Row.__dataclass_fields__)
+    assert len(doc["rows"]) == 3 and all(set(r) == fields for r in doc["rows"])
+    assert {"machine record", "compile ahead", "scan (small)"} <= set(doc["phases"])
+
+
+def _long_rows(busy=False):
+    peer = "pytreegrav.Accel defaults (theta 0.7, monopole, parallel), 2 torch threads"
+    return [
+        Row("prefix sum, 2^24 float32", "default", "b", "k", "t", "np.cumsum (1 thread)", 48.2,
+            17.8, 2.8, 1.5, 3.5, 7, 1.6e-5, "max rel", "cpu", 0.7, busy, "copy", 10.0),
+        Row("N-body, Plummer sphere, N=50,000", "default", "b", "k", "t" * 100, peer, 149.0,
+            47.3, 3.2, 3.2, 3.2, 3, 4.1e-4, "median rel", "cpu", 0.0, False),
+        Row("streaming top-1000, 1e7 float32 in chunks of 1e6", "default", "b", "k", "t",
+            "mamba_ssm selective_scan_ref", 62.6, 6.1, 99.7, 97.4, 112.5, 7, 0.0, "ids", "cpu",
+            0.0, False, "read pass", 1.0, 7.3),
+    ]  # fmt: skip
+
+
+def _columns(text):
+    """Each column's text, its lines joined without spaces (rich wraps cells onto more lines)."""
+    lines = text.splitlines()
+    head = lines[0]
+    starts = [head.index(name) for name in SHORT_HEAD]
+    assert set(lines[1]) == {"─"}  # the rule under the header
+    cols = []
+    for i, start in enumerate(starts):
+        end = starts[i + 1] if i + 1 < len(starts) else None
+        cols.append("".join(line[start:end].replace(" ", "") for line in lines[2:]))
+    return cols
+
+
+@pytest.mark.parametrize("width", [400, MAX_WIDTH, 100, 80, MIN_WIDTH, 20])
+@pytest.mark.parametrize("busy", [False, True])
+def test_the_default_table_fits_its_width_and_keeps_every_cell(width, busy):
+    rows = _long_rows(busy)
+    text = short_table(rows, width)
+    limit = max(MIN_WIDTH, min(MAX_WIDTH, width))
+    assert max(len(line) for line in text.splitlines()) <= limit
+    want = ["".join("".join(c.split()) for c in col) for col in zip(*map(short_cells, rows))]
+    assert _columns(text) == want
+    assert ("*" in text) == busy
+
+
+def test_the_default_width_is_the_terminals_within_bounds(monkeypatch):
+    from propopt_case_studies.capstone.rows import width_here
+
+    for columns, want in (("100", 100), ("300", MAX_WIDTH), ("30", MIN_WIDTH)):
+        monkeypatch.setenv("COLUMNS", columns)
+        assert width_here() == want
+        text = short_table(_long_rows())
+        assert max(len(line) for line in text.splitlines()) <= want
 
 
 def test_gpu_rows_measure_on_a_gpu_and_report_a_failing_one(monkeypatch):

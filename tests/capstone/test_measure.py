@@ -63,6 +63,27 @@ def test_a_torch_baseline_runs_at_its_faster_thread_count(monkeypatch):
     assert torch.get_num_threads() == before  # restored
 
 
+def test_a_thread_count_that_has_lost_makes_no_second_call(monkeypatch):
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(measure, "usable_cpus", lambda: 2)
+    calls = []
+
+    def slow_with_two():
+        calls.append(torch.get_num_threads())
+        time.sleep(0.05 if torch.get_num_threads() > 1 else 0.005)
+
+    assert measure.best_torch_threads(slow_with_two, calls=2) == 1
+    assert calls == [1, 1, 2]  # 0.05 s > LOST_BY x 0.005 s: the second call of two is skipped
+    calls.clear()
+
+    def close():
+        calls.append(torch.get_num_threads())
+        time.sleep(0.005)
+
+    measure.best_torch_threads(close, calls=2)
+    assert calls == [1, 1, 2, 2]  # within LOST_BY: both settings make all their calls
+
+
 def test_load_of_other_processes_flags_a_busy_comparison(monkeypatch):
     class Meter:
         cores = 1.2

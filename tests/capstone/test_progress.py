@@ -19,10 +19,36 @@ def test_the_bar_moves_on_each_tick_and_ends_at_100():
     assert p.eta() >= 0
     p.close()
     lines = s.getvalue().splitlines()
-    assert lines[0].startswith("[") and lines[0].endswith("scan")
-    assert "about" in lines[1] and "s left" in lines[1]
+    assert " 0% " in lines[0] and lines[0].endswith("scan")
+    assert "about" in lines[1] and "s left" in lines[1] and " 20% " in lines[1]
     assert any(" 60% " in line for line in lines)
-    assert lines[-1].startswith("[" + "#" * 24 + "] 100%") and lines[-1].endswith("done")
+    assert lines[-1].startswith("━" * 24 + " 100%") and lines[-1].endswith("done")
+
+
+def test_a_line_fits_the_terminal_and_cuts_a_long_label(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    s = io.StringIO()
+    p = Progress(10.0, stream=s, min_interval_s=0.0)
+    p.start("compiling ahead: " + "the peers' kernels " * 10, 4.0, ticks=2)
+    p.start("scan (default)", 4.0, ticks=2)
+    long, short = s.getvalue().splitlines()
+    assert len(long) <= 80 and long.endswith("…") and "compiling ahead: the peer" in long
+    assert short.endswith("scan (default)")
+
+
+def test_on_a_terminal_the_line_is_redrawn_in_place():
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    s = Tty()
+    p = Progress(2.0, stream=s, min_interval_s=0.0)
+    p.start("scan", 2.0, ticks=2)
+    p.tick()
+    p.close()
+    text = s.getvalue()
+    assert text.count("\r\033[K") == 3 and text.endswith("\n") and text.count("\n") == 1
+    assert "done" in text.rsplit("\r", 1)[1]
 
 
 def test_off_a_terminal_lines_are_rate_limited():
