@@ -116,25 +116,26 @@ def _time_once(fn: Callable[[], Any], sync: Callable[[], Any]) -> float:
 
 
 #: Warm-up: calls of each side before the timed rounds, at least :data:`WARM_MIN_CALLS`
-#: (the first compiles or loads the kernel, the second runs it warm) and at most
-#: :data:`WARM_CALLS`, until :data:`WARM_S` seconds have passed.  The process's first
-#: pages, which once needed more calls (on a 2-core Xeon, a VM, the first 2-5 writes of
-#: a fresh 64 MiB NumPy array by two threads took 40-110 ms against 6 ms after), are
-#: paid once by :func:`warm_pages` before any comparison: with that, 0.3 s of warm-up a
-#: side gave the same ratios and IQRs as 0.1 s, and cost 2 s of the default run's scan
-#: review alone.
+#: (the first compiles or loads the kernel, the second runs it warm; one, if that one
+#: took :data:`WARM_LONG_S` or more) and at most :data:`WARM_CALLS`, until :data:`WARM_S`
+#: seconds have passed.  The process's first pages, which once needed more calls (on a
+#: 2-core Xeon, a VM, the first 2-5 writes of a fresh 64 MiB NumPy array by two threads
+#: took 40-110 ms against 6 ms after), are paid once by :func:`warm_pages` before any
+#: comparison; 0.3 s a side spent 2.0 s of the default scan review's 7.4 s on warm-ups.
 WARM_MIN_CALLS = 2
 WARM_CALLS = 8
 WARM_S = 0.1
+WARM_LONG_S = 0.5
 
 
 def _warm(fn: Callable[[], Any], sync: Callable[[], Any]) -> None:
-    """Call ``fn`` :data:`WARM_MIN_CALLS` times, then on until :data:`WARM_S` have passed
-    or :data:`WARM_CALLS` calls are made."""
+    """Call ``fn`` until :data:`WARM_S` have passed, at least :data:`WARM_MIN_CALLS`
+    times (once, for a call of :data:`WARM_LONG_S` or more), at most :data:`WARM_CALLS`."""
     t0 = time.perf_counter()
     for i in range(WARM_CALLS):
         _time_once(fn, sync)
-        if i + 1 >= WARM_MIN_CALLS and time.perf_counter() - t0 > WARM_S:
+        elapsed = time.perf_counter() - t0
+        if elapsed > WARM_S and (i + 1 >= WARM_MIN_CALLS or elapsed >= WARM_LONG_S):
             break
 
 

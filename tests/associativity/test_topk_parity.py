@@ -129,6 +129,77 @@ def test_out_non_contiguous_is_written_like_torch(kind):
     assert not bv[:, ::2].any()
 
 
+@pytest.mark.parametrize("sorted_", [True, False])
+def test_out_1d_discontiguous_like_torchs_own_test(sorted_):
+    """torch's test_topk_1d_output_discontiguous: k=1 into every other element of a buffer."""
+    t = torch.randn(4, generator=torch.Generator().manual_seed(3))
+    values = torch.empty(2)[::2]
+    indices = torch.empty(2, dtype=torch.long)[::2]
+    v, i = pp.topk(t, 1, sorted=sorted_, out=(values, indices))
+    assert v is values and i is indices and values.stride() == (2,)
+    assert values.item() == t.max().item() and indices.item() == t.argmax().item()
+
+
+@pytest.mark.parametrize("kind", ["numpy", "torch"])
+@pytest.mark.parametrize("layout", ["every other column", "transposed", "reversed"])
+@pytest.mark.parametrize("largest", [True, False])
+def test_out_strided_views_hold_torchs_answer_and_nothing_else(kind, layout, largest):
+    """Many rows on all threads into strided views: the views hold torch.topk's answer,
+    the buffers' other elements keep their fill."""
+    n, k = 64, 5
+    t = torch.rand(n, 3000, generator=torch.Generator().manual_seed(4))
+    tv, ti = torch.topk(t, k, dim=1, largest=largest)
+    lib = np if kind == "numpy" else torch
+    x = t.numpy() if kind == "numpy" else t
+    if layout == "every other column":
+        bv, bi = lib.full((n, 2 * k), -7.0, dtype=lib.float32), lib.full((n, 2 * k), -7)
+        ov, oi = bv[:, ::2], bi[:, ::2]
+    elif layout == "transposed":
+        bv, bi = lib.full((k, n), -7.0, dtype=lib.float32), lib.full((k, n), -7)
+        ov, oi = bv.T, bi.T
+    else:  # negative strides: NumPy only (torch has none); torch gets a column of a matrix
+        if kind == "torch":
+            bv, bi = torch.full((n, k, 2), -7.0), torch.full((n, k, 2), -7)
+            ov, oi = bv[:, :, 1], bi[:, :, 1]
+        else:
+            bv, bi = np.full((n, k), -7.0, np.float32), np.full((n, k), -7)
+            ov, oi = bv[::-1, ::-1], bi[::-1, ::-1]
+    assert not (ov.is_contiguous() if kind == "torch" else ov.flags.c_contiguous)
+    rv, ri = pp.topk(x, k, axis=1, largest=largest, out=(ov, oi))
+    assert rv is ov and ri is oi
+    np.testing.assert_array_equal(np.asarray(ov), tv.numpy())
+    np.testing.assert_array_equal(np.asarray(oi), ti.numpy())
+    untouched = np.ones(tuple(bv.shape), bool)
+    if layout == "every other column":
+        untouched[:, ::2] = False
+    elif layout == "reversed" and kind == "torch":
+        untouched[:, :, 1] = False
+    else:
+        untouched[:] = False
+    assert (np.asarray(bv)[untouched] == -7).all() and (np.asarray(bi)[untouched] == -7).all()
+
+
+def test_out_strided_of_the_wrong_shape_or_dtype_is_one_line_naming_it():
+    x = np.random.default_rng(5).random((6, 100)).astype(np.float32)
+    bv, bi = np.zeros((6, 10), np.float32), np.zeros((6, 10), np.int64)
+    with pytest.raises(ValueError) as e:
+        pp.topk(x, 4, axis=1, out=(bv[:, ::2], bi[:, ::2]))  # (6, 5), the result is (6, 4)
+    msg = str(e.value)
+    assert "\n" not in msg
+    assert msg.startswith("out[0] has shape (6, 5); the result has shape (6, 4)")
+    assert "allocate out with that shape" in msg
+    assert not bv.any() and not bi.any()  # nothing written before the refusal
+    with pytest.raises(TypeError) as e:
+        pp.topk(x, 4, axis=1, out=(bv[:, :8:2], bi.astype(np.int32)[:, :8:2]))
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith("out[1] is numpy.ndarray(dtype=int32")
+    assert "(indices are int64)" in msg
+    t = torch.from_numpy(x)
+    tv = torch.zeros(6, 10, dtype=torch.float64)[:, ::2]
+    with pytest.raises(TypeError, match=r"^out\[0\] is torch.Tensor\(dtype=torch.float64"):
+        pp.topk(t, 4, axis=1, out=(tv, torch.zeros(6, 4, dtype=torch.int64)))
+
+
 def test_bad_out_is_named():
     t = torch.rand(100)
     with pytest.raises(TypeError, match=r"out\[0\] is torch.Tensor\(dtype=torch.float64"):

@@ -33,7 +33,10 @@ def test_rounds_alternate_and_the_ratio_is_the_median_of_rounds():
 def test_the_warm_up_stops_after_its_time():
     log = []
     measure._warm(_sleeper(0.2, log, "x"), lambda: None)
-    assert log == ["x", "x"]  # 0.4 s > WARM_S after the second call
+    assert log == ["x", "x"]  # at least two calls (the first may compile), 0.4 s > WARM_S
+    long = []
+    measure._warm(_sleeper(measure.WARM_LONG_S, long, "z"), lambda: None)
+    assert long == ["z"]  # one long call is warm-up enough
     fast = []
     measure._warm(_sleeper(0.0, fast, "y"), lambda: None)
     assert fast == ["y"] * measure.WARM_CALLS
