@@ -151,7 +151,7 @@ BUSY_MARK = "*"
 
 #: Columns the problem and peer names keep at least, together, before the floor
 #: and error cells go onto two lines (value, then kind).
-NAMES_WIDTH = 48
+NAMES_WIDTH = 40
 
 
 def short_cells(r: Row, split: bool = False) -> list[str]:
