@@ -64,6 +64,28 @@ def test_review_rows(name, monkeypatch):
 
 
 @pytest.mark.slow
+def test_compile_only_mamba_skips_its_float64_answers(monkeypatch):
+    """The float64 answers are torch loops with no kernel to compile: a compile-only run
+    (each run's compile-ahead worker) calls neither, a timed run calls both."""
+    from propopt_case_studies.capstone.measure import compile_only
+
+    mod = _shrink(monkeypatch, "mamba")
+    calls = []
+    for name in ("naive", "selective_scan_ref"):
+        real = getattr(mod, name)
+
+        def spy(*a, _real=real, _name=name, **kw):
+            calls.append((_name, str(a[0].dtype if a else kw["u"].dtype)))
+            return _real(*a, **kw)
+
+        monkeypatch.setattr(mod, name, spy)
+    with compile_only():
+        mod.review("small", Progress(1.0, min_interval_s=1e9))
+    assert calls == []
+    mod.review("small", Progress(1.0, min_interval_s=1e9))
+    assert ("naive", "torch.float64") in calls and ("selective_scan_ref", "torch.float64") in calls
+
+
 def test_the_hf_floor_is_a_patch_of_the_block_only():
     """The no-op floor changes transformers' functions inside its block and restores them."""
     pytest.importorskip("transformers")
