@@ -172,6 +172,24 @@ def test_a_missing_optional_dependency_is_one_line_naming_the_extra(monkeypatch,
     assert "the capstone needs the package 'torch'" in err and "pip install 'propopt[torch]'" in err
 
 
+def test_a_missing_rich_names_the_extra_that_installs_it(monkeypatch, capsys):
+    from pathlib import Path
+
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+
+    def no_rich(args):
+        raise ModuleNotFoundError("No module named 'rich'", name="rich")
+
+    monkeypatch.setattr(cli, "_run", no_rich)
+    assert cli.main([]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "pip install 'propopt[bench]'" in err
+    project = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    assert any(d.startswith("rich") for d in extras["bench"])
+    assert "bench" in extras["all"][0]  # the capstone runs from .[all]
+
+
 def test_module_entry_point_exits_nonzero_without_traceback():
     p = subprocess.run(
         [sys.executable, "-m", "propopt", "capstone", "--only", "x"], capture_output=True, text=True
