@@ -71,8 +71,8 @@ def run(
     (:mod:`propopt_case_studies.capstone.ahead`).
     A problem that cannot run here (:class:`~propopt_case_studies.capstone.reviews.common.Skipped`)
     has no rows; its reason goes into ``skipped`` under its name.
-    ``phases`` receives each step's seconds: the imports, compiling ahead,
-    the first pages, each problem at each size.
+    ``phases`` receives each step's seconds: compiling ahead, the first
+    pages, each problem at each size.
 
     torch is imported before anything is timed: importing it after numba's
     threads have started makes the next parallel regions slow for a moment.
@@ -92,7 +92,7 @@ def run(
     from .measure import warm_pages
     from .reviews.common import Skipped
 
-    lap("import torch")
+    t = time.perf_counter()
     compile_ahead(problems, sizes, progress)
     lap("compile ahead")
     warm_pages()
