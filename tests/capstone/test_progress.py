@@ -60,7 +60,8 @@ def test_off_a_terminal_lines_are_rate_limited():
     assert len(s.getvalue().splitlines()) == 1  # only the forced start line
 
 
-def test_a_note_names_the_step_at_once_and_the_next_problem_drops_it():
+def test_a_note_names_the_step_at_once_and_the_next_problem_drops_it(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "120")  # room for the whole label, whatever runs the test
     s = io.StringIO()
     p = Progress(10.0, stream=s, min_interval_s=3600.0)
     p.start("nbody (default)", 4.0, ticks=2)
