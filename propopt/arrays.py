@@ -13,6 +13,8 @@ inputs as the verbs do, with the same one-line errors:
   a string or a complex number);
 * :func:`generator`: a NumPy random generator from a ``seed=`` argument;
 * :func:`inexact`: where a cast would round integers (``2**53 + 1`` to float64);
+* :func:`frozen`: a read-only view, so that a kernel compiles once for
+  writeable and read-only inputs alike;
 * :func:`renamed`: a decorator that takes an old keyword as its new name, with
   a ``DeprecationWarning``.
 """
@@ -40,6 +42,7 @@ __all__ = [
     "count",
     "describe",
     "flag",
+    "frozen",
     "generator",
     "inexact",
     "per_point",
@@ -276,3 +279,18 @@ def renamed(**old_to_new: str) -> Any:
         return inner
 
     return wrap
+
+
+def frozen(a: Any) -> Any:
+    """``a`` as a read-only view: a kernel's inputs are typed read-only whatever the caller held.
+
+    numba compiles one specialization per argument type, and a read-only
+    array (a pandas column, a Dask chunk, a broadcast, a memory map) is a
+    different type from a writeable one.  Passing every input read-only
+    gives one compilation where there were two (topk_one: 3-12 s each).
+    """
+    if not a.flags.writeable:
+        return a
+    v = a.view()
+    v.flags.writeable = False
+    return v

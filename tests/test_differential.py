@@ -6,8 +6,10 @@ bfloat16 from ml_dtypes and torch, float32/64, integers, bool), shapes
 big-endian) and values (NaN and inf, magnitudes from 1e-300 to 1e300), runs
 them through every backend and compares each result with a plain float64
 loop written here, sharing no code with the library; or it requires every
-backend to raise the same error.  The default set runs a bounded profile;
-``-m slow`` runs many more examples of each.
+backend to raise the same error.  All of it runs under ``-m slow`` (.ci/run
+runs it after the README's command): a bounded profile and a long one.  The
+default set keeps ``test_every_backend_is_covered``; each backend's own tests
+there compare it with a float64 reference.
 
 ``COVERED`` lists the (verb, backend) pairs; ``test_every_backend_is_covered``
 fails when a verb gains a backend that is not in it.
@@ -356,6 +358,7 @@ def check_scan_case(case) -> None:
             assert np.all(err <= tol + 1e-300), f"{backend}: {got} vs {want} (err {err}, tol {tol})"
 
 
+@pytest.mark.slow
 @FAST
 @given(scan_cases())
 def test_scan_backends_agree(case):
@@ -461,6 +464,7 @@ def check_topk_case(case) -> None:
         assert np.array_equal(v, expect, equal_nan=True), f"{backend}: {v} != {expect}"
 
 
+@pytest.mark.slow
 @FAST
 @given(topk_cases())
 def test_topk_backends_agree(case):
@@ -555,12 +559,14 @@ def check_gravity_case(case) -> None:
         )
 
 
+@pytest.mark.slow
 @FAST
 @given(point_cases())
 def test_pair_sums_agree(case):
     check_pairs_case(case)
 
 
+@pytest.mark.slow
 @FAST
 @given(point_cases())
 def test_gravity_agrees(case):
@@ -743,6 +749,7 @@ def check_selective_case(case) -> None:
         _same_nonfinite_and_close(np.asarray(out)[0], want, tol, f"selective_scan {method}")
 
 
+@pytest.mark.slow
 @FAST
 @given(packed_cases())
 def test_mamba_scans_agree(case):
@@ -818,6 +825,7 @@ def check_field_case(case) -> None:
         assert err.max() <= bound, f"{method}: error {err.max():.2e} (body {err.argmax()})"
 
 
+@pytest.mark.slow
 @FAST
 @given(cluster_cases())
 def test_nbody_field_methods_agree(case):

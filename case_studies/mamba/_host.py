@@ -139,6 +139,11 @@ def forward(p: Prepared, save: bool, out: np.ndarray | None = None) -> tuple[np.
     """Run the fused forward; returns (out, last_state, checkpoints)."""
     batch, dim, L = p.u.shape
     N = p.A.shape[1]
+    target = None
+    if out is not None and p.u.flags.c_contiguous and not out.flags.c_contiguous:
+        # the kernels write C-order rows beside C-order inputs: into a buffer, then
+        # copied (one compiled kernel per dtype instead of one per output layout)
+        target, out = out, None
     if out is None and not p.u.flags.c_contiguous:  # the chapter's layout: out in it too
         out = np.empty((batch, L, dim), p.u.dtype).transpose(0, 2, 1)
     elif out is None:
@@ -166,10 +171,13 @@ def forward(p: Prepared, save: bool, out: np.ndarray | None = None) -> tuple[np.
                            p.scale_b, p.h0, o, last, ckpt, _cpu.CHUNK, W, one, tm,
                            _cpu.TILE if tm else _cpu.TILE_CHANNEL_MAJOR, runs,
                            p.starts)  # fmt: skip
-        return out, last, ckpt
-    _cpu.forward(p.u, p.delta, p.A, p.Bg, p.Cg, p.Dv, p.z, p.bias, p.softplus, p.has_z,
-                 p.scale_b, p.h0, out, last, ckpt, _cpu.CHUNK,
-                 seg, one, p.starts)  # fmt: skip
+    else:
+        _cpu.forward(p.u, p.delta, p.A, p.Bg, p.Cg, p.Dv, p.z, p.bias, p.softplus, p.has_z,
+                     p.scale_b, p.h0, out, last, ckpt, _cpu.CHUNK,
+                     seg, one, p.starts)  # fmt: skip
+    if target is not None:
+        target[...] = out
+        out = target
     return out, last, ckpt
 
 

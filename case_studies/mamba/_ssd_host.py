@@ -54,6 +54,7 @@ from typing import Any
 import numpy as np
 
 from propopt import threads
+from propopt.arrays import frozen
 
 from . import _ssd_cpu
 
@@ -277,8 +278,10 @@ def _forward(x: np.ndarray, dt: np.ndarray, A: np.ndarray, B: np.ndarray, C: np.
     release(S)
     zz = z if z is not None else np.zeros((1, 1, 1, 1), T)  # contiguous: one compiled kernel
     nonfinite = np.empty((nb, L, H), np.uint8)
-    _ssd_cpu.finish(y, x, zz, z is not None, Dv is not None,
-                    Dv if Dv is not None else np.zeros((1, 1), T), CB, cs, dtp, A, run0, e,
+    Dz = Dv if Dv is not None else np.zeros((1, 1), T)
+    # inputs read-only whatever the caller passed: one compiled kernel (propopt.arrays.frozen)
+    xr, zr, Dr, CBr, csr, dtr, Ar, r0, er = map(frozen, (x, zz, Dz, CB, cs, dtp, A, run0, e))
+    _ssd_cpu.finish(y, xr, zr, z is not None, Dv is not None, Dr, CBr, csr, dtr, Ar, r0, er,
                     mono, Q, T.type(1), floor, nonfinite)  # fmt: skip
     release(CB)
     clean = not (flagged.any() or nonfinite.any() or not np.isfinite(final).all()

@@ -491,3 +491,23 @@ def test_dask_array_honours_masks_and_k_zero():
     assert v.tolist() == [9.0, 3.0, 2.0]
     v, i = top_k_dask_array(da.from_array(x, chunks=3), 0)
     assert v.shape == i.shape == (0,)
+
+
+def test_read_only_and_writeable_inputs_share_one_compiled_kernel():
+    """A pandas column or a Dask chunk is read-only; the kernel compiled for a
+    writeable array of the same dtype serves it (propopt.arrays.frozen)."""
+    from propopt.arrays import frozen
+    from propopt.associativity.topk import _cpu
+
+    x = np.random.default_rng(3).normal(size=5000).astype(np.float32)
+    want = topk(x, 7)
+    before = len(_cpu._topk_one_kernel.signatures)
+    ro = x.copy()
+    ro.flags.writeable = False
+    got = topk(ro, 7)
+    assert len(_cpu._topk_one_kernel.signatures) == before
+    assert all(np.array_equal(g, w) for g, w in zip(got, want))
+    assert all(s[0].mutable is False for s in _cpu._topk_one_kernel.signatures)
+    v = frozen(x)
+    assert not v.flags.writeable and x.flags.writeable and np.shares_memory(v, x)
+    assert frozen(v) is v

@@ -171,7 +171,8 @@ def test_errors():
 def test_algorithm_and_device_are_chosen_apart():
     from propopt.symmetry import pairs
 
-    X = np.random.default_rng(0).normal(size=(6, 2))
+    # 3-D points: the kernels test_matches_double_loop compiles serve here too
+    X = np.random.default_rng(0).normal(size=(6, 3))
     with pytest.raises(ValueError, match="device='gpu' is not one of 'auto', 'cpu', 'cuda'"):
         pairwise_sum(soft_inverse, X, device="gpu")
     with pytest.raises(ValueError, match="method='cuda' is not one of"):

@@ -32,6 +32,7 @@ import numba
 import numpy as np
 from numba import prange
 
+from ...arrays import frozen
 from ._order import _better, _compact, _row_seed, _select, _sort_order, row_seeds
 from ._radix import sort_winners
 
@@ -341,6 +342,21 @@ def topk_one(x, xids, has_ids, k, desc, nanbig, seeded, sv, sid, ordered):  # ty
         for t in range(c):
             best[t] = op[t]
     return best, comp
+
+
+# The kernels take ``x`` and ``xids`` read-only, whatever the caller holds
+# (propopt.arrays.frozen): a writeable and a read-only input would otherwise
+# compile twice.
+_topk_rows_kernel = topk_rows
+_topk_one_kernel = topk_one
+
+
+def topk_rows(x, xids, *rest):  # type: ignore[no-untyped-def,no-redef]
+    return _topk_rows_kernel(frozen(x), frozen(xids), *rest)
+
+
+def topk_one(x, xids, *rest):  # type: ignore[no-untyped-def,no-redef]
+    return _topk_one_kernel(frozen(x), frozen(xids), *rest)
 
 
 @numba.njit(nogil=True, cache=True)
