@@ -48,13 +48,13 @@ sources are ``d`` contiguous runs.
     the caller sums the ``nthreads`` accumulators.  Within a block pair,
     :data:`BLOCK` targets at a time stream over the source tile; the sources'
     credits gather in ``k`` tile-long arrays (L1) flushed once per block pair.
-``full(TT, XT, w, args, tile, self_pairs, out)``
-    Every (target, source) pair, tiled: targets in blocks of ``tile`` (one
-    block per task), sources in tiles of ``tile`` that stay in L1 while the
+``full(TT, XT, w, args, ttile, stile, self_pairs, out)``
+    Every (target, source) pair, tiled: targets in blocks of ``ttile`` (one
+    block per task), sources in tiles of ``stile`` that stay in L1 while the
     block's targets pass over them, :data:`BLOCK` targets at a time.
-    ``self_pairs`` skips ``j == i`` (targets are the sources).
-``untiled(...)``
-    The same loop without source tiles: each target block streams all sources.
+    ``self_pairs`` skips ``j == i`` (targets are the sources).  The untiled
+    loop is this one with ``ttile = BLOCK`` and one source tile of all
+    sources: one compiled driver for both (each costs 3-6 s to compile).
 """
 
 from __future__ import annotations
@@ -255,32 +255,17 @@ def source(form: Form, header: str, block: int = BLOCK) -> str:
     emit(
         0,
         jit,
-        f"def full(T, X, w{A}, tile, self_pairs, out):",
+        f"def full(T, X, w{A}, ttile, stile, self_pairs, out):",
         "    nt = T.shape[1]",
         "    n = X.shape[1]",
-        "    nb = (nt + tile - 1) // tile",
+        "    nb = (nt + ttile - 1) // ttile",
         "    for b in prange(nb):",
-        "        i0 = b * tile",
-        "        i1 = min(i0 + tile, nt)",
-        "        for j0 in range(0, n, tile):",
-        "            j1 = min(j0 + tile, n)",
+        "        i0 = b * ttile",
+        "        i1 = min(i0 + ttile, nt)",
+        "        for j0 in range(0, n, stile):",
+        "            j1 = min(j0 + stile, n)",
     )
     sweep(12)
-    emit(
-        0,
-        "",
-        jit,
-        f"def untiled(T, X, w{A}, tile, self_pairs, out):",
-        "    nt = T.shape[1]",
-        "    n = X.shape[1]",
-        f"    nb = (nt + {block - 1}) // {block}",
-        "    for b in prange(nb):",
-        f"        i0 = {block} * b",
-        f"        i1 = min(i0 + {block}, nt)",
-        "        j0 = 0",
-        "        j1 = n",
-    )
-    sweep(8)
     return "\n".join(out) + "\n"
 
 

@@ -72,9 +72,10 @@ def _full_cpu(untiled: bool) -> Callable[[PairPlan], np.ndarray]:
         XT = np.ascontiguousarray(p.X.T)
         TT = XT if p.T is None else np.ascontiguousarray(p.T.T)
         out = np.zeros((TT.shape[1], p.k))
-        (mod.untiled if untiled else mod.full)(
-            TT, XT, p.w, *p.args, p.tile or TILE, p.T is None, out
-        )
+        tile = p.tile or TILE
+        # untiled: target blocks of BLOCK, each streaming every source (one source tile)
+        ttile, stile = (_cpu.BLOCK, max(XT.shape[1], 1)) if untiled else (tile, tile)
+        mod.full(TT, XT, p.w, *p.args, ttile, stile, p.T is None, out)
         return out
 
     return run
