@@ -32,6 +32,7 @@ import numpy as np
 
 from .. import _jit, threads
 from .._memory import settle_allocator
+from ..arrays import frozen
 
 
 class MonoidLike(Protocol):
@@ -469,7 +470,8 @@ def scan(
     n = shape[axis]
     p = math.prod(shape[:axis])
     q = math.prod(shape[axis + 1 :])
-    xs = [np.ascontiguousarray(x).reshape(p, n, q) for x in leaves]
+    # read-only views: a read-only input (a Dask chunk) uses the same compiled kernels
+    xs = [frozen(np.ascontiguousarray(x).reshape(p, n, q)) for x in leaves]
     if out is not None:
         os_ = [o.reshape(p, n, q) for o in out]  # C-contiguous: views
     else:
@@ -532,7 +534,7 @@ def elementwise(monoid: MonoidLike, a: Sequence[Any], b: Sequence[Any]) -> list[
     arrays = np.broadcast_arrays(*[np.asarray(v) for v in (*a, *b)])
     dtype = np.result_type(*arrays)
     shape = arrays[0].shape
-    flat = [np.ascontiguousarray(v, dtype=dtype).reshape(-1) for v in arrays]
+    flat = [frozen(np.ascontiguousarray(v, dtype=dtype).reshape(-1)) for v in arrays]
     outs = [np.empty(flat[0].shape, dtype) for _ in range(monoid.arity)]
     kernels(monoid, dtype).elementwise(*flat, *outs)
     return [o.reshape(shape) for o in outs]

@@ -29,7 +29,7 @@ from typing import Any, Literal
 import numpy as np
 
 from .. import _jit, _kinds, dispatch, threads
-from ..arrays import per_point, points
+from ..arrays import frozen, per_point, points
 from . import _cpu, _reference
 from ._plan import PairPlan
 
@@ -62,7 +62,7 @@ def _halved_cpu(p: PairPlan) -> np.ndarray:
     XT = np.ascontiguousarray(p.X.T)  # (d, n): a tile's sources are d contiguous runs
     nthreads = _jit.region_threads()
     acc = np.zeros((nthreads, p.X.shape[0], p.k))
-    mod.halved(XT, p.w, *p.args, p.tile or TILE, nthreads, acc)
+    mod.halved(XT, frozen(p.w), *p.args, p.tile or TILE, nthreads, acc)
     return acc[0] if nthreads == 1 else acc.sum(axis=0)
 
 
@@ -75,7 +75,7 @@ def _full_cpu(untiled: bool) -> Callable[[PairPlan], np.ndarray]:
         tile = p.tile or TILE
         # untiled: target blocks of BLOCK, each streaming every source (one source tile)
         ttile, stile = (_cpu.BLOCK, max(XT.shape[1], 1)) if untiled else (tile, tile)
-        mod.full(TT, XT, p.w, *p.args, ttile, stile, p.T is None, out)
+        mod.full(TT, XT, frozen(p.w), *p.args, ttile, stile, p.T is None, out)
         return out
 
     return run

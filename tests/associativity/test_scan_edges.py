@@ -155,3 +155,21 @@ def test_exclusive_segments_never_combine_the_identity(method):
         pp.linear_recurrence, (a, b), exclusive=True, reset=reset, method=method
     )
     assert h.tolist() == [0.0, 0.0, 2.0, 5.0, 9.0, 14.0]
+
+
+def test_read_only_inputs_reuse_the_compiled_kernels():
+    """A Dask chunk or a pandas column is read-only: it runs the kernels already
+    compiled for writeable arrays of its dtype (propopt.arrays.frozen)."""
+    from propopt.associativity import _cpu
+
+    rng = np.random.default_rng(0)
+    a = rng.uniform(0.5, 1.0, 3000)
+    b = rng.normal(size=3000)
+    want = pp.associative_scan(pp.linear_recurrence, (a, b))
+    mod = _cpu.kernels(pp.linear_recurrence, np.dtype(np.float64), False, False)
+    before = {name: len(getattr(mod, name).signatures) for name in ("_block", "scan_1d")}
+    ra, rb = a.copy(), b.copy()
+    ra.flags.writeable = rb.flags.writeable = False
+    got = pp.associative_scan(pp.linear_recurrence, (ra, rb))
+    assert all(np.array_equal(g, w) for g, w in zip(got, want))
+    assert {name: len(getattr(mod, name).signatures) for name in before} == before

@@ -188,3 +188,22 @@ def test_algorithm_and_device_are_chosen_apart():
         if device == "cpu":
             got = pairwise_sum(soft_inverse, X, method=method, device="cpu")
             np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_read_only_weights_reuse_the_compiled_driver():
+    """Read-only weights (a Dask chunk, a pandas column) run the driver already
+    compiled for writeable ones (propopt.arrays.frozen)."""
+    from propopt import _jit
+
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(50, 3))
+    w = rng.uniform(0.5, 2, 50)
+    want = pairwise_sum(soft_inverse, X, w, method="halved")
+    found = [getattr(m, "halved", None) for m in _jit._loaded.values()]
+    drivers = [d for d in found if hasattr(d, "signatures")]  # the CPU drivers (not CUDA's)
+    before = [len(d.signatures) for d in drivers]
+    assert sum(before) >= 1
+    ro = w.copy()
+    ro.flags.writeable = False
+    assert close(pairwise_sum(soft_inverse, X, ro, method="halved"), want)
+    assert [len(d.signatures) for d in drivers] == before
