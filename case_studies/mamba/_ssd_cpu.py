@@ -328,7 +328,7 @@ def finish(y, x, z, has_z, has_d, Dv, CB, cs, dtp, A, run0, e, mono, Q, one, flo
         Dm = np.zeros((ROWS, ROWS), y.dtype)
         Mt = np.empty((ROWS, Q), y.dtype)
         jc = np.full(H, -1, np.int64)  # each head's last cut at or before the row
-        i0 = 0
+        i0 = np.int64(0)  # not the literal 0: numba would compile _head_tile for it apart
         while i0 < Qc:
             R = min(ROWS, Qc - i0)
             for h in range(H):

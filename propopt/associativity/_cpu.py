@@ -285,10 +285,12 @@ def _source(
     w("    for p in prange(P):")
     w(
         f"        _block({_j(x + '[p]' for x in X)}, {_j(o + '[p]' for o in O)}, "
-        f"np.int64(0), N, N, rev, excl, {_j(E)}, {_j(E)}, True)"
+        f"np.int64(0), N, N, rev, excl, {_j(E)}, {_j(E)}, np.bool_(True))"
     )
     w("")
 
+    # (np.bool_(True), not the literal True: numba would compile _block once for
+    # the literal and once for the bool of the other call)
     # one long row, threads cooperating through super-blocks: each thread
     # scans its block (thread 0 from the running carry, the others from the
     # identity), the T totals are scanned, and blocks 1.. are fixed up while
@@ -325,7 +327,7 @@ def _source(
     w("                else:")
     w(
         f"                    r = _block({_j(X)}, {_j(O)}, lo, hi, N, rev, excl, {_j(E)}, "
-        f"{_j(E)}, True)"
+        f"{_j(E)}, np.bool_(True))"
     )
     w("                " + "; ".join(f"{t_}[t] = r[{i}]" for i, t_ in enumerate(T_)))
     w("        if b < nsb:")

@@ -136,7 +136,7 @@ def _shrink(v, ids, pos, c, k, desc, nanbig):  # type: ignore[no-untyped-def]
     r = min(ns - 1, (ns * k) // c + 2 * int(np.sqrt(ns * k / c)) + 2)
     pv = sv[order[r]]
     pi = si[order[r]]
-    w = 0
+    w = np.int64(0)
     for t in range(c):
         if not _better(pv, pi, v[t], ids[t], desc, nanbig):  # swaps keep a permutation
             v[w], v[t] = v[t], v[w]
@@ -172,7 +172,7 @@ def _unit(x, xids, has_ids, s, e, k, desc, nanbig, seeded, sv, sid, ov, oi, op):
     bi = np.empty(cap, np.int64)
     bp = np.empty(cap, np.int64)
     soft = min(cap, 2 * k + SOFT_SLACK)
-    c = 0
+    c = np.int64(0)  # not the literal 0: numba would compile _compact for it apart
     j = s
     # fill: the first k admissible elements are taken unconditionally
     while j < e and c < k and not seeded:

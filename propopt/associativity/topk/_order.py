@@ -227,7 +227,7 @@ def _row_seed(x, s, e, k, desc, nanbig):  # type: ignore[no-untyped-def]
     sv = np.empty(m, x.dtype)
     si = np.empty(m, np.int64)
     sp = np.empty(m, np.int64)
-    c = 0
+    c = np.int64(0)  # not the literal 0: numba would compile _compact for it apart
     for t in range(m):
         v = x[s + t * stride]
         if nanbig or v == v:
