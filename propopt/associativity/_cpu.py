@@ -282,6 +282,8 @@ def _source(
     w("@numba.njit(parallel=True, nogil=True, cache=CACHE)")
     w(f"def scan_rows({_j(X)}, {_j(O)}, rev, excl, {_j(E)}):")
     w("    P, N = x0.shape")
+    # fresh is np.bool_(True), not the literal True: numba would compile _block once for
+    # the literal and once for the bool of the other call in scan_1d
     w("    for p in prange(P):")
     w(
         f"        _block({_j(x + '[p]' for x in X)}, {_j(o + '[p]' for o in O)}, "
@@ -289,8 +291,6 @@ def _source(
     )
     w("")
 
-    # (np.bool_(True), not the literal True: numba would compile _block once for
-    # the literal and once for the bool of the other call)
     # one long row, threads cooperating through super-blocks: each thread
     # scans its block (thread 0 from the running carry, the others from the
     # identity), the T totals are scanned, and blocks 1.. are fixed up while
