@@ -62,7 +62,7 @@ def _halved_cpu(p: PairPlan) -> np.ndarray:
     XT = np.ascontiguousarray(p.X.T)  # (d, n): a tile's sources are d contiguous runs
     nthreads = _jit.region_threads()
     acc = np.zeros((nthreads, p.X.shape[0], p.k))
-    mod.halved(XT, frozen(p.w), *p.args, p.tile or TILE, nthreads, acc)
+    mod.halved(XT, p.w, *p.args, p.tile or TILE, nthreads, acc)
     return acc[0] if nthreads == 1 else acc.sum(axis=0)
 
 
@@ -75,7 +75,7 @@ def _full_cpu(untiled: bool) -> Callable[[PairPlan], np.ndarray]:
         tile = p.tile or TILE
         # untiled: target blocks of BLOCK, each streaming every source (one source tile)
         ttile, stile = (_cpu.BLOCK, max(XT.shape[1], 1)) if untiled else (tile, tile)
-        mod.full(TT, XT, frozen(p.w), *p.args, ttile, stile, p.T is None, out)
+        mod.full(TT, XT, p.w, *p.args, ttile, stile, p.T is None, out)
         return out
 
     return run
@@ -301,7 +301,7 @@ def pairwise_sum(
         T = points("targets", _host(targets), d)
         T = T.astype(np.result_type(T.dtype, X.dtype), copy=False)
         X = X.astype(T.dtype, copy=False)
-    w = weights_of(_host(weights), n)
+    w = frozen(weights_of(_host(weights), n))  # read-only or not, one compiled driver
     args = _check_args(args)
     k, scalar = _shape_of(kernel, X, args)
     signs = signs_of(symmetry, k)
