@@ -207,30 +207,30 @@ def _segment(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, scale_b,
 @njit(parallel=True, fastmath=FASTMATH, cache=True)
 def forward(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, scale_b, h0, out, last,
             ckpt, T, seg, one, starts):  # type: ignore[no-untyped-def]  # fmt: skip
-    """Fused forward; ``seg`` tokens per sequence segment (a multiple of ``T``)."""
+    """Fused forward; ``seg`` tokens per sequence segment (a multiple of ``T``).
+
+    One code path for any number of segments ``S`` (with one, passes 1 and
+    the chain do nothing): each ``prange`` loop is a kernel of its own that
+    numba compiles and links ``_segment`` into, so a separate one-segment
+    loop, and ``np.zeros`` (a parallel loop too), cost about 1.5 s each of a
+    first call's compile (12.7 -> 9.1 s in float64).  Pass 1 writes the
+    first ``S - 1`` entries of ``ends``, ``sums`` and ``cuts``, the chain
+    reads only those, hence ``np.empty``.
+    """
     nb, D, L = u.shape
     N = A.shape[1]
     S = max(1, (L + seg - 1) // seg)
     P = nb * D
-    if S == 1:
-        for i in prange(P):
-            b = i // D
-            d = i - b * D
-            h = h0[b, d].copy()
-            _segment(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, scale_b,
-                     b, d, 0, L, h, out, True, ckpt, T, one, starts)  # fmt: skip
-            last[b, d] = h
-        return
-    ends = np.zeros((nb, D, S, N), dtype=h0.dtype)
-    sums = np.zeros((nb, D, S))
-    cuts = np.zeros((nb, D, S), dtype=np.bool_)
+    ends = np.empty((nb, D, S, N), dtype=h0.dtype)
+    sums = np.empty((nb, D, S))
+    cuts = np.empty((nb, D, S), dtype=np.bool_)
+    nock = np.empty((nb, D, 0, N), dtype=ckpt.dtype)  # pass 1 saves no checkpoints
     for i in prange(P * (S - 1)):  # pass 1: end state of each segment from 0
         p = i // (S - 1)
         s = i - p * (S - 1)
         b = p // D
         d = p - b * D
         h = np.zeros(N, dtype=h0.dtype)
-        nock = ckpt[:, :, :0]
         sums[b, d, s], cuts[b, d, s] = _segment(u, delta, A, Bg, Cg, Dv, z, bias, softplus,
                                                 has_z, scale_b, b, d, s * seg, (s + 1) * seg,
                                                 h, out, False, nock, T, one, starts)  # fmt: skip
@@ -239,7 +239,7 @@ def forward(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, scale_b, h0, out,
         b = p // D
         d = p - b * D
         H = h0[b, d].copy()
-        for s in range(S):
+        for s in range(S - 1):
             nxt = np.empty(N, dtype=h0.dtype)
             for n in range(N):
                 if cuts[b, d, s]:  # a sequence starts inside: nothing before it passes
@@ -248,6 +248,7 @@ def forward(u, delta, A, Bg, Cg, Dv, z, bias, softplus, has_z, scale_b, h0, out,
                     nxt[n] = math.exp(A[d, n] * sums[b, d, s]) * H[n] + ends[b, d, s, n]
             ends[b, d, s] = H
             H = nxt
+        ends[b, d, S - 1] = H
     for i in prange(P * S):  # pass 2: every segment from its carry
         p = i // S
         s = i - p * S
