@@ -277,8 +277,8 @@ def topk_rows(x, xids, has_ids, k, pieces, desc, nanbig, seeded, sv, sid, ordere
     cv = np.empty((units, k), x.dtype)
     ci = np.empty((units, k), np.int64)
     cp = np.empty((units, k), np.int64)
-    cc = np.zeros(units, np.int64)
-    comp = np.zeros(units, np.int64)
+    cc = np.empty(units, np.int64)  # empty, not zeros: every entry is written below, and in
+    comp = np.empty(units, np.int64)  # a parallel kernel np.zeros is a parallel loop to compile
     step = (n + pieces - 1) // pieces
     for u in prange(units):
         r = u // pieces
@@ -288,8 +288,8 @@ def topk_rows(x, xids, has_ids, k, pieces, desc, nanbig, seeded, sv, sid, ordere
         cc[u], comp[u] = _unit(
             x[r], xids, has_ids, s, e, k, desc, nanbig, seeded, sv, sid, cv[u], ci[u], cp[u]
         )
-    out = np.zeros((rows, k), np.int64)
-    counts = np.zeros(rows, np.int64)
+    out = np.empty((rows, k), np.int64)
+    counts = np.empty(rows, np.int64)
     for r in prange(rows):
         m = 0
         for q in range(pieces):
@@ -314,8 +314,13 @@ def topk_rows(x, xids, has_ids, k, pieces, desc, nanbig, seeded, sv, sid, ordere
         else:
             for t in range(kk):
                 out[r, t] = pp[t]
+        for t in range(kk, k):
+            out[r, t] = 0
         counts[r] = kk
-    return out, counts, comp.sum()
+    compactions = 0
+    for u in range(units):
+        compactions += comp[u]
+    return out, counts, compactions
 
 
 @numba.njit(nogil=True, cache=True)
