@@ -328,7 +328,7 @@ def verbs() -> list[Verb]:
             "field (N-body defaults)",
             lambda pm: field(pm[0], pm[1], eps=1e-3),
             _PlummerFloor(lambda pm: field(pm[0], pm[1], eps=1e-3)),
-            "the same call on a Plummer sphere",
+            "same call on a Plummer sphere",
             "nbody",
             {k: _bodies(k) for k in BODIES},
         ),
