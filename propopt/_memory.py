@@ -25,7 +25,7 @@ def settle_allocator() -> None:
 
 
 #: Results of at least this many bytes are faulted in by the calling thread
-#: before a parallel kernel writes them (:func:`empty`): NumPy asks for huge
+#: before a parallel kernel writes them (:func:`mapped_empty`): NumPy asks for huge
 #: pages from 4 MiB up.
 PREFAULT_BYTES = 1 << 22
 
@@ -33,7 +33,7 @@ PREFAULT_BYTES = 1 << 22
 PAGE_BYTES = 4096
 
 
-def empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+def mapped_empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     """``np.empty(shape, dtype)`` whose pages are mapped before threads write it.
 
     A large result that NumPy has just allocated is often not yet mapped: a
@@ -51,5 +51,7 @@ def empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     """
     a = np.empty(shape, dtype)
     if a.nbytes >= PREFAULT_BYTES:
-        a.reshape(-1).view(np.uint8)[::PAGE_BYTES] = 0
+        b = a.reshape(-1).view(np.uint8)
+        b[::PAGE_BYTES] = 0
+        b[-1] = 0  # the buffer need not start on a page: its last page too
     return a

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from ._kinds import CUDA, DASK, NUMPY, PLACES, TORCH, TORCH_CUDA, array_kind, describe
+from ._memory import mapped_empty
 
 __all__ = [
     "CUDA",
@@ -45,6 +46,7 @@ __all__ = [
     "frozen",
     "generator",
     "inexact",
+    "mapped_empty",
     "per_point",
     "plain",
     "points",

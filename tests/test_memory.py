@@ -30,7 +30,7 @@ linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="mincore
 @linux
 @pytest.mark.parametrize("shape", [(1 << 22,), (3, 1000, 700)])
 def test_large_results_are_mapped_before_threads_write(shape):
-    a = _memory.empty(shape, np.dtype(np.float32))
+    a = _memory.mapped_empty(shape, np.dtype(np.float32))
     assert a.shape == shape and a.dtype == np.float32 and a.flags.c_contiguous
     resident, total = _resident_pages(a)
     assert resident == total
@@ -49,7 +49,7 @@ def test_a_fresh_mapping_is_not_resident_until_written():
 
 
 def test_small_results_are_plain_empty_arrays():
-    a = _memory.empty((10,), np.dtype(np.int64))
+    a = _memory.mapped_empty((10,), np.dtype(np.int64))
     assert a.shape == (10,) and a.dtype == np.int64
 
 

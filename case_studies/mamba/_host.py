@@ -10,6 +10,7 @@ import numba
 import numpy as np
 
 from propopt import threads
+from propopt.arrays import mapped_empty
 
 from . import _cpu
 
@@ -145,9 +146,9 @@ def forward(p: Prepared, save: bool, out: np.ndarray | None = None) -> tuple[np.
         # copied (one compiled kernel per dtype instead of one per output layout)
         target, out = out, None
     if out is None and not p.u.flags.c_contiguous:  # the chapter's layout: out in it too
-        out = np.empty((batch, L, dim), p.u.dtype).transpose(0, 2, 1)
-    elif out is None:
-        out = np.empty((batch, dim, L), p.u.dtype)
+        out = mapped_empty((batch, L, dim), p.u.dtype).transpose(0, 2, 1)
+    elif out is None:  # (mapped_empty: mapped here, not by the kernel's threads at once)
+        out = mapped_empty((batch, dim, L), p.u.dtype)
     last = np.empty((batch, dim, N), p.u.dtype)
     nck = -(-L // _cpu.CHUNK) if save else 0
     ckpt = np.empty((batch, dim, nck, N), p.u.dtype)

@@ -54,7 +54,7 @@ from typing import Any
 import numpy as np
 
 from propopt import threads
-from propopt.arrays import frozen
+from propopt.arrays import frozen, mapped_empty
 
 from . import _ssd_cpu
 
@@ -230,7 +230,7 @@ def _forward(x: np.ndarray, dt: np.ndarray, A: np.ndarray, B: np.ndarray, C: np.
     floor = _ssd_cpu.DECAY_FLOOR[T]
     # y holds w o X (the state products' right operand) until the carry-in
     # products overwrite it with C H_{c-1}
-    y = np.empty((nb, L, H, P), T)
+    y = mapped_empty((nb, L, H, P), T)  # mapped here, not by the threads at once
     _ssd_cpu.prep(dt, A, bias, softplus, lo, hi, starts, run0, first, Q, _ssd_cpu.FACTORED,
                   tiny, floor, x, y, dtp, cs, e, a, mono, flagged)  # fmt: skip
     Ct = np.ascontiguousarray(C.transpose(0, 2, 1, 3))  # (b, g, l, n)

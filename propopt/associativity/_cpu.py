@@ -31,7 +31,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from .. import _jit, threads
-from .._memory import empty, settle_allocator
+from .._memory import mapped_empty, settle_allocator
 from ..arrays import frozen
 
 
@@ -479,7 +479,7 @@ def scan(
     else:
         if n * p * q * dtype.itemsize >= 1 << 17:  # above glibc's first mmap threshold
             settle_allocator()
-        os_ = [empty((p, n, q), dtype) for _ in leaves]  # mapped before the threads write
+        os_ = [mapped_empty((p, n, q), dtype) for _ in leaves]  # mapped before the threads write
     rev, excl = bool(reverse), bool(exclusive)
     mod = kernels(monoid, dtype, rev, excl)
     ident = mod.IDENTITY
