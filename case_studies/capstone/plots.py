@@ -104,9 +104,11 @@ def _bars(plt: Any, rows: Sequence[Row], path: str | os.PathLike[str], title: st
                     textcoords="offset points", va="center", fontsize=7)  # fmt: skip
     ax.set_yticks(y, labels, fontsize=6)
     ax.set_xscale("log")
+    if rows:  # room for the labels right of the longest bar's IQR
+        ax.set_xlim(right=max(r.spread_hi for r in rows) * 3)
     ax.axvline(1.0, color="grey", lw=0.8)
     ax.set_xlabel("speedup over the peer on the left (median of rounds, IQR)")
-    ax.set_title(title)
+    ax.set_title(title, loc="right", fontsize=9)  # the labels take the left: end at the right edge
     fig.tight_layout()
     _savefig(fig, path)
     plt.close(fig)
