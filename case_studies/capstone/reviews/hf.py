@@ -245,6 +245,7 @@ def review(size: str, progress: Progress) -> list[Row]:
         if compiling_only():  # compile the accelerated paths; time nothing
             prefill(fast)()
             generate(fast)()
+            _exact(model)(prompt, use_cache=False)  # the float64 kernels of the errors' reference
             return []
 
         # every side (transformers, propopt, the floor) at its faster torch thread count
