@@ -94,7 +94,7 @@ def _propopt_signatures():
 
     held = set()
     for obj in gc.get_objects():
-        if isinstance(obj, Dispatcher):
+        if issubclass(type(obj), Dispatcher):  # not isinstance: no __class__ of every object
             module = getattr(obj.py_func, "__module__", "") or ""
             if module.startswith("propopt"):
                 held |= {(module, obj.py_func.__qualname__, str(sig)) for sig in obj.signatures}
