@@ -72,7 +72,7 @@ from propopt.separability.expansions import MAX_ORDER, expansion_tables
 from propopt.symmetry import SOFTENINGS
 from propopt.symmetry.gravity import check_masses
 
-from . import _fmm
+from . import _fmm, _mutual
 from ._args import check_theta, result_dtype
 from ._build import build_topology
 from ._units import bodies, targets_in, to_user
@@ -159,6 +159,10 @@ TOL_TABLE_MEDIAN: tuple[tuple[float, int, float], ...] = (
     (3e-7, 9, 0.5),
     (1e-7, 11, 0.5),
 )
+
+MUTUAL_TOL_TABLE: dict[float, tuple[int, float]] = {}
+MUTUAL_TOL_TABLE_MEDIAN: dict[float, tuple[int, float]] = {}
+MUTUAL_TABLES = {0.99: MUTUAL_TOL_TABLE, 0.5: MUTUAL_TOL_TABLE_MEDIAN}
 
 QUANTILES = {0.99: TOL_TABLE, 0.5: TOL_TABLE_MEDIAN}
 """The error quantiles ``tol`` can bound (``quantile=``), and the table of each."""
@@ -254,6 +258,35 @@ def _coarse(p: int, theta: float, quantile: float) -> bool:
     the M2L sums run in float32, whose rounding is ~100x below that error."""
     rows = _table(quantile)
     return any(p <= rp and theta >= rt for t, rp, rt in rows if t >= NEAR32_TOL)
+
+
+def _mutual_choice(selfgravity: bool, tol: float, quantile: float, given: bool,
+                   shape: str | None, p: int, theta: float, near32: bool,
+                   spline: bool) -> tuple[bool, int, float]:  # fmt: skip
+    """Whether self-gravity runs the mutual method (:func:`_run_mutual`), and its ``(p, theta)``.
+
+    For a ``tol``: where :data:`MUTUAL_TOL_TABLE` (or its median table) has a row for the
+    tolerance :func:`fmm_parameters` lands on, that row, whose calibrated error meets ``tol``
+    in less time than the one-way method's row; for a given ``order`` and ``theta``: up to
+    :data:`MUTUAL_MAX_ORDER` with the float32 near field (or the spline's).  Separate targets,
+    and bodies on a line or a plane (verified against a stricter one-way run), take the
+    one-way method.
+    """
+    if not selfgravity or _FORCE_MUTUAL is False:
+        return False, p, theta
+    if _FORCE_MUTUAL:
+        return True, p, theta
+    if given:
+        return p <= _mutual.UNROLLED and (near32 or spline), p, theta
+    if shape is not None:
+        return False, p, theta
+    rows = MUTUAL_TABLES[quantile]
+    for t, _, _ in _table(quantile):
+        if t <= tol:
+            if t in rows:
+                return True, *rows[t]
+            break
+    return False, p, theta
 
 
 def _check_tol(tol: Any) -> float:
@@ -485,8 +518,9 @@ def fmm(
         tgt = _tree(Ts, np.ones(T.shape[0]), te2, torder, (start, end, nxt, leaf), spline)
     mt = tgt["x"].shape[0]
     res = np.zeros((mt, 4))
+    mutual, p, th = _mutual_choice(T is None, eff, quantile, given, shape, p, th, near32, spline)
     if mt and n:
-        res = _run(src, tgt, _Passes(p, th, near32, T is None, spline))
+        res = _run(src, tgt, _Passes(p, th, near32, T is None, spline, mutual))
         if shape == "line":
 
             def run(p: int, th: float, near32: bool) -> np.ndarray:
@@ -552,20 +586,72 @@ class _Passes(NamedTuple):
     near32: bool = False  # the near field and the M2L sums in float32
     selfpairs: bool = False  # targets are the sources: skip each body's pull on itself
     spline: bool = False  # Gadget's spline softening instead of Plummer's
+    mutual: bool = False  # self-gravity by mutual cell-pair interactions (_run_mutual)
 
 
-def _run(src: dict, tgt: dict, how: _Passes) -> np.ndarray:
-    """The passes of the method on two trees in tree units: ``(m, 4)`` grad psi and psi."""
-    p, theta, near32, selfpairs, spline = how
-    tab = expansion_tables(p)
-    ks, kt = src["start"].shape[0], tgt["start"].shape[0]
-    M = np.zeros((ks, tab.nterms))
+def _upward(src: dict, tab: Any) -> np.ndarray:
+    """Every node's multipole about its centre of mass, deepest nodes first, on threads."""
+    M = np.zeros((src["start"].shape[0], tab.nterms))
     nthreads = numba.get_num_threads()
     ptr = src["ptr"]
     for d in range(ptr.shape[0] - 2, -1, -1):  # deepest first: children before parents
         threads.run_threads(_fmm.upward, min(nthreads, int(ptr[d + 1] - ptr[d])), ptr[d],
                          ptr[d + 1], src["pos"], src["w"], src["start"], src["end"], src["nxt"],
                          src["leaf"], src["ctr"], src["nodes"], tab.mono, tab.trip, M)  # fmt: skip
+    return M
+
+
+_FORCE_MUTUAL: bool | None = None  # the calibration's switch: None decides by the tables
+MUTUAL_ITEMS = 64
+"""Subtrees the mutual method's tasks pair up (:func:`_mutual.rounds`): a constant, so that
+the result does not depend on the thread count."""
+
+
+def _run_mutual(src: dict, how: _Passes, counts: list | None = None) -> np.ndarray:
+    """Self-gravity by mutual interactions (:mod:`._mutual`): ``(n, 4)`` grad psi and psi."""
+    p, theta = how.p, how.theta
+    tab = expansion_tables(p)
+    M = _upward(src, tab)
+    k, n = src["start"].shape[0], src["x"].shape[0]
+    L = np.zeros((k, tab.nterms))
+    out = np.zeros((4, n))
+    items = np.sort(_items(src, MUTUAL_ITEMS))  # pre-order: disjoint subtrees, left to right
+    rec = _fmm.records(src["ctr"], src["rad"], src["wsum"], src["leaf"], src["nxt"],
+                       src["end"] - src["start"])  # fmt: skip
+    # body pairs that cost less than one mutual M2L, in units of a pair (~25 flops)
+    cheap = MUTUAL_CHEAP * (2 * tab.trip.shape[0] + 8 * tab.nterms) / 25.0
+    interact = _mutual.kernels(p).interact
+    with np.errstate(divide="ignore"):  # theta = 0: nothing is separated, every pair direct
+        rcrit = src["rad"] / theta
+    nthreads = numba.get_num_threads()
+    for tasks in _mutual.rounds(items.shape[0]):
+        cnt = np.zeros((tasks.shape[0], 2), np.int64)
+        threads.run_threads(interact, min(nthreads, tasks.shape[0]), tasks, items, rec,
+                         src["start"], src["me2"], src["hmax"], M, L, src["x"], src["y"],
+                         src["z"], src["w"], src["e2"], rcrit, cheap, how.spline, out,
+                         cnt)  # fmt: skip
+        if counts is not None:
+            counts.append(cnt.sum(axis=0))
+    threads.run_threads(_mutual.downward, min(nthreads, items.shape[0]), items, src["nxt"],
+                     src["leaf"], src["parent"], src["ctr"], src["start"], src["end"], L,
+                     src["x"], src["y"], src["z"], tab.mono, tab.trip, tab.grad, out)  # fmt: skip
+    return np.ascontiguousarray(out.T)
+
+
+MUTUAL_CHEAP = 1.0
+"""The mutual method sums a pair of cells directly when ``n_a n_b`` body pairs cost at most
+this many mutual M2L translations."""
+
+
+def _run(src: dict, tgt: dict, how: _Passes) -> np.ndarray:
+    """The passes of the method on two trees in tree units: ``(m, 4)`` grad psi and psi."""
+    if how.mutual:
+        return _run_mutual(src, how)
+    p, theta, near32, selfpairs, spline, _ = how
+    tab = expansion_tables(p)
+    kt = tgt["start"].shape[0]
+    M = _upward(src, tab)
+    nthreads = numba.get_num_threads()
     L = np.zeros((kt, tab.nterms))
     out = np.empty((tgt["x"].shape[0], 4))
     items = _items(tgt, ITEMS)

@@ -1,0 +1,467 @@
+"""Numba kernels of the mutual fast multipole method (self-gravity: the targets are the sources).
+
+Dehnen's scheme (falcON, J. Comput. Phys. 179, 27, 2002), on the pre-order
+octrees of :mod:`._build`: one traversal of cell *pairs*, each pair visited
+once for both of its cells.
+
+* A well-separated pair ``(A, B)``, ``r_A + r_B < theta |z_A - z_B|``, is one
+  mutual M2L: the derivatives of ``1/r`` are computed once at ``R = z_A - z_B``
+  and serve both cells, since ``D_n(-R) = (-1)^|n| D_n(R)``
+  (:func:`m2l_mutual`).
+* A pair that costs less than that as body pairs (``n_A n_B <= cheap``), or two
+  leaves, is summed directly, each body pair once and credited to both
+  bodies (:func:`p2p_pair`); a cell with itself sums each of its pairs once
+  (:func:`p2p_self`).
+* Otherwise the larger cell is split; a cell with itself becomes its
+  children with themselves and with each other.
+
+Symmetry halves both kinds of work, separability gives the far field,
+locality makes every cell a contiguous run of bodies.  The sum over all
+pairs is a sum of antisymmetric terms, so ``sum_i m_i a_i`` vanishes to
+rounding.
+
+Threads write to two cells per interaction.  The cover of disjoint
+subtrees of :func:`propopt_case_studies.nbody.fmm._items` is scheduled as a
+round-robin tournament (:func:`rounds`): in each round every subtree takes
+part in at most one task, so no two threads write the same cell or body,
+without locks; every cell sees its interactions in one fixed order, so the
+result does not depend on the thread count.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numba import njit
+
+from propopt import _jit
+from propopt.separability.expansions import expansion_tables, l2l, l2p
+from propopt.symmetry import spline_kernel
+from propopt.threads import take
+
+from ._walk import CLOSE, TINY, near_field_checked
+
+_INTERNAL = dict(no_cpython_wrapper=True, no_cfunc_wrapper=True)
+
+
+def rounds(k: int) -> list[np.ndarray]:
+    """Tasks over ``k`` subtrees in rounds of disjoint pairs: every ``(i, j)``, ``i <= j``, once.
+
+    Round 0 holds the ``k`` self tasks ``(i, i)``; then the circle method
+    (Berger tables) gives ``k - 1`` rounds (``k`` even, else ``k``) of pairs
+    ``(i, j)``, ``i < j``, no subtree in two tasks of one round.
+    """
+    out = [np.array([(i, i) for i in range(k)], np.int64).reshape(-1, 2)]
+    if k < 2:
+        return out
+    ring = list(range(k)) + ([-1] if k % 2 else [])
+    q = len(ring)
+    for _ in range(q - 1):
+        pairs = []
+        for t in range(q // 2):
+            a, b = ring[t], ring[q - 1 - t]
+            if a >= 0 and b >= 0:
+                pairs.append((min(a, b), max(a, b)))
+        out.append(np.array(sorted(pairs), np.int64).reshape(-1, 2))
+        ring = [ring[0], ring[-1]] + ring[1:-1]
+    return out
+
+
+@njit(cache=True, fastmath=True, error_model="numpy", **_INTERNAL)
+def _near32(tx, ty, tz, te2, nb, nq, c, thr2):  # pragma: no cover - numba
+    return near_field_checked(tx, ty, tz, te2, nb, nq, c, thr2)
+
+
+@njit(cache=True, fastmath=True, error_model="numpy", **_INTERNAL)
+def _near64(t, j0, j1, x, y, z, w, e2, spline):  # pragma: no cover - numba
+    """Body ``t``'s pull from the bodies ``j0:j1`` in float64 (``psi, grad psi``)."""
+    psi = 0.0
+    gx = 0.0
+    gy = 0.0
+    gz = 0.0
+    for j in range(j0, j1):
+        dx = x[j] - x[t]
+        dy = y[j] - y[t]
+        dz = z[j] - z[t]
+        r2 = dx * dx + dy * dy + dz * dz
+        if spline:
+            h2 = max(e2[t], e2[j])
+            if r2 == 0.0 and h2 == 0.0:
+                continue
+            g, p = spline_kernel(r2, np.sqrt(h2))
+            psi -= w[j] * p
+        else:
+            s2 = r2 + 0.5 * (e2[t] + e2[j])
+            if s2 == 0.0:
+                continue
+            inv = 1.0 / np.sqrt(s2)
+            g = inv * inv * inv
+            psi += w[j] * inv
+        gx += w[j] * g * dx
+        gy += w[j] * g * dy
+        gz += w[j] * g * dz
+    return psi, gx, gy, gz
+
+
+@njit(cache=True, error_model="numpy", **_INTERNAL)
+def near_bodies(near, nn, lo, hi, start, rec, x, y, z, w, e2, out, nb,
+                spline):  # fmt: skip  # pragma: no cover - numba
+    """The body pairs of the cell pairs ``near[:nn]`` (``(a, b)``: both ways; ``(a, a)``: the
+    pairs within ``a``), added to ``out`` (rows ``dpsi/dx, dpsi/dy, dpsi/dz, psi``).
+
+    The cells lie in the node ranges ``lo[0]:hi[0]`` and ``lo[1]:hi[1]`` (a
+    task's two subtrees), by which the pairs are grouped per target cell
+    (a counting sort).  Per target cell the bodies of all its partners are
+    gathered into one buffer (``nb``: x, y, z relative to the cell's centre,
+    m, eps^2), and each of its bodies runs down it in one loop that LLVM
+    vectorizes (:func:`._walk.near_field_checked`, float32).  A body with a
+    partner closer than ``CLOSE`` times its cell's radius, besides itself,
+    is summed again in float64, as in the tree walk and the one-way FMM;
+    with ``spline`` every body is (:func:`_near64`).  The sum counts each
+    body's own softened potential ``m_i / eps_i``, which the caller takes
+    out.  Returns the buffer, grown as needed.
+
+    Summing each pair once for both bodies was measured slower here: in
+    float32, with an approximate reciprocal square root, a pair costs
+    little beside the read-modify-write of the partner's four sums (0.78 ns
+    a pair for both bodies against 0.31 ns a body one way, 2 cores).
+    """
+    n0 = hi[0] - lo[0]
+    size = n0 + hi[1] - lo[1]
+    ptr = np.zeros(size + 1, np.int64)
+    for q in range(nn):
+        for s in range(2):
+            a = near[q, s]
+            ptr[(a - lo[0] if a < hi[0] else n0 + a - lo[1]) + 1] += 1
+            if near[q, 0] == near[q, 1]:
+                break
+    for i in range(size):
+        ptr[i + 1] += ptr[i]
+    src = np.empty(ptr[size], np.int64)
+    for q in range(nn):
+        for s in range(2):
+            a = near[q, s]
+            k = a - lo[0] if a < hi[0] else n0 + a - lo[1]
+            src[ptr[k]] = near[q, 1 - s]
+            ptr[k] += 1
+            if near[q, 0] == near[q, 1]:
+                break
+    c = np.array([0.0, 0.5, 1.0], np.float32)
+    g0 = 0
+    for k in range(size):
+        g1 = ptr[k]
+        if g1 == g0:
+            continue
+        a = lo[0] + k if k < n0 else lo[1] + k - n0
+        nq = 0
+        own = False
+        for g in range(g0, g1):
+            nq += int(rec[src[g], 7])
+            own = own or src[g] == a
+        if nq > nb.shape[1]:
+            nb = np.empty((5, 2 * nq), np.float32)
+        ox = rec[a, 0]
+        oy = rec[a, 1]
+        oz = rec[a, 2]
+        q = 0
+        if not spline:
+            for g in range(g0, g1):
+                b = src[g]
+                for j in range(start[b], start[b] + int(rec[b, 7])):
+                    nb[0, q] = x[j] - ox
+                    nb[1, q] = y[j] - oy
+                    nb[2, q] = z[j] - oz
+                    nb[3, q] = w[j]
+                    nb[4, q] = e2[j]
+                    q += 1
+        thr2 = np.float32(max(CLOSE * CLOSE * rec[a, 3] * rec[a, 3], TINY * TINY))
+        allowed = 1.0 if own else 0.0
+        for t in range(start[a], start[a] + int(rec[a, 7])):
+            close = 2.0
+            if not spline:
+                p, gx, gy, gz, close = _near32(np.float32(x[t] - ox), np.float32(y[t] - oy),
+                                               np.float32(z[t] - oz), np.float32(e2[t]), nb,
+                                               nq, c, thr2)  # fmt: skip
+            if spline or close > allowed:
+                p = gx = gy = gz = 0.0
+                for g in range(g0, g1):
+                    b = src[g]
+                    p1, gx1, gy1, gz1 = _near64(t, start[b], start[b] + int(rec[b, 7]), x, y, z,
+                                                w, e2, spline)  # fmt: skip
+                    p += p1
+                    gx += gx1
+                    gy += gy1
+                    gz += gz1
+            out[0, t] += gx
+            out[1, t] += gy
+            out[2, t] += gz
+            out[3, t] += p
+        g0 = g1
+    return nb
+
+
+@njit(cache=True, fastmath=True, error_model="numpy", **_INTERNAL)
+def m2l_mutual(Ma, Mb, D, par, trip, La, Lb):  # pragma: no cover - numba
+    """Both local expansions of a separated pair from one set of derivatives ``D`` at ``z_a - z_b``.
+
+    ``La[k] += sum_n Mb[n] D[n + k]`` and ``Lb[k] += sum_n Ma[n] (-1)^|n + k| D[n + k]``
+    (``par[s] = (-1)^|s|``); ``trip``: the M2L triples ``(s, u, v)`` of
+    :func:`propopt_case_studies.nbody.fmm._m2l_triples`.
+    """
+    for q in range(trip.shape[0]):
+        s = trip[q, 0]
+        u = trip[q, 1]
+        v = trip[q, 2]
+        d = D[s]
+        La[u] += Mb[v] * d
+        Lb[u] += Ma[v] * (d * par[s])
+
+
+@njit(cache=True, **_INTERNAL)
+def grow(a, n):  # pragma: no cover - numba
+    b = np.empty((2 * a.shape[0], a.shape[1]), a.dtype)
+    for i in range(n):
+        for j in range(a.shape[1]):
+            b[i, j] = a[i, j]
+    return b
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def downward(counter, items, nxt, leaf, parent, ctr, start, end, L, x, y, z, mono, trip, grad,
+             out):  # fmt: skip  # pragma: no cover - numba
+    """L2L down each subtree ``items[...]`` (pre-order: a parent before its children), L2P at leaves.
+
+    Adds each body's far field to ``out`` (rows ``dpsi/dx, dpsi/dy, dpsi/dz, psi``).
+    """
+    w = np.empty(L.shape[1])
+    while True:
+        it = take(counter)
+        if it >= items.shape[0]:
+            break
+        a0 = items[it]
+        for a in range(a0, nxt[a0]):
+            if a > a0:
+                u = parent[a]
+                l2l(L[u], ctr[a, 0] - ctr[u, 0], ctr[a, 1] - ctr[u, 1], ctr[a, 2] - ctr[u, 2],
+                    mono, trip, L[a])  # fmt: skip
+            if leaf[a]:
+                for t in range(start[a], end[a]):
+                    psi, gx, gy, gz = l2p(L[a], x[t] - ctr[a, 0], y[t] - ctr[a, 1],
+                                          z[t] - ctr[a, 2], mono, grad, w)  # fmt: skip
+                    out[0, t] += gx
+                    out[1, t] += gy
+                    out[2, t] += gz
+                    out[3, t] += psi
+
+
+# ------------------------------------------------ the traversal, generated per order
+UNROLLED = 6
+"""Orders up to this one get a straight-line mutual M2L (:func:`m2l_source`); higher ones
+loop over the tables (:func:`m2l_mutual`)."""
+
+
+def m2l_source(p: int) -> str:
+    """Source of ``m2l(dx, dy, dz, e2, Ma, Mb, La, Lb)``: the mutual M2L of order ``p``, unrolled.
+
+    The derivatives of ``(|R|^2 + e2)^(-1/2)`` at ``R = (dx, dy, dz)`` by the
+    recurrence of :func:`propopt.separability.expansions.derivatives`, then
+    ``La[k] += sum_n Mb[n] D_{n+k}(R)`` and ``Lb[k] += sum_n Ma[n] D_{n+k}(-R)``,
+    the signs ``(-1)^|n+k|`` folded in as constants; dipole terms of the
+    multipoles (0 about a centre of mass) are left out.
+    """
+    tab = expansion_tables(p)
+    deg = tab.idx.sum(axis=1)
+    lines = [
+        "@njit(cache=True, fastmath=True, error_model='numpy', inline='always')",
+        "def m2l(dx, dy, dz, e2, Ma, Mb, La, Lb):",
+        "    i2 = 1.0 / (dx * dx + dy * dy + dz * dz + e2)",
+        "    D0 = np.sqrt(i2)",
+    ]
+    R = ("dx", "dy", "dz")
+    for t in range(1, tab.nterms):
+        terms = []
+        for i in range(3):
+            j, c = int(tab.rec1[t, i, 0]), float(tab.rec1[t, i, 1])
+            if c != 0.0:
+                terms.append(f"{c!r} * {R[i]} * D{j}")
+            j, c = int(tab.rec2[t, i, 0]), float(tab.rec2[t, i, 1])
+            if c != 0.0:
+                terms.append(f"{c!r} * D{j}")
+        lines.append(f"    D{t} = ({' + '.join(terms)}) * i2")
+    src_terms = [v for v in range(tab.nterms) if deg[v] != 1]
+    for v in src_terms:
+        lines.append(f"    ma{v} = Ma[{v}]")
+        lines.append(f"    mb{v} = Mb[{v}]")
+    by_u: dict[int, list[tuple[int, int]]] = {}
+    for s_, u, v in tab.trip:
+        if deg[v] != 1:
+            by_u.setdefault(int(u), []).append((int(s_), int(v)))
+    for u, sv in sorted(by_u.items()):
+        a = " + ".join(f"mb{v} * D{s_}" for s_, v in sv)
+        b = " + ".join(f"{'-' if deg[s_] % 2 else ''}ma{v} * D{s_}" for s_, v in sv)
+        lines.append(f"    La[{u}] += {a}")
+        lines.append(f"    Lb[{u}] += {b}")
+    return "\n".join(lines) + "\n"
+
+
+_GENERIC_M2L = """
+_tab = expansion_tables({p})
+_rec1, _rec2 = _tab.rec1, _tab.rec2
+_trip = _m2l_triples({p})
+_par = (-1.0) ** _tab.idx.sum(axis=1)
+
+
+@njit(cache=True, fastmath=True, error_model='numpy', inline='always')
+def m2l(dx, dy, dz, e2, Ma, Mb, La, Lb):
+    D = np.empty(_par.shape[0])
+    derivatives(dx, dy, dz, e2, _rec1, _rec2, D)
+    _mutual.m2l_mutual(Ma, Mb, D, _par, _trip, La, Lb)
+"""
+
+
+def source(p: int) -> str:
+    """The module of order ``p``: its ``m2l`` and the traversal ``interact`` that calls it."""
+    head = (
+        f"# the mutual traversal of order {p}; _mutual.py {_SELF_HASH}\n"
+        "import numpy as np\n"
+        "from numba import njit\n"
+        "from propopt.separability.expansions import derivatives, expansion_tables\n"
+        "from propopt.threads import take\n"
+        "from propopt_case_studies.nbody import _mutual\n"
+        "from propopt_case_studies.nbody._mutual import m2l_triples as _m2l_triples\n\n\n"
+    )
+    m2l = m2l_source(p) if p <= UNROLLED else _GENERIC_M2L.format(p=p)
+    return head + m2l + "\n\n" + _INTERACT
+
+
+@functools.cache
+def kernels(p: int) -> Any:
+    """The generated module of order ``p`` (numba caches it on disk)."""
+    return _jit.load_module(source(p), f"nbody_mutual_p{p}")
+
+
+def m2l_triples(p: int) -> np.ndarray:
+    """M2L triples ``(s, u, v)`` of order ``p`` without dipole sources (0 about a centre of mass)."""
+    tab = expansion_tables(p)
+    keep = tab.idx[tab.trip[:, 2]].sum(axis=1) != 1
+    return np.ascontiguousarray(tab.trip[keep])
+
+
+_SELF_HASH = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+
+_INTERACT = '''@njit(cache=True, nogil=True, error_model="numpy")
+def interact(counter, tasks, items, rec, start, me2, hmax, M, L, x, y, z, w, e2, rcrit, cheap,
+             spline, out, counts):
+    """The tasks of one round, each a pair ``(i, j)`` of subtrees ``items[i]``, ``items[j]``.
+
+    Serial and GIL-free, the next task taken from the shared ``counter``
+    (:func:`propopt.threads.run_threads`).  ``rec`` (k, 8): per node ``cx, cy,
+    cz, radius, weight, leaf, next, count`` (:func:`._fmm.records`); bodies
+    ``start[a]:start[a] + count`` of node ``a``.  With ``spline`` a pair is
+    translated only when its radii plus the larger support ``hmax`` is below
+    the distance (every pair it covers is Newtonian).  ``counts[task]``:
+    M2L pairs and body pairs.
+    """
+    st = np.empty((512, 2), np.int64)
+    buf = np.empty((5, 1024), np.float32)
+    lo = np.empty(2, np.int64)
+    hi = np.empty(2, np.int64)
+    near = np.empty((256, 2), np.int64)
+    while True:
+        it = take(counter)
+        if it >= tasks.shape[0]:
+            break
+        nm = 0
+        npp = 0
+        nn = np.int64(0)
+        st[0, 0] = items[tasks[it, 0]]
+        st[0, 1] = items[tasks[it, 1]]
+        sp = 1
+        while sp > 0:
+            sp -= 1
+            a = st[sp, 0]
+            b = st[sp, 1]
+            na = rec[a, 7]
+            if a == b:
+                if rec[a, 5] != 0.0 or 0.5 * na * (na - 1.0) <= cheap:
+                    if nn == near.shape[0]:
+                        near = _mutual.grow(near, nn)
+                    near[nn, 0] = a
+                    near[nn, 1] = a
+                    nn += 1
+                    npp += int(0.5 * na * (na - 1.0))
+                    continue
+                end = int(rec[a, 6])
+                if sp + 64 >= st.shape[0]:
+                    st = _mutual.grow(st, sp)
+                c = a + 1
+                while c < end:
+                    st[sp, 0] = c
+                    st[sp, 1] = c
+                    sp += 1
+                    d = int(rec[c, 6])
+                    while d < end:
+                        st[sp, 0] = c
+                        st[sp, 1] = d
+                        sp += 1
+                        d = int(rec[d, 6])
+                    c = int(rec[c, 6])
+                continue
+            nb = rec[b, 7]
+            dx = rec[a, 0] - rec[b, 0]
+            dy = rec[a, 1] - rec[b, 1]
+            dz = rec[a, 2] - rec[b, 2]
+            d2 = dx * dx + dy * dy + dz * dz
+            ra = rec[a, 3]
+            rb = rec[b, 3]
+            r = ra + rb
+            if na * nb <= cheap:
+                if nn == near.shape[0]:
+                    near = _mutual.grow(near, nn)
+                near[nn, 0] = min(a, b)
+                near[nn, 1] = max(a, b)
+                nn += 1
+                npp += int(na * nb)
+            elif (rcrit[a] + rcrit[b]) ** 2 < d2 and (
+                not spline or (r + max(hmax[a], hmax[b])) ** 2 < d2
+            ):
+                m2l(dx, dy, dz, 0.5 * (me2[a] + me2[b]), M[a], M[b], L[a], L[b])
+                nm += 1
+            else:
+                aleaf = rec[a, 5] != 0.0
+                bleaf = rec[b, 5] != 0.0
+                if aleaf and bleaf:
+                    if nn == near.shape[0]:
+                        near = _mutual.grow(near, nn)
+                    near[nn, 0] = min(a, b)
+                    near[nn, 1] = max(a, b)
+                    nn += 1
+                    npp += int(na * nb)
+                    continue
+                if bleaf or (not aleaf and ra >= rb):
+                    split, other = a, b
+                else:
+                    split, other = b, a
+                if sp + 8 >= st.shape[0]:
+                    st = _mutual.grow(st, sp)
+                end = int(rec[split, 6])
+                c = split + 1
+                while c < end:
+                    st[sp, 0] = c
+                    st[sp, 1] = other
+                    sp += 1
+                    c = int(rec[c, 6])
+        if nn:
+            lo[0] = items[tasks[it, 0]]
+            lo[1] = items[tasks[it, 1]]
+            hi[0] = int(rec[lo[0], 6])
+            hi[1] = int(rec[lo[1], 6]) if lo[1] != lo[0] else lo[1]
+            buf = _mutual.near_bodies(near, nn, lo, hi, start, rec, x, y, z, w, e2, out, buf,
+                                      spline)  # fmt: skip
+        counts[it, 0] += nm
+        counts[it, 1] += npp
+'''
