@@ -357,6 +357,68 @@ def _calibrate(sizes: tuple[int, ...], sample: int) -> None:
                 print(f"    ({tol:g}, {p}, {th}),  # {t:.2f} s in all", flush=True)
 
 
+MUTUAL_ORDERS = range(1, 7)
+MUTUAL_THETAS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
+CALIBRATED_TOLS = (1e-1, 3e-2, 1e-2, 3e-3, 1e-3, 3e-4, 1e-4, 3e-5, 1e-5, 3e-6, 1e-6, 3e-7, 1e-7)
+
+
+def calibrate_mutual(sizes: tuple[int, ...], sample: int) -> None:
+    """Sweep ``(p, theta)`` of the mutual method (self-gravity) and time the one-way method's
+    rows beside it, in one run: for each ``tol`` of either quantile, the cheapest mutual
+    ``(p, theta)`` whose error stays at or below ``tol / 1.5`` on every distribution and
+    size, and the rows where it takes less time than the one-way row
+    (:data:`propopt_case_studies.nbody.fmm.MUTUAL_TOL_TABLE`)."""
+    mod = importlib.import_module("propopt_case_studies.nbody.fmm")
+    res: dict[tuple[int, float], list[tuple[float, float, float]]] = {}
+    oneway: dict[tuple[float, float], float] = {}
+    for n in sizes:
+        for name, sampler in DISTRIBUTIONS.items():
+            pos, m = sampler(n, seed=3)
+            ex = Exact(pos, m, sample)
+            with mock.patch.object(mod, "_FORCE_MUTUAL", False):
+                for q in (0.99, 0.5):
+                    for tol in CALIBRATED_TOLS:
+                        p, th = fmm_parameters(tol, q)
+                        if p > max(MUTUAL_ORDERS) + 2:
+                            continue
+                        _fmm(pos[:3000], m[:3000], eps=EPS, tol=tol, quantile=q)  # compiled
+                        t = min(_timed(partial(_fmm, pos, m, eps=EPS, tol=tol, quantile=q))[1]
+                                for _ in range(2))  # fmt: skip
+                        oneway[(q, tol)] = oneway.get((q, tol), 0.0) + t
+            with mock.patch.object(mod, "_FORCE_MUTUAL", True):
+                for p in MUTUAL_ORDERS:
+                    _fmm(pos[:3000], m[:3000], eps=EPS, order=p, theta=0.5)  # compiled
+                    for th in MUTUAL_THETAS:
+                        run = partial(_fmm, pos, m, eps=EPS, order=p, theta=th)
+                        a, t = _timed(run)
+                        t = min(t, _timed(run)[1])
+                        e = ex.err(a)
+                        res.setdefault((p, th), []).append(
+                            (float(np.quantile(e, 0.99)), float(np.median(e)), t)
+                        )
+                        print(
+                            f"{name} N {n} mutual p {p} theta {th}: median {np.median(e):.1e} "
+                            f"p99 {np.quantile(e, 0.99):.1e} {t:.3f} s",
+                            flush=True,
+                        )
+    for q, col in ((0.99, 0), (0.5, 1)):
+        print(f"\nquantile {q}: (tol, p, theta), the cheapest mutual with error <= tol / 1.5")
+        for tol in CALIBRATED_TOLS:
+            ok = [
+                (sum(r[2] for r in v), k)
+                for k, v in res.items()
+                if len(v) == len(DISTRIBUTIONS) * len(sizes) and max(r[col] for r in v) <= tol / 1.5
+            ]
+            if not ok:
+                continue
+            t, (p, th) = min(ok)
+            one = oneway.get((q, tol))
+            verdict = "mutual" if one is not None and t < one else "one-way"
+            print(f"    {tol:g}: ({p}, {th}),  # {t:.2f} s in all, one-way row "
+                  f"{fmm_parameters(tol, q)} {one if one is None else round(one, 2)} s: {verdict}",
+                  flush=True)  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument(
@@ -370,6 +432,9 @@ def main() -> None:
     ap.add_argument("--write", action="store_true", help="write the tables into docs/nbody.md")
     ap.add_argument("--calibrate", action="store_true", help="sweep (p, theta) instead")
     ap.add_argument(
+        "--mutual", action="store_true", help="with --calibrate: the mutual method's sweep"
+    )
+    ap.add_argument(
         "--tree",
         default="",
         help="only the tree against pytreegrav at these N (e.g. 1e6): "
@@ -380,6 +445,9 @@ def main() -> None:
     def ints(s: str) -> tuple[int, ...]:
         return tuple(int(float(v)) for v in s.split(",") if v)
 
+    if args.calibrate and args.mutual:
+        calibrate_mutual(ints(args.n), args.sample)
+        return
     if args.calibrate:
         calibrate(ints(args.n), args.sample)
         return

@@ -160,9 +160,29 @@ TOL_TABLE_MEDIAN: tuple[tuple[float, int, float], ...] = (
     (1e-7, 11, 0.5),
 )
 
-MUTUAL_TOL_TABLE: dict[float, tuple[int, float]] = {}
-MUTUAL_TOL_TABLE_MEDIAN: dict[float, tuple[int, float]] = {}
+MUTUAL_TOL_TABLE: dict[float, tuple[int, float]] = {
+    # tol -> (p, theta) of the mutual method (self-gravity), for the rows of TOL_TABLE
+    # where it met tol in less time than the one-way method.  None did: its cheapest
+    # parameters for the 99th percentile took 1.03-1.5x the one-way row's time (tol
+    # 1e-1 to 1e-3), its tails calling for smaller angles.  Measured by ``python -m
+    # benchmarks.nbody_accuracy --calibrate --mutual --n 20000,100000`` (the three
+    # distributions, eps 1e-3, orders 1-6, theta 0.3-0.8, 2-core Xeon, rocketlake).
+}
+MUTUAL_TOL_TABLE_MEDIAN: dict[float, tuple[int, float]] = {
+    # as MUTUAL_TOL_TABLE, for the median (quantile=0.5); the same run, the times summed
+    # over the six (distribution, N) cases, mutual against the one-way row:
+    1e-1: (2, 0.8),  # 0.25 s against (2, 0.8) 0.31 s
+    3e-2: (3, 0.8),  # 0.27 s against (3, 0.8) 0.34 s
+    1e-2: (3, 0.8),  # 0.27 s against (3, 0.8) 0.34 s
+    3e-3: (4, 0.8),  # 0.31 s against (4, 0.8) 0.39 s
+    1e-3: (5, 0.7),  # 0.51 s against (6, 0.8) 0.63 s
+    3e-4: (5, 0.6),  # 0.69 s against (7, 0.8) 0.80 s
+    1e-4: (6, 0.6),  # 0.94 s against (7, 0.7) 1.02 s
+    3e-5: (6, 0.5),  # 1.41 s against (7, 0.6) 2.15 s
+    1e-5: (6, 0.4),  # 2.21 s against (8, 0.6) 2.66 s
+}
 MUTUAL_TABLES = {0.99: MUTUAL_TOL_TABLE, 0.5: MUTUAL_TOL_TABLE_MEDIAN}
+"""Per quantile, the tolerances whose self-gravity the mutual method computes (:func:`fmm`)."""
 
 QUANTILES = {0.99: TOL_TABLE, 0.5: TOL_TABLE_MEDIAN}
 """The error quantiles ``tol`` can bound (``quantile=``), and the table of each."""
@@ -267,8 +287,8 @@ def _mutual_choice(selfgravity: bool, tol: float, quantile: float, given: bool,
 
     For a ``tol``: where :data:`MUTUAL_TOL_TABLE` (or its median table) has a row for the
     tolerance :func:`fmm_parameters` lands on, that row, whose calibrated error meets ``tol``
-    in less time than the one-way method's row; for a given ``order`` and ``theta``: up to
-    :data:`MUTUAL_MAX_ORDER` with the float32 near field (or the spline's).  Separate targets,
+    in less time than the one-way method's row; a given ``order`` and ``theta`` run as the
+    tolerance whose row they are (so they give its result, bit for bit).  Separate targets,
     and bodies on a line or a plane (verified against a stricter one-way run), take the
     one-way method.
     """
@@ -276,8 +296,8 @@ def _mutual_choice(selfgravity: bool, tol: float, quantile: float, given: bool,
         return False, p, theta
     if _FORCE_MUTUAL:
         return True, p, theta
-    if given:
-        return p <= _mutual.UNROLLED and (near32 or spline), p, theta
+    if given:  # the parameters of a tol give that tol's result
+        return (p, theta) in MUTUAL_TABLES[quantile].values(), p, theta
     if shape is not None:
         return False, p, theta
     rows = MUTUAL_TABLES[quantile]
@@ -624,7 +644,7 @@ def _run_mutual(src: dict, how: _Passes, counts: list | None = None) -> np.ndarr
     with np.errstate(divide="ignore"):  # theta = 0: nothing is separated, every pair direct
         rcrit = src["rad"] / theta
     nthreads = numba.get_num_threads()
-    for tasks in _mutual.rounds(items.shape[0]):
+    for tasks in _schedule(items, rec, rcrit):
         cnt = np.zeros((tasks.shape[0], 2), np.int64)
         threads.run_threads(interact, min(nthreads, tasks.shape[0]), tasks, items, rec,
                          src["start"], src["me2"], src["hmax"], M, L, src["x"], src["y"],
@@ -636,6 +656,24 @@ def _run_mutual(src: dict, how: _Passes, counts: list | None = None) -> np.ndarr
                      src["leaf"], src["parent"], src["ctr"], src["start"], src["end"], L,
                      src["x"], src["y"], src["z"], tab.mono, tab.trip, tab.grad, out)  # fmt: skip
     return np.ascontiguousarray(out.T)
+
+
+def _schedule(items: np.ndarray, rec: np.ndarray, rcrit: np.ndarray) -> list[np.ndarray]:
+    """The rounds of :func:`_mutual.rounds` over the subtrees ``items``, each round's tasks
+    dearest first (threads take them in order, the cheap ones fill the gaps at the end).
+
+    The price of a task: ``n_i n_j`` for two subtrees that are not separated as wholes
+    (their bodies meet cell by cell), ``n_i^2`` for one with itself, else 1 (one M2L).
+    """
+    c, n = rec[items, :3], rec[items, 7]
+    out = []
+    for tasks in _mutual.rounds(items.shape[0]):
+        i, j = tasks[:, 0], tasks[:, 1]
+        d2 = ((c[i] - c[j]) ** 2).sum(axis=1)
+        near = (i == j) | ((rcrit[items[i]] + rcrit[items[j]]) ** 2 >= d2)
+        price = np.where(near, n[i] * n[j], 1.0)
+        out.append(tasks[np.argsort(-price, kind="stable")])
+    return out
 
 
 MUTUAL_CHEAP = 1.0
