@@ -84,6 +84,8 @@ def _near64(t, j0, j1, x, y, z, w, e2, spline):  # pragma: no cover - numba
     gy = 0.0
     gz = 0.0
     for j in range(j0, j1):
+        if j == t:
+            continue
         dx = x[j] - x[t]
         dy = y[j] - y[t]
         dz = z[j] - z[t]
@@ -121,9 +123,8 @@ def near_bodies(near, nn, lo, hi, start, rec, x, y, z, w, e2, out, nb,
     vectorizes (:func:`._walk.near_field_checked`, float32).  A body with a
     partner closer than ``CLOSE`` times its cell's radius, besides itself,
     is summed again in float64, as in the tree walk and the one-way FMM;
-    with ``spline`` every body is (:func:`_near64`).  The sum counts each
-    body's own softened potential ``m_i / eps_i``, which the caller takes
-    out.  Returns the buffer, grown as needed.
+    with ``spline`` every body is (:func:`_near64`).  A body's own entry in
+    the buffer weighs 0 in its own sum.  Returns the buffer, grown as needed.
 
     Summing each pair once for both bodies was measured slower here: in
     float32, with an approximate reciprocal square root, a pair costs
@@ -168,9 +169,12 @@ def near_bodies(near, nn, lo, hi, start, rec, x, y, z, w, e2, out, nb,
         oy = rec[a, 1]
         oz = rec[a, 2]
         q = 0
+        mine = -1  # where the cell's own bodies begin in the buffer
         if not spline:
             for g in range(g0, g1):
                 b = src[g]
+                if b == a:
+                    mine = q
                 for j in range(start[b], start[b] + int(rec[b, 7])):
                     nb[0, q] = x[j] - ox
                     nb[1, q] = y[j] - oy
@@ -183,9 +187,14 @@ def near_bodies(near, nn, lo, hi, start, rec, x, y, z, w, e2, out, nb,
         for t in range(start[a], start[a] + int(rec[a, 7])):
             close = 2.0
             if not spline:
+                if mine >= 0:  # the body itself weighs nothing in its own sum
+                    wt = nb[3, mine + t - start[a]]
+                    nb[3, mine + t - start[a]] = 0.0
                 p, gx, gy, gz, close = _near32(np.float32(x[t] - ox), np.float32(y[t] - oy),
                                                np.float32(z[t] - oz), np.float32(e2[t]), nb,
                                                nq, c, thr2)  # fmt: skip
+                if mine >= 0:
+                    nb[3, mine + t - start[a]] = wt
             if spline or close > allowed:
                 p = gx = gy = gz = 0.0
                 for g in range(g0, g1):

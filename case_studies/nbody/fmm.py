@@ -557,7 +557,7 @@ def fmm(
                 )
     res[:, 3] = -res[:, 3]  # the expansions sum +m/r: the potential is its negative
     self_m = self_e2 = np.zeros(0)
-    if T is None and mt and n:  # P2P counted each body's own softened potential
+    if T is None and mt and n and not mutual:  # the one-way P2P counted each body's own pull
         self_m, self_e2 = src["w"], src["e2"]
     acc, pot = to_user(res, tgt["order"], G, lexp, mexp, dtype, self_m, self_e2,
                        2.8 if spline else 1.0)  # fmt: skip
@@ -641,8 +641,8 @@ def _run_mutual(src: dict, how: _Passes, counts: list | None = None) -> np.ndarr
     # body pairs that cost less than one mutual M2L, in units of a pair (~25 flops)
     cheap = MUTUAL_CHEAP * (2 * tab.trip.shape[0] + 8 * tab.nterms) / 25.0
     interact = _mutual.kernels(p).interact
-    with np.errstate(divide="ignore"):  # theta = 0: nothing is separated, every pair direct
-        rcrit = src["rad"] / theta
+    # theta = 0: nothing is separated, every pair is summed directly
+    rcrit = src["rad"] / theta if theta > 0 else np.full_like(src["rad"], np.inf)
     nthreads = numba.get_num_threads()
     for tasks in _schedule(items, rec, rcrit):
         cnt = np.zeros((tasks.shape[0], 2), np.int64)
