@@ -228,6 +228,60 @@ class FMM(Benchmark):
     track_speedup_vs_tree.unit = "x"
 
 
+class MutualFMM(Benchmark):
+    """The mutual FMM (self-gravity by cell pairs visited once for both cells) at a requested
+    median error, beside the one-way method at the same ``tol`` (Plummer sphere, eps 1e-3).
+
+    ``track_rel_error_median`` must stay at or below ``tol`` (the calibrated promise of
+    ``MUTUAL_TOL_TABLE_MEDIAN``); ``track_speedup_vs_one_way`` is the one-way method's time
+    over the mutual method's, interleaved; ``track_net_force`` is ``|sum m a| / sum m |a|``,
+    0 up to rounding for mutual interactions.
+    """
+
+    params = [[100_000], [3e-3, 1e-4]]
+    param_names = ["n", "tol"]
+    repeat = (2, 5, 120.0)
+
+    def setup(self, n, tol):
+        import importlib
+
+        self.mod = importlib.import_module("propopt_case_studies.nbody.fmm")
+        self.pos, self.m = _sphere(n)
+        self.idx = np.random.default_rng(0).choice(n, min(SAMPLE, n), replace=False)
+        exact = pp.direct_gravity(self.pos, self.m, eps=EPS, targets=self.pos[self.idx])[0]
+        self.a = self._fmm(tol)
+        self.err = _errors(self.a[self.idx], exact)
+
+    def _fmm(self, tol):
+        return fmm(self.pos, self.m, eps=EPS, tol=tol, quantile=0.5)[0]
+
+    def _one_way(self, tol):
+        from unittest import mock
+
+        with mock.patch.object(self.mod, "_FORCE_MUTUAL", False):
+            return self._fmm(tol)
+
+    def time_mutual(self, n, tol):
+        self._fmm(tol)
+
+    def track_rel_error_median(self, n, tol):
+        return float(np.median(self.err))
+
+    track_rel_error_median.unit = "relative"
+
+    def track_net_force(self, n, tol):
+        a, m = self.a, self.m
+        net = np.linalg.norm((m[:, None] * a).sum(0))
+        return float(net / (m * np.linalg.norm(a, axis=1)).sum())
+
+    track_net_force.unit = "relative"
+
+    def track_speedup_vs_one_way(self, n, tol):
+        return ratio(lambda: self._one_way(tol), lambda: self._fmm(tol), 3)
+
+    track_speedup_vs_one_way.unit = "x"
+
+
 class EnergyDrift(Benchmark):
     """Relative energy drift of 1000 leapfrog steps (dt 0.01, eps 0.05, tree theta 0.7)."""
 

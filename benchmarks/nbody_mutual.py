@@ -1,6 +1,7 @@
-"""The mutual FMM against the tree, the one-way FMM and pytreegrav: ``python -m benchmarks.nbody_mutual``.
+"""The mutual FMM beside the tree, the one-way FMM and pytreegrav.
 
-One process, one run, every figure of docs/nbody.md's "The mutual method":
+``python -m benchmarks.nbody_mutual``: one process, one run, every figure of
+docs/nbody.md's section 7:
 
 * Plummer ``N`` (default 10^6), eps 1e-3: pytreegrav's errors at its defaults
   (each code against its own exact sum at ``--sample`` random bodies); for
@@ -172,14 +173,21 @@ def drift(n: int, steps: int, tol: float, theta: float) -> list[str]:
         _, phi = pp.direct_gravity(x, m, eps=eps, potential=True)
         return float(0.5 * (m * (v * v).sum(1)).sum() + 0.5 * (m * phi).sum())
 
-    forces = {
-        f"tree theta {theta:g}": lambda x: barnes_hut(x, m, eps=eps, theta=theta)[0],
-        f"mutual FMM tol {tol:g} median": lambda x: F.fmm(x, m, eps=eps, tol=tol,
-                                                          quantile=0.5)[0],  # fmt: skip
-    }
-    lines = ["", f"Energy over {steps} kick-drift-kick steps (Plummer N = {n:,}, eps {eps}, "
-             f"dt {dt}; energies by the exact sum):", "",
-             "| force | max relative energy drift | time of the forces |", "|---|---|---|"]  # fmt: skip
+    def tree(x: np.ndarray) -> np.ndarray:
+        return barnes_hut(x, m, eps=eps, theta=theta)[0]
+
+    def mutual(x: np.ndarray) -> np.ndarray:
+        return F.fmm(x, m, eps=eps, tol=tol, quantile=0.5)[0]
+
+    forces = {f"tree theta {theta:g}": tree, f"mutual FMM tol {tol:g} median": mutual}
+    lines = [
+        "",
+        f"Energy over {steps} kick-drift-kick steps (Plummer N = {n:,}, eps {eps}, dt {dt}; "
+        "energies by the exact sum):",
+        "",
+        "| force | max relative energy drift | time of the forces |",
+        "|---|---|---|",
+    ]
     for label, acc in forces.items():
         x, v = x0.copy(), v0.copy()
         e0 = energy(x, v)

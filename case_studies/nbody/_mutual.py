@@ -242,7 +242,7 @@ def grow(a, n):  # pragma: no cover - numba
 @njit(cache=True, nogil=True, error_model="numpy")
 def downward(counter, items, nxt, leaf, parent, ctr, start, end, L, x, y, z, mono, trip, grad,
              out):  # fmt: skip  # pragma: no cover - numba
-    """L2L down each subtree ``items[...]`` (pre-order: a parent before its children), L2P at leaves.
+    """L2L down each subtree ``items[...]`` (pre-order: parents first), L2P at the leaves.
 
     Adds each body's far field to ``out`` (rows ``dpsi/dx, dpsi/dy, dpsi/dz, psi``).
     """
@@ -354,7 +354,8 @@ def kernels(p: int) -> Any:
 
 
 def m2l_triples(p: int) -> np.ndarray:
-    """M2L triples ``(s, u, v)`` of order ``p`` without dipole sources (0 about a centre of mass)."""
+    """M2L triples ``(s, u, v)`` of order ``p`` without dipole sources (0 about the centre
+    of mass)."""
     tab = expansion_tables(p)
     keep = tab.idx[tab.trip[:, 2]].sum(axis=1) != 1
     return np.ascontiguousarray(tab.trip[keep])

@@ -50,7 +50,7 @@ def _hernquist(n, seed):
 
 def _far_clusters(n, seed):
     """Two Plummer spheres of scale 1, 1000 scale radii apart."""
-    a, m = DISTRIBUTIONS["plummer"](n // 2, seed=seed)
+    a, _ = DISTRIBUTIONS["plummer"](n // 2, seed=seed)
     b, _ = DISTRIBUTIONS["plummer"](n - n // 2, seed=seed + 1)
     return np.concatenate([a, b + [1000.0, 0, 0]]), np.full(n, 1.0 / n)
 
