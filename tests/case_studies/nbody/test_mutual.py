@@ -212,3 +212,24 @@ def test_fmm_picks_the_mutual_method_for_its_rows(monkeypatch):
             calls.clear()
             fmm(pos, m, eps=1e-3, tol=tol, quantile=q, targets=pos[:10])
             assert calls == []
+
+
+@pytest.mark.parametrize("name", list(DISTRIBUTIONS))
+def test_every_mutual_row_meets_its_tol(name):
+    """Each row of MUTUAL_TOL_TABLE_MEDIAN keeps the median error below its tol."""
+    pos, m = DISTRIBUTIONS[name](5000, seed=11)
+    a0, _ = gravity(pos, m, 1e-6)
+    for tol in F.MUTUAL_TOL_TABLE_MEDIAN:
+        a, _ = fmm(pos, m, eps=1e-3, tol=tol, quantile=0.5)
+        assert np.median(_relerr(a, a0)) <= tol, (name, tol)
+
+
+def test_field_reaches_the_mutual_method(monkeypatch):
+    from propopt_case_studies.nbody import field
+
+    calls = []
+    run = F._run_mutual
+    monkeypatch.setattr(F, "_run_mutual", lambda *a, **k: calls.append(a[1]) or run(*a, **k))
+    pos, m = DISTRIBUTIONS["plummer"](3000, seed=1)
+    field(pos, m, eps=1e-3, tol=1e-4, quantile=0.5)  # below the tree's error: the FMM
+    assert [(c.p, c.theta) for c in calls] == [F.MUTUAL_TOL_TABLE_MEDIAN[1e-4]]
