@@ -5,7 +5,9 @@ One step of length ``dt`` (second order, symplectic, time-reversible)::
     v += a(x) dt / 2 ;  x += v dt ;  v += a(x) dt / 2
 
 The forces come from :func:`propopt_case_studies.nbody.field`: the Barnes-Hut tree,
-rebuilt each step (``method="tree"``), or the exact sum (``method="direct"``).
+rebuilt each step (``method="tree"``), the fast multipole method (``method="fmm"``,
+``tol`` and ``quantile``; on the median, its mutual method, whose forces sum to 0 up to
+rounding), or the exact sum (``method="direct"``).
 Energy ``E = sum m v^2 / 2 + sum m phi / 2``, momentum ``P = sum m v`` and
 angular momentum ``L = sum m x x v`` are recorded every
 ``diag_every`` steps; leapfrog keeps ``E`` bounded (no secular drift for the
@@ -30,11 +32,13 @@ from propopt.files import atomic_write
 from propopt.symmetry.gravity import check_masses
 
 from . import api
-from .barnes_hut import THETA, _check_theta
+from ._args import check_theta
+from .barnes_hut import THETA
+from .fmm import TOL as FMM_TOL
 
 __all__ = ["FORCES", "Run", "diagnostics", "leapfrog", "load_snapshot"]
 
-FORCES = ("tree", "direct")
+FORCES = ("tree", "fmm", "direct")
 """The forces :func:`leapfrog` runs (``method=``, that of :func:`.field`)."""
 _DIAG = ("t", "kinetic", "potential", "energy", "px", "py", "pz", "lx", "ly", "lz")
 
@@ -222,6 +226,11 @@ def load_snapshot(path: str) -> dict[str, Any]:
         raise ValueError(f"snapshot {path!r} is damaged ({e}): {fix}") from None
 
 
+def _saved(val: float | None) -> float:
+    """An optional number as a snapshot holds it: NaN for "not given"."""
+    return math.nan if val is None else float(val)
+
+
 def _check_resume(snap: dict[str, Any], steps: int, **params: Any) -> None:
     """A resumed run must go on with its snapshot's parameters, up to a later step.
 
@@ -236,10 +245,15 @@ def _check_resume(snap: dict[str, Any], steps: int, **params: Any) -> None:
         same = (
             str(saved) == str(val)
             if saved.dtype.kind in "US"
-            else np.shape(saved) == np.shape(val) and bool(np.all(saved == np.asarray(val)))
+            else np.shape(saved) == np.shape(val)
+            and bool(np.array_equal(saved, np.asarray(val), equal_nan=saved.dtype.kind == "f"))
         )
         if not same:
             was = saved.item() if saved.ndim == 0 else saved.tolist()
+            if isinstance(was, float) and math.isnan(was):
+                was = None  # not given
+            if isinstance(val, float) and math.isnan(val):
+                val = None
             raise ValueError(
                 f"{name}={val!r} differs from the snapshot's {name}={was!r}: resume with "
                 f"{name}={was!r} to continue that run (or start a new run from its pos and vel)"
@@ -262,8 +276,10 @@ def leapfrog(
     eps: float = 0.0,
     softening: str = "plummer",
     method: str = "tree",
-    theta: float = THETA,
+    theta: float | None = None,
     quadrupole: bool = True,
+    tol: float | None = None,
+    quantile: float | None = None,
     diag_every: int = 1,
     snapshot_dir: str | None = None,
     snapshot_every: int = 0,
@@ -287,8 +303,18 @@ def leapfrog(
         Softening length: Plummer's ``eps``, or the support ``h`` of
         ``softening='spline'`` (pytreegrav's kernel; see :meth:`Octree.build`).
     softening : {'plummer', 'spline'}
-    method : {'tree', 'direct'}
-        Barnes-Hut (``theta``, ``quadrupole``) or the exact direct sum.
+    method : {'tree', 'fmm', 'direct'}
+        Barnes-Hut (``theta``, ``quadrupole``), the fast multipole method
+        (``tol``, ``quantile``, ``theta``; :func:`.fmm`) or the exact direct sum.
+        With ``method='fmm', quantile=0.5`` the forces come from the mutual
+        method: each pair of cells interacts once for both, so momentum is
+        conserved to rounding (docs/nbody.md, section 7).
+    theta : float, optional
+        The tree's opening angle (default ``THETA``, 0.7); the FMM's, overriding
+        the one of ``tol``, when given.
+    tol, quantile : float, optional
+        The FMM's error knob (:func:`.fmm`; defaults 1e-3 and 0.99); only with
+        ``method='fmm'``.
     diag_every : int
         Record diagnostics every this many steps (and at the start and end).
     snapshot_dir, snapshot_every : str, int
@@ -300,8 +326,8 @@ def leapfrog(
         A snapshot file or folder (its newest intact snapshot, see
         :func:`load_snapshot`) to continue from: the continued run is the same
         as an uninterrupted one, bit for bit.
-        ``dt``, ``eps``, ``softening``, ``method``, ``theta`` and ``quadrupole``
-        must be the snapshot's and ``steps`` at least its step (else a
+        ``dt``, ``eps``, ``softening``, ``method``, ``theta``, ``quadrupole``,
+        ``tol`` and ``quantile`` must be the snapshot's and ``steps`` at least its step (else a
         ``ValueError``).
     progress : bool
         Show a progress bar (tqdm if installed).
@@ -324,7 +350,17 @@ def leapfrog(
     dt = real("dt", dt)  # a NumPy scalar or 0-d array too; not '0.1'
     if not (math.isfinite(dt) and dt > 0):
         raise ValueError(f"dt={dt!r}: the time step must be finite and > 0")
-    theta = _check_theta(theta)
+    if method != "fmm":
+        for name, val in (("tol", tol), ("quantile", quantile)):
+            if val is not None:
+                raise ValueError(
+                    f"{name}={val!r} is an option of method='fmm', not of method={method!r}: "
+                    "leave it out"
+                )
+    if theta is None and method != "fmm":  # the FMM's comes from tol unless given
+        theta = THETA
+    if theta is not None:
+        theta = check_theta(theta, "fmm" if method == "fmm" else "tree")
     quadrupole, progress = flag("quadrupole", quadrupole), flag("progress", progress)
     for name, val in (
         ("steps", steps),
@@ -345,7 +381,8 @@ def leapfrog(
         x, v, m, acc, pot = s["pos"], s["vel"], s["mass"], s["acc"], s["pot"]
         t, step = float(s["t"]), int(s["step"])
         _check_resume(s, steps, dt=dt, eps=eps, method=method, softening=softening,
-                      theta=theta, quadrupole=quadrupole)  # fmt: skip
+                      theta=_saved(theta), quadrupole=quadrupole, tol=_saved(tol),
+                      quantile=_saved(quantile))  # fmt: skip
         for k in _DIAG:
             diag[k] = list(s["diag_" + k])
     else:
@@ -363,8 +400,10 @@ def leapfrog(
         t, step = 0.0, 0
         acc = pot = None
 
-    given: dict[str, Any] = dict(theta=theta, quadrupole=quadrupole)
-    opts = {k: val for k, val in given.items() if k in api.OPTIONS[method]}
+    given: dict[str, Any] = dict(theta=theta, quadrupole=quadrupole, tol=tol, quantile=quantile)
+    opts = {k: val for k, val in given.items() if k in api.OPTIONS[method] and val is not None}
+    if method == "fmm":
+        opts.setdefault("tol", FMM_TOL)
 
     def force(xx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         a, p = api.field(xx, m, method=method, eps=eps, softening=softening, potential=True, **opts)
@@ -383,8 +422,8 @@ def leapfrog(
         _write_snapshot(
             os.path.join(snapshot_dir, f"snap_{step:08d}.npz"),  # type: ignore[arg-type]
             dict(pos=x, vel=v, mass=m, acc=acc, pot=pot, t=t, step=step, dt=dt, eps=eps,
-                 softening=softening, theta=theta, quadrupole=quadrupole, method=method,
-                 **extra),
+                 softening=softening, theta=_saved(theta), quadrupole=quadrupole,
+                 method=method, tol=_saved(tol), quantile=_saved(quantile), **extra),
         )  # fmt: skip
 
     if acc is None:

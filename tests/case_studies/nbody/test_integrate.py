@@ -67,7 +67,10 @@ def test_diagnostics_two_bodies():
     [
         (dict(dt=0.0, steps=1), r"dt=0.0: the time step must be finite and > 0"),
         (dict(dt=0.1, steps=-1), r"steps=-1: must be an int >= 0"),
-        (dict(dt=0.1, steps=1, method="rk4"), r"method='rk4' is not one of 'tree', 'direct'"),
+        (
+            dict(dt=0.1, steps=1, method="rk4"),
+            r"method='rk4' is not one of 'tree', 'fmm', 'direct'",
+        ),
         (dict(dt=0.1, steps=1, snapshot_every=2), r"snapshot_every > 0 needs snapshot_dir"),
         (
             dict(dt=0.1, steps=1, mass=np.r_[1.0, 1.0, np.nan, np.ones(297)]),
@@ -120,6 +123,10 @@ def test_resume_missing(tmp_path):
         (dict(softening="spline"), r"softening='spline' differs from the snapshot's"),
         (dict(quadrupole=False), r"quadrupole=False differs from the snapshot's quadrupole=True"),
         (dict(steps=3), r"steps=3 is below the snapshot's step 4: .* pass steps >= 4"),
+        (
+            dict(method="fmm", tol=1e-3),
+            r"method='fmm' differs from the snapshot's method='tree'",
+        ),
     ],
 )
 def test_resume_refuses_other_parameters(ic, tmp_path, change, msg):
@@ -131,3 +138,31 @@ def test_resume_refuses_other_parameters(ic, tmp_path, change, msg):
     with pytest.raises(ValueError, match=msg):
         leapfrog(resume=d, **kw)
     assert leapfrog(resume=d, dt=0.01, steps=4, eps=0.05).step == 4  # nothing left to do
+
+
+def test_fmm_forces_conserve_momentum_to_rounding(ic, tmp_path):
+    """On the median, the FMM's forces are mutual (each pair of cells once, for both):
+    momentum is conserved to rounding, where the tree's forces drift at their error."""
+    x, v, m = plummer_sphere(3000, seed=5)
+
+    def momentum_drift(run):
+        p = np.stack([run.diag[k] for k in ("px", "py", "pz")], 1)
+        return np.abs(p - p[0]).max() / (m * np.linalg.norm(run.vel, axis=1)).sum()
+
+    mutual = leapfrog(x, v, m, dt=0.01, steps=20, eps=0.05, method="fmm", tol=1e-3,
+                      quantile=0.5)  # fmt: skip
+    tree = leapfrog(x, v, m, dt=0.01, steps=20, eps=0.05)
+    assert momentum_drift(mutual) < 1e-9 < 1e-7 < momentum_drift(tree)
+    assert mutual.energy_drift < 1e-4
+    np.testing.assert_allclose(mutual.pos, tree.pos, atol=1e-3)
+    # resumed bit for bit; another tol, or none, is refused by name
+    d = str(tmp_path / "snaps")
+    whole = leapfrog(x, v, m, dt=0.01, steps=6, eps=0.05, method="fmm", tol=1e-3, quantile=0.5)
+    leapfrog(x, v, m, dt=0.01, steps=3, eps=0.05, method="fmm", tol=1e-3, quantile=0.5,
+             snapshot_dir=d, snapshot_every=3)  # fmt: skip
+    again = leapfrog(dt=0.01, steps=6, eps=0.05, method="fmm", tol=1e-3, quantile=0.5, resume=d)
+    assert np.array_equal(again.pos, whole.pos) and np.array_equal(again.vel, whole.vel)
+    with pytest.raises(ValueError, match=r"^tol=None differs from the snapshot's tol=0.001"):
+        leapfrog(dt=0.01, steps=6, eps=0.05, method="fmm", quantile=0.5, resume=d)
+    with pytest.raises(ValueError, match=r"^tol=0.001 is an option of method='fmm', not of "):
+        leapfrog(x, v, m, dt=0.01, steps=1, eps=0.05, tol=1e-3)
