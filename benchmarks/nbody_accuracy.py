@@ -322,6 +322,19 @@ def speed(
     return lines
 
 
+def _sweep_point(res: dict, key: tuple[int, float], ex: Exact, run, times: int,  # type: ignore[no-untyped-def]
+                 label: str) -> None:  # fmt: skip
+    """One ``(p, theta)`` of a sweep: its p99 and median error and its best time of ``times``,
+    appended to ``res[key]``, and a line."""
+    a, t = _timed(run)
+    for _ in range(times - 1):
+        t = min(t, _timed(run)[1])
+    e = ex.err(a)
+    res.setdefault(key, []).append((float(np.quantile(e, 0.99)), float(np.median(e)), t))
+    print(f"{label}: median {np.median(e):.1e} p99 {np.quantile(e, 0.99):.1e} {t:.3f} s",
+          flush=True)  # fmt: skip
+
+
 def calibrate(sizes: tuple[int, ...], sample: int) -> None:
     """Sweep (p, theta): median and 99th-percentile error and time per distribution and size;
     then the cheapest (p, theta) for each tol, by the 99th percentile and by the median.
@@ -343,16 +356,8 @@ def _calibrate(sizes: tuple[int, ...], sample: int) -> None:
             fmm(pos[:3000], m[:3000])
             for p in range(2, 14):
                 for th in (0.4, 0.5, 0.6, 0.7, 0.8):
-                    a, t = _timed(partial(_fmm, pos, m, eps=EPS, order=p, theta=th))
-                    e = ex.err(a)
-                    res.setdefault((p, th), []).append(
-                        (float(np.quantile(e, 0.99)), float(np.median(e)), t)
-                    )
-                    print(
-                        f"{name} N {n} p {p} theta {th}: median {np.median(e):.1e} "
-                        f"p99 {np.quantile(e, 0.99):.1e} {t:.3f} s",
-                        flush=True,
-                    )
+                    run = partial(_fmm, pos, m, eps=EPS, order=p, theta=th)
+                    _sweep_point(res, (p, th), ex, run, 1, f"{name} N {n} p {p} theta {th}")
     for q, col in (("p99", 0), ("median", 1)):
         print(f"\n(tol, p, theta): cheapest with {q} <= tol / 1.5 on every distribution and size")
         for tol in (1e-1, 3e-2, 1e-2, 3e-3, 1e-3, 3e-4, 1e-4, 3e-5, 1e-5, 3e-6, 1e-6, 3e-7, 1e-7):
@@ -399,17 +404,8 @@ def calibrate_mutual(sizes: tuple[int, ...], sample: int) -> None:
                     _fmm(pos[:3000], m[:3000], eps=EPS, order=p, theta=0.5)  # compiled
                     for th in MUTUAL_THETAS:
                         run = partial(_fmm, pos, m, eps=EPS, order=p, theta=th)
-                        a, t = _timed(run)
-                        t = min(t, _timed(run)[1])
-                        e = ex.err(a)
-                        res.setdefault((p, th), []).append(
-                            (float(np.quantile(e, 0.99)), float(np.median(e)), t)
-                        )
-                        print(
-                            f"{name} N {n} mutual p {p} theta {th}: median {np.median(e):.1e} "
-                            f"p99 {np.quantile(e, 0.99):.1e} {t:.3f} s",
-                            flush=True,
-                        )
+                        label = f"{name} N {n} mutual p {p} theta {th}"
+                        _sweep_point(res, (p, th), ex, run, 2, label)
     for q, col in ((0.99, 0), (0.5, 1)):
         print(f"\nquantile {q}: (tol, p, theta), the cheapest mutual with error <= tol / 1.5")
         for tol in CALIBRATED_TOLS:

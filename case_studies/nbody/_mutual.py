@@ -1,27 +1,30 @@
 """Numba kernels of the mutual fast multipole method (self-gravity: the targets are the sources).
 
 Dehnen's scheme (falcON, J. Comput. Phys. 179, 27, 2002), on the pre-order
-octrees of :mod:`._build`: one traversal of cell *pairs*, each pair visited
-once for both of its cells.
+octrees of :mod:`._build`: one traversal of cell *pairs*, each unordered pair
+visited once for both of its cells (``interact``, generated per order by
+:func:`source`).
 
 * A well-separated pair ``(A, B)``, ``r_A + r_B < theta |z_A - z_B|``, is one
-  mutual M2L: the derivatives of ``1/r`` are computed once at ``R = z_A - z_B``
-  and serve both cells, since ``D_n(-R) = (-1)^|n| D_n(R)``
-  (:func:`m2l_mutual`).
-* A pair that costs less than that as body pairs (``n_A n_B <= cheap``), or two
-  leaves, is summed directly, each body pair once and credited to both
-  bodies (:func:`p2p_pair`); a cell with itself sums each of its pairs once
-  (:func:`p2p_self`).
+  mutual M2L: the derivatives of the softened ``1/r`` are computed once at
+  ``R = z_A - z_B`` and give both local expansions, since
+  ``D_n(-R) = (-1)^|n| D_n(R)`` (:func:`m2l_source`: straight-line code per
+  order).
+* A pair whose body pairs cost less than that (``n_A n_B <= cheap``), or two
+  leaves, is listed for the near field; a leaf with itself too.
 * Otherwise the larger cell is split; a cell with itself becomes its
   children with themselves and with each other.
 
-Symmetry halves both kinds of work, separability gives the far field,
-locality makes every cell a contiguous run of bodies.  The sum over all
-pairs is a sum of antisymmetric terms, so ``sum_i m_i a_i`` vanishes to
-rounding.
+Per task, the near field then runs per target cell (:func:`near_bodies`):
+the bodies of all its near partners gathered into one buffer, each body
+summed one way in the tree walk's float32 loop.  Summing each body pair once
+for both bodies was measured slower on AVX2/AVX-512 (docs/nbody.md,
+section 7).  The separated pairs' interactions are antisymmetric, and the
+near field's two sides of a pair agree to float32 rounding, so
+``sum_i m_i a_i`` vanishes to rounding.
 
-Threads write to two cells per interaction.  The cover of disjoint
-subtrees of :func:`propopt_case_studies.nbody.fmm._items` is scheduled as a
+Threads write to two cells per interaction.  A cover of disjoint subtrees
+(:func:`propopt_case_studies.nbody.fmm._items`) is scheduled as a
 round-robin tournament (:func:`rounds`): in each round every subtree takes
 part in at most one task, so no two threads write the same cell or body,
 without locks; every cell sees its interactions in one fixed order, so the
@@ -213,32 +216,6 @@ def near_bodies(near, nn, lo, hi, start, rec, x, y, z, w, e2, out, nb,
     return nb
 
 
-@njit(cache=True, fastmath=True, error_model="numpy", **_INTERNAL)
-def m2l_mutual(Ma, Mb, D, par, trip, La, Lb):  # pragma: no cover - numba
-    """Both local expansions of a separated pair from one set of derivatives ``D`` at ``z_a - z_b``.
-
-    ``La[k] += sum_n Mb[n] D[n + k]`` and ``Lb[k] += sum_n Ma[n] (-1)^|n + k| D[n + k]``
-    (``par[s] = (-1)^|s|``); ``trip``: the M2L triples ``(s, u, v)`` of
-    :func:`propopt_case_studies.nbody.fmm._m2l_triples`.
-    """
-    for q in range(trip.shape[0]):
-        s = trip[q, 0]
-        u = trip[q, 1]
-        v = trip[q, 2]
-        d = D[s]
-        La[u] += Mb[v] * d
-        Lb[u] += Ma[v] * (d * par[s])
-
-
-@njit(cache=True, **_INTERNAL)
-def grow(a, n):  # pragma: no cover - numba
-    b = np.empty((2 * a.shape[0], a.shape[1]), a.dtype)
-    for i in range(n):
-        for j in range(a.shape[1]):
-            b[i, j] = a[i, j]
-    return b
-
-
 @njit(cache=True, nogil=True, error_model="numpy")
 def downward(counter, items, nxt, leaf, parent, ctr, start, end, L, x, y, z, mono, trip, grad,
              out):  # fmt: skip  # pragma: no cover - numba
@@ -269,8 +246,8 @@ def downward(counter, items, nxt, leaf, parent, ctr, start, end, L, x, y, z, mon
 
 # ------------------------------------------------ the traversal, generated per order
 UNROLLED = 6
-"""Orders up to this one get a straight-line mutual M2L (:func:`m2l_source`); higher ones
-loop over the tables (:func:`m2l_mutual`)."""
+"""The highest order of the mutual method: its M2L is straight-line code per order
+(:func:`m2l_source`), which takes longer to compile as the order grows (5-8 s at 6)."""
 
 
 def m2l_source(p: int) -> str:
@@ -317,48 +294,25 @@ def m2l_source(p: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-_GENERIC_M2L = """
-_tab = expansion_tables({p})
-_rec1, _rec2 = _tab.rec1, _tab.rec2
-_trip = _m2l_triples({p})
-_par = (-1.0) ** _tab.idx.sum(axis=1)
-
-
-@njit(cache=True, fastmath=True, error_model='numpy', inline='always')
-def m2l(dx, dy, dz, e2, Ma, Mb, La, Lb):
-    D = np.empty(_par.shape[0])
-    derivatives(dx, dy, dz, e2, _rec1, _rec2, D)
-    _mutual.m2l_mutual(Ma, Mb, D, _par, _trip, La, Lb)
-"""
-
-
 def source(p: int) -> str:
     """The module of order ``p``: its ``m2l`` and the traversal ``interact`` that calls it."""
     head = (
         f"# the mutual traversal of order {p}; _mutual.py {_SELF_HASH}\n"
         "import numpy as np\n"
         "from numba import njit\n"
-        "from propopt.separability.expansions import derivatives, expansion_tables\n"
         "from propopt.threads import take\n"
         "from propopt_case_studies.nbody import _mutual\n"
-        "from propopt_case_studies.nbody._mutual import m2l_triples as _m2l_triples\n\n\n"
+        "from propopt_case_studies.nbody._fmm import _grow\n\n\n"
     )
-    m2l = m2l_source(p) if p <= UNROLLED else _GENERIC_M2L.format(p=p)
-    return head + m2l + "\n\n" + _INTERACT
+    if not 1 <= p <= UNROLLED:
+        raise ValueError(f"p={p!r}: the mutual method runs orders 1 to {UNROLLED}")
+    return head + m2l_source(p) + "\n\n" + _INTERACT
 
 
 @functools.cache
 def kernels(p: int) -> Any:
     """The generated module of order ``p`` (numba caches it on disk)."""
     return _jit.load_module(source(p), f"nbody_mutual_p{p}")
-
-
-def m2l_triples(p: int) -> np.ndarray:
-    """M2L triples ``(s, u, v)`` of order ``p`` without dipole sources (0 about the centre
-    of mass)."""
-    tab = expansion_tables(p)
-    keep = tab.idx[tab.trip[:, 2]].sum(axis=1) != 1
-    return np.ascontiguousarray(tab.trip[keep])
 
 
 _SELF_HASH = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
@@ -399,7 +353,7 @@ def interact(counter, tasks, items, rec, start, me2, hmax, M, L, x, y, z, w, e2,
             if a == b:
                 if rec[a, 5] != 0.0 or 0.5 * na * (na - 1.0) <= cheap:
                     if nn == near.shape[0]:
-                        near = _mutual.grow(near, nn)
+                        near = _grow(near, nn)
                     near[nn, 0] = a
                     near[nn, 1] = a
                     nn += 1
@@ -407,7 +361,7 @@ def interact(counter, tasks, items, rec, start, me2, hmax, M, L, x, y, z, w, e2,
                     continue
                 end = int(rec[a, 6])
                 if sp + 64 >= st.shape[0]:
-                    st = _mutual.grow(st, sp)
+                    st = _grow(st, sp)
                 c = a + 1
                 while c < end:
                     st[sp, 0] = c
@@ -431,7 +385,7 @@ def interact(counter, tasks, items, rec, start, me2, hmax, M, L, x, y, z, w, e2,
             r = ra + rb
             if na * nb <= cheap:
                 if nn == near.shape[0]:
-                    near = _mutual.grow(near, nn)
+                    near = _grow(near, nn)
                 near[nn, 0] = min(a, b)
                 near[nn, 1] = max(a, b)
                 nn += 1
@@ -446,7 +400,7 @@ def interact(counter, tasks, items, rec, start, me2, hmax, M, L, x, y, z, w, e2,
                 bleaf = rec[b, 5] != 0.0
                 if aleaf and bleaf:
                     if nn == near.shape[0]:
-                        near = _mutual.grow(near, nn)
+                        near = _grow(near, nn)
                     near[nn, 0] = min(a, b)
                     near[nn, 1] = max(a, b)
                     nn += 1
@@ -457,7 +411,7 @@ def interact(counter, tasks, items, rec, start, me2, hmax, M, L, x, y, z, w, e2,
                 else:
                     split, other = b, a
                 if sp + 8 >= st.shape[0]:
-                    st = _mutual.grow(st, sp)
+                    st = _grow(st, sp)
                 end = int(rec[split, 6])
                 c = split + 1
                 while c < end:

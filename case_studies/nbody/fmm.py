@@ -302,7 +302,7 @@ def _mutual_choice(selfgravity: bool, tol: float, quantile: float, given: bool,
     if not selfgravity or _FORCE_MUTUAL is False:
         return False, p, theta
     if _FORCE_MUTUAL:
-        return True, p, theta
+        return 1 <= p <= _mutual.UNROLLED, p, theta
     if given:  # the parameters of a tol give that tol's result
         return (p, theta) in MUTUAL_TABLES[quantile].values(), p, theta
     if shape is not None:
