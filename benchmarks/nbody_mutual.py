@@ -106,7 +106,6 @@ def matched(name: str, pos: np.ndarray, m: np.ndarray, sample: int, rounds: int)
 def decomposition(n: int, tol: float) -> list[str]:
     """Cell pairs and body pairs per body, and each phase's time on one thread."""
     from propopt.separability.expansions import expansion_tables
-    from propopt_case_studies.nbody._units import bodies
 
     pos, m = DISTRIBUTIONS["plummer"](n, seed=1)
     p, th = MUTUAL_TOL_TABLE_MEDIAN[tol]
@@ -118,7 +117,7 @@ def decomposition(n: int, tol: float) -> list[str]:
         best: dict[str, float] = {}
         for _ in range(3):
             t0 = time.perf_counter()
-            b = bodies(pos, m, e, F.LEAF_SIZE)
+            b = F.bodies(pos, m, e, F.LEAF_SIZE)
             src = F._tree(b.pos, b.src[3], b.src[4], b.order, (b.start, b.end, b.nxt, b.leaf))
             t1 = time.perf_counter()
             F._upward(src, expansion_tables(p))

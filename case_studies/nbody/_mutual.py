@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from propopt import _jit
+from propopt import jit
 from propopt.separability.expansions import expansion_tables, l2l, l2p
 from propopt.symmetry import spline_kernel
 from propopt.threads import take
@@ -312,7 +312,7 @@ def source(p: int) -> str:
 @functools.cache
 def kernels(p: int) -> Any:
     """The generated module of order ``p`` (numba caches it on disk)."""
-    return _jit.load_module(source(p), f"nbody_mutual_p{p}")
+    return jit.load_module(source(p), f"nbody_mutual_p{p}")
 
 
 _SELF_HASH = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
