@@ -24,11 +24,11 @@ near field's two sides of a pair agree to float32 rounding, so
 ``sum_i m_i a_i`` vanishes to rounding.
 
 Threads write to two cells per interaction.  A cover of disjoint subtrees
-(:func:`propopt_case_studies.nbody.fmm._items`) is scheduled as a
-round-robin tournament (:func:`rounds`): in each round every subtree takes
-part in at most one task, so no two threads write the same cell or body,
-without locks; every cell sees its interactions in one fixed order, so the
-result does not depend on the thread count.
+(:func:`propopt_case_studies.nbody.fmm._items`) is paired up in rounds
+(:func:`propopt_case_studies.nbody.fmm._schedule`): in each round every
+subtree takes part in at most one task, so no two threads write the same
+cell or body, without locks; every cell sees its interactions in one fixed
+order, so the result does not depend on the thread count.
 """
 
 from __future__ import annotations
@@ -49,29 +49,6 @@ from propopt.threads import take
 from ._walk import CLOSE, TINY, near_field_checked
 
 _INTERNAL = dict(no_cpython_wrapper=True, no_cfunc_wrapper=True)
-
-
-def rounds(k: int) -> list[np.ndarray]:
-    """Tasks over ``k`` subtrees in rounds of disjoint pairs: every ``(i, j)``, ``i <= j``, once.
-
-    Round 0 holds the ``k`` self tasks ``(i, i)``; then the circle method
-    (Berger tables) gives ``k - 1`` rounds (``k`` even, else ``k``) of pairs
-    ``(i, j)``, ``i < j``, no subtree in two tasks of one round.
-    """
-    out = [np.array([(i, i) for i in range(k)], np.int64).reshape(-1, 2)]
-    if k < 2:
-        return out
-    ring = list(range(k)) + ([-1] if k % 2 else [])
-    q = len(ring)
-    for _ in range(q - 1):
-        pairs = []
-        for t in range(q // 2):
-            a, b = ring[t], ring[q - 1 - t]
-            if a >= 0 and b >= 0:
-                pairs.append((min(a, b), max(a, b)))
-        out.append(np.array(sorted(pairs), np.int64).reshape(-1, 2))
-        ring = [ring[0], ring[-1]] + ring[1:-1]
-    return out
 
 
 @njit(cache=True, fastmath=True, error_model="numpy", **_INTERNAL)

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import propopt as pp
-from propopt_case_studies.nbody import _mutual, fmm
+from propopt_case_studies.nbody import fmm
 from propopt_case_studies.nbody.distributions import DISTRIBUTIONS
 from tests.oracles import gravity
 
@@ -186,15 +186,24 @@ def test_net_force_vanishes(n, seed, spread, eps, p, theta):
     assert net <= 1e-6 * scale, (net, scale)
 
 
-def test_rounds_pair_every_subtree_once_and_never_twice_in_a_round():
-    for k in range(1, 12):
+def test_schedule_pairs_every_subtree_once_and_never_twice_in_a_round():
+    pos, m = DISTRIBUTIONS["clusters+disc"](20000, seed=1)
+    b = F.bodies(pos, m, np.full(len(m), 1e-3), F.LEAF_SIZE)
+    src = F._tree(b.pos, b.src[3], b.src[4], b.order, (b.start, b.end, b.nxt, b.leaf))
+    items = np.sort(F._items(src, F.MUTUAL_ITEMS))
+    rec = F._fmm.records(src["ctr"], src["rad"], src["wsum"], src["leaf"], src["nxt"],
+                         src["end"] - src["start"])  # fmt: skip
+    for theta in (0.3, 0.8):
         seen = []
-        for tasks in _mutual.rounds(k):
-            used = tasks.ravel() if (tasks[:, 0] != tasks[:, 1]).all() else tasks[:, 0]
-            assert len(set(used.tolist())) == used.size  # disjoint within the round
+        rounds = F._schedule(items, rec, src["rad"] / theta)
+        assert sum(serial for _, serial in rounds) <= 1
+        for tasks, serial in rounds:
+            if not serial:
+                used = tasks.ravel() if (tasks[:, 0] != tasks[:, 1]).all() else tasks[:, 0]
+                assert len(set(used.tolist())) == used.size  # disjoint within the round
             seen += [tuple(t) for t in tasks.tolist()]
-        want = [(i, j) for i in range(k) for j in range(i, k)]
-        assert sorted(seen) == want
+        k = len(items)
+        assert sorted(seen) == [(i, j) for i in range(k) for j in range(i, k)]
 
 
 def test_fmm_picks_the_mutual_method_for_its_rows(monkeypatch):
