@@ -50,6 +50,10 @@ from ._walk import CLOSE, TINY, near_field_checked
 
 _INTERNAL = dict(no_cpython_wrapper=True, no_cfunc_wrapper=True)
 
+# numba keys the on-disk cache of this file's kernels on this file alone: after editing
+# _walk.near_field_checked (inlined into _near32 here), change this line so that they recompile.
+DEPENDS_ON = "_walk.near_field_checked, CLOSE, TINY; propopt.threads.take"
+
 
 @njit(cache=True, fastmath=True, error_model="numpy", **_INTERNAL)
 def _near32(tx, ty, tz, te2, nb, nq, c, thr2):  # pragma: no cover - numba
@@ -274,7 +278,7 @@ def m2l_source(p: int) -> str:
 def source(p: int) -> str:
     """The module of order ``p``: its ``m2l`` and the traversal ``interact`` that calls it."""
     head = (
-        f"# the mutual traversal of order {p}; _mutual.py {_SELF_HASH}\n"
+        f"# the mutual traversal of order {p}; sources of _mutual, _fmm, _walk: {_SELF_HASH}\n"
         "import numpy as np\n"
         "from numba import njit\n"
         "from propopt.threads import take\n"
@@ -292,7 +296,13 @@ def kernels(p: int) -> Any:
     return jit.load_module(source(p), f"nbody_mutual_p{p}")
 
 
-_SELF_HASH = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+# the generated modules call this file's kernels and, through them, _fmm's and _walk's:
+# their source carries a hash of all three, so that an edit to any recompiles them
+_SELF_HASH = hashlib.sha256(
+    b"".join(
+        (Path(__file__).parent / f).read_bytes() for f in ("_mutual.py", "_fmm.py", "_walk.py")
+    )
+).hexdigest()[:16]
 
 _INTERACT = '''@njit(cache=True, nogil=True, error_model="numpy")
 def interact(counter, tasks, items, rec, start, me2, hmax, M, L, x, y, z, w, e2, rcrit, cheap,
