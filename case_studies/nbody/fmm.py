@@ -288,8 +288,7 @@ def _coarse(p: int, theta: float, quantile: float) -> bool:
 
 
 def _mutual_choice(selfgravity: bool, tol: float, quantile: float, given: bool,
-                   shape: str | None, p: int, theta: float, near32: bool,
-                   spline: bool) -> tuple[bool, int, float]:  # fmt: skip
+                   shape: str | None, p: int, theta: float) -> tuple[bool, int, float]:  # fmt: skip
     """Whether self-gravity runs the mutual method (:func:`_run_mutual`), and its ``(p, theta)``.
 
     For a ``tol``: where :data:`MUTUAL_TOL_TABLE` (or its median table) has a row for the
@@ -549,7 +548,7 @@ def fmm(
         tgt = _tree(Ts, np.ones(T.shape[0]), te2, torder, (start, end, nxt, leaf), spline)
     mt = tgt["x"].shape[0]
     res = np.zeros((mt, 4))
-    mutual, p, th = _mutual_choice(T is None, eff, quantile, given, shape, p, th, near32, spline)
+    mutual, p, th = _mutual_choice(T is None, eff, quantile, given, shape, p, th)
     if mt and n:
         res = _run(src, tgt, _Passes(p, th, near32, T is None, spline, mutual))
         if shape == "line":
@@ -568,7 +567,7 @@ def fmm(
                 )
     res[:, 3] = -res[:, 3]  # the expansions sum +m/r: the potential is its negative
     self_m = self_e2 = np.zeros(0)
-    if T is None and mt and n and not mutual:  # the one-way P2P counted each body's own pull
+    if T is None and mt and n and not mutual:  # the one-way P2P counted each body's own 1/eps
         self_m, self_e2 = src["w"], src["e2"]
     acc, pot = to_user(res, tgt["order"], G, lexp, mexp, dtype, self_m, self_e2,
                        2.8 if spline else 1.0)  # fmt: skip
