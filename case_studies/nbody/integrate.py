@@ -34,7 +34,6 @@ from propopt.symmetry.gravity import check_masses
 from . import api
 from ._args import check_theta
 from .barnes_hut import THETA
-from .fmm import TOL as FMM_TOL
 
 __all__ = ["FORCES", "Run", "diagnostics", "leapfrog", "load_snapshot"]
 
@@ -402,8 +401,6 @@ def leapfrog(
 
     given: dict[str, Any] = dict(theta=theta, quadrupole=quadrupole, tol=tol, quantile=quantile)
     opts = {k: val for k, val in given.items() if k in api.OPTIONS[method] and val is not None}
-    if method == "fmm":
-        opts.setdefault("tol", FMM_TOL)
 
     def force(xx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         a, p = api.field(xx, m, method=method, eps=eps, softening=softening, potential=True, **opts)
