@@ -370,29 +370,22 @@ def interact(counter, tasks, items, rec, start, me2, hmax, M, L, x, y, z, w, e2,
             ra = rec[a, 3]
             rb = rec[b, 3]
             r = ra + rb
-            if na * nb <= cheap:
+            separated = (rcrit[a] + rcrit[b]) ** 2 < d2 and (
+                not spline or (r + max(hmax[a], hmax[b])) ** 2 < d2
+            )
+            aleaf = rec[a, 5] != 0.0
+            bleaf = rec[b, 5] != 0.0
+            if na * nb <= cheap or (aleaf and bleaf and not separated):
                 if nn == near.shape[0]:
                     near = _grow(near, nn)
                 near[nn, 0] = min(a, b)
                 near[nn, 1] = max(a, b)
                 nn += 1
                 npp += int(na * nb)
-            elif (rcrit[a] + rcrit[b]) ** 2 < d2 and (
-                not spline or (r + max(hmax[a], hmax[b])) ** 2 < d2
-            ):
+            elif separated:
                 m2l(dx, dy, dz, 0.5 * (me2[a] + me2[b]), M[a], M[b], L[a], L[b])
                 nm += 1
             else:
-                aleaf = rec[a, 5] != 0.0
-                bleaf = rec[b, 5] != 0.0
-                if aleaf and bleaf:
-                    if nn == near.shape[0]:
-                        near = _grow(near, nn)
-                    near[nn, 0] = min(a, b)
-                    near[nn, 1] = max(a, b)
-                    nn += 1
-                    npp += int(na * nb)
-                    continue
                 if bleaf or (not aleaf and ra >= rb):
                     split, other = a, b
                 else:
