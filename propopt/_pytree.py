@@ -51,25 +51,40 @@ def _is_namedtuple(x: Any) -> bool:
 LEAF = TreeDef("leaf")
 
 
-def flatten(tree: Any) -> tuple[list[Any], TreeDef]:
-    """Return the leaves of ``tree`` in a fixed order and its structure."""
+def flatten(tree: Any, name: str = "elems") -> tuple[list[Any], TreeDef]:
+    """Return the leaves of ``tree`` in a fixed order and its structure.
+
+    A dict whose keys cannot be sorted (``{1: x, "a": y}``) raises a one-line
+    ``ValueError`` naming the argument ``name``, as JAX refuses such keys.
+    """
     if not isinstance(tree, (tuple, list, dict)):  # a single array: the common case
         return [tree], LEAF
     leaves: list[Any] = []
-    return leaves, _flatten(tree, leaves)
+    return leaves, _flatten(tree, leaves, name)
 
 
-def _flatten(tree: Any, leaves: list[Any]) -> TreeDef:
+def _sorted_keys(tree: dict, name: str) -> tuple[Any, ...]:
+    try:
+        return tuple(sorted(tree))
+    except TypeError:
+        kinds = sorted({type(k).__name__ for k in tree})
+        raise ValueError(
+            f"{name} is a dict with keys {list(tree)[:4]!r} that cannot be ordered "
+            f"({', '.join(kinds)}): use keys of one type (all str, say), as JAX requires"
+        ) from None
+
+
+def _flatten(tree: Any, leaves: list[Any], name: str) -> TreeDef:
     if _is_namedtuple(tree):
-        kids = tuple(_flatten(c, leaves) for c in tree)
+        kids = tuple(_flatten(c, leaves, name) for c in tree)
         return TreeDef("namedtuple", kids, cls=type(tree))
     if isinstance(tree, tuple):
-        return TreeDef("tuple", tuple(_flatten(c, leaves) for c in tree))
+        return TreeDef("tuple", tuple(_flatten(c, leaves, name) for c in tree))
     if isinstance(tree, list):
-        return TreeDef("list", tuple(_flatten(c, leaves) for c in tree))
+        return TreeDef("list", tuple(_flatten(c, leaves, name) for c in tree))
     if isinstance(tree, dict):
-        keys = tuple(sorted(tree))
-        return TreeDef("dict", tuple(_flatten(tree[k], leaves) for k in keys), keys=keys)
+        keys = _sorted_keys(tree, name)
+        return TreeDef("dict", tuple(_flatten(tree[k], leaves, name) for k in keys), keys=keys)
     leaves.append(tree)
     return LEAF
 

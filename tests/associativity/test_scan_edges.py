@@ -173,3 +173,20 @@ def test_read_only_inputs_reuse_the_compiled_kernels():
     got = pp.associative_scan(pp.linear_recurrence, (ra, rb))
     assert all(np.array_equal(g, w) for g, w in zip(got, want))
     assert {name: len(getattr(mod, name).signatures) for name in before} == before
+
+
+def _add_all(a, b):
+    return {k: a[k] + b[k] for k in a}
+
+
+def test_dict_keys_that_cannot_be_ordered_name_elems():
+    # jax refuses such keys too (ValueError while sorting dict keys)
+    x = np.arange(4.0)
+    with pytest.raises(ValueError, match=r"elems is a dict with keys .* one type") as info:
+        pp.associative_scan(_add_all, {1: x, "a": x})
+    assert "\n" not in str(info.value)
+    with pytest.raises(ValueError, match=r"out is a dict"):
+        pp.associative_scan(_add_all, {"1": x, "a": x}, out={1: np.empty(4), "a": np.empty(4)})
+    got = pp.associative_scan(_add_all, {2: x, 1: 2 * x})  # one key type: sorted, as jax does
+    assert set(got) == {1, 2}
+    np.testing.assert_array_equal(got[1], [0.0, 2.0, 6.0, 12.0])

@@ -138,3 +138,22 @@ def test_read_only_grad_and_dask_out_are_refused():
     da = pytest.importorskip("dask.array")
     with pytest.raises(ValueError, match="dask"):
         associative_scan(add, da.ones(10, chunks=5), out=np.empty(10))
+
+
+def _add_all(a, b):
+    return {k: a[k] + b[k] for k in a} if isinstance(a, dict) else a + b
+
+
+@pytest.mark.parametrize("tree", ["leaf", "dict"])
+def test_out_with_inputs_that_require_grad_is_refused(tree):
+    # torch.cumsum(out=) refuses too: the result written into out= has no gradient
+    x = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    elems = x if tree == "leaf" else {"a": x, "b": x.detach()}
+    out = torch.empty(3) if tree == "leaf" else {"a": torch.empty(3), "b": torch.empty(3)}
+    with pytest.raises(ValueError, match=r"out= .*requires grad.*drop out=") as info:
+        associative_scan(_add_all, elems, out=out)
+    assert "\n" not in str(info.value)
+    with torch.no_grad():  # no gradient is recorded: out= is fine
+        got = associative_scan(_add_all, elems, out=out)
+    leaf = got if tree == "leaf" else got["a"]
+    np.testing.assert_array_equal(leaf.numpy(), _cumsum64([1.0, 2.0, 3.0]))

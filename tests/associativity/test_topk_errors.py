@@ -168,3 +168,16 @@ def test_update_refuses_integers_float64_rounds(scores):
         TopK.empty(2, np.float64).update(scores)
     s, i = TopK.empty(2, np.float64).update(np.array([2**53, 7])).result()
     assert s.tolist() == [2.0**53, 7.0] and i.tolist() == [0, 1]
+
+
+def test_out_with_inputs_or_outputs_that_require_grad_is_refused():
+    torch = pytest.importorskip("torch")
+    x = torch.tensor([3.0, 1.0, 2.0], requires_grad=True)
+    out = (torch.empty(2), torch.empty(2, dtype=torch.int64))
+    with pytest.raises(ValueError, match=r"out= .*x requires grad.*drop out="):
+        topk(x, 2, out=out)
+    with pytest.raises(ValueError, match=r"out\[0\] requires grad"):
+        topk(x.detach(), 2, out=(torch.empty(2, requires_grad=True), out[1]))
+    with torch.no_grad():
+        v, i = topk(x, 2, out=out)
+    assert v.tolist() == [3.0, 2.0] and i.tolist() == [0, 2]

@@ -60,7 +60,7 @@ def lift(fn: Callable[[Any, Any], Any], treedef: _pytree.TreeDef) -> Any:
         key = tuple(tuple(x.shape) for x in a)
         if key in checked:  # checked once per shape of the batches
             res = fn(_pytree.unflatten(treedef, a), _pytree.unflatten(treedef, b))
-            return _pytree.flatten(res)[0]
+            return _pytree.flatten(res, "the result of fn")[0]
         out = _pytree.apply(fn, treedef, a, b)
         checked.add(key)
         return out

@@ -61,7 +61,7 @@ def given(identity: Any, treedef: _pytree.TreeDef, leaves: Leaves, ax: int) -> L
     if treedef.kind == "leaf" or not isinstance(identity, (tuple, list, dict)):
         ids = [identity] if treedef.kind == "leaf" else [identity] * len(leaves)
     else:
-        ids, td = _pytree.flatten(identity)
+        ids, td = _pytree.flatten(identity, "identity")
         if td != treedef:
             raise ValueError(
                 f"identity has structure {td.describe()} but elems has {treedef.describe()}; "

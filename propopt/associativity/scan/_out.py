@@ -25,7 +25,13 @@ def check(out: Any, treedef: _pytree.TreeDef, leaves: Leaves, kind: str,
             "out= cannot receive a scan of dask arrays, which are lazy: use the returned "
             "array (or da.store it)"
         )
-    outs, out_def = _pytree.flatten(out)
+    for src, path in zip(leaves, paths):
+        if getattr(src, "requires_grad", False) and _grad_enabled():
+            raise ValueError(
+                f"out= cannot carry a gradient and {path} requires grad: drop out= to keep the "
+                f"gradient, or pass {path}.detach() (as torch.cumsum(out=) refuses)"
+            )
+    outs, out_def = _pytree.flatten(out, "out")
     if out_def != treedef:
         raise ValueError(
             f"out= is {out_def.describe()} but elems is {treedef.describe()}: pass arrays "
@@ -49,6 +55,13 @@ def check(out: Any, treedef: _pytree.TreeDef, leaves: Leaves, kind: str,
         if getattr(dst, "requires_grad", False):
             raise ValueError(f"{name} requires grad; out= takes tensors outside autograd")
     return outs
+
+
+def _grad_enabled() -> bool:
+    """Whether torch records gradients now (``torch.no_grad()`` turns it off)."""
+    import torch
+
+    return bool(torch.is_grad_enabled())
 
 
 def direct(outs: Leaves, leaves: Leaves) -> Leaves | None:

@@ -249,12 +249,19 @@ def _into(out: Any, values: Any, indices: Any) -> tuple[Any, Any]:
         return values, indices
     if not isinstance(out, (tuple, list)) or len(out) != 2:
         raise TypeError(f"out must be a (values, indices) pair of arrays, got {type(out).__name__}")
+    if getattr(values, "requires_grad", False):
+        raise ValueError(
+            "out= cannot carry a gradient and x requires grad: drop out= to keep the "
+            "gradient, or pass x.detach() (as torch.topk(out=) refuses)"
+        )
     for name, dst, src in (("out[0]", out[0], values), ("out[1]", out[1], indices)):
         if type(dst) is not type(src) or str(dst.dtype) != str(src.dtype):
             raise TypeError(
                 f"{name} is {_kinds.describe(dst)}; pass "
                 f"{_kinds.describe(src)} like the result (indices are int64)"
             )
+        if getattr(dst, "requires_grad", False):
+            raise ValueError(f"{name} requires grad; out= takes tensors outside autograd")
         if _device(dst) != _device(src):
             raise ValueError(
                 f"{name} is on {_device(dst)} but the result is on {_device(src)}; "
