@@ -161,6 +161,12 @@ def top_k_dask_dataframe(
             f"df has no column {score!r} (columns: {', '.join(map(str, df.columns))}); "
             "pass score=<name of the score column>"
         )
+    copies = sum(1 for c in df.columns if c == score)
+    if copies > 1:
+        raise ValueError(
+            f"df has {copies} columns named {score!r}, so the score column is ambiguous; "
+            "rename all but one (df.columns = [...]) or pass score= of a unique column"
+        )
     _check_summary(k, df[score].dtype, largest, nan, f"the score column {score!r}")
     split_every = _check_split(split_every)
     leaves = [

@@ -52,6 +52,12 @@ def _scores(chunk: Any, score: str, index: int) -> np.ndarray:
             f"chunk {index} has no column {score!r} (columns: {', '.join(_columns(chunk))}); "
             "pass score=<name of the score column>"
         )
+    copies = sum(1 for c in chunk.columns if c == score)
+    if copies > 1:
+        raise ValueError(
+            f"chunk {index} has {copies} columns named {score!r}, so the score column is "
+            "ambiguous; rename all but one (df.columns = [...]) or pass score= of a unique column"
+        )
     return np.ascontiguousarray(chunk[score].to_numpy())
 
 

@@ -76,3 +76,16 @@ def test_unrankable_scores_name_the_argument(client):
     # numpy ints are ints
     _, i = top_k_dask_array(da.arange(10, chunks=3), 2, split_every=np.int64(2))
     assert i.tolist() == [9, 8]
+
+
+def test_duplicate_score_columns_are_refused_and_duplicate_payload_is_kept():
+    # a second column named like the score made df[score] a DataFrame (no .dtype)
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame([[1.0, 5.0, 7.0], [3.0, 2.0, 8.0], [2.0, 9.0, 6.0]], columns=list("spp"))
+    ddf = dd.from_pandas(frame, npartitions=2)
+    dup = dd.from_pandas(frame.set_axis(list("ssp"), axis=1), npartitions=2)
+    with pytest.raises(ValueError, match=r"^df has 2 columns named 's'.*rename") as info:
+        top_k_dask_dataframe(dup, 1, score="s")
+    assert "\n" not in str(info.value)
+    rows = top_k_dask_dataframe(ddf, 2, score="s")
+    assert rows.to_numpy().tolist() == [[3.0, 2.0, 8.0], [2.0, 9.0, 6.0]]

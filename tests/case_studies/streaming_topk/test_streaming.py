@@ -136,3 +136,14 @@ def test_default_threads_are_propopts(monkeypatch):
     _, ids = top_k_chunks([ev[:150], ev[150:]], 30)
     assert asked
     np.testing.assert_array_equal(ids, _exact_ids(ev["score"], 30))
+
+
+def test_duplicate_score_columns_are_refused_and_duplicate_payload_is_kept():
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame([[1.0, 5.0, 7.0], [3.0, 2.0, 8.0], [2.0, 9.0, 6.0]], columns=list("spp"))
+    with pytest.raises(ValueError, match=r"^chunk 0 has 2 columns named 's'.*rename") as info:
+        top_k_chunks([frame.set_axis(list("ssp"), axis=1)], 1, score="s")
+    assert "\n" not in str(info.value)
+    rows, ids = top_k_chunks([frame], 2, score="s")
+    assert rows.to_numpy().tolist() == [[3.0, 2.0, 8.0], [2.0, 9.0, 6.0]]
+    assert ids.tolist() == [1, 2]
