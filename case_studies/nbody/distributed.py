@@ -24,8 +24,19 @@ from .barnes_hut import Octree
 __all__ = ["field_dask", "scatter_tree"]
 
 
+def _check_client(client: Any) -> None:
+    """A ``distributed.Client`` (anything with its scatter, submit and gather), or a TypeError."""
+    missing = [m for m in ("scatter", "submit", "gather") if not callable(getattr(client, m, None))]
+    if missing:
+        raise TypeError(
+            f"client= is a {type(client).__name__}, which has no {', '.join(missing)}; pass a "
+            "distributed.Client (from dask.distributed import Client; client = Client())"
+        )
+
+
 def scatter_tree(client: Any, tree: Octree) -> Any:
     """Send ``tree`` to every worker once; returns the future to pass to :func:`field_dask`."""
+    _check_client(client)
     if not isinstance(tree, Octree):
         raise TypeError(f"tree has type {type(tree).__name__}: pass an Octree")
     # hash=False: a fresh key per scatter.  With the content hash as key, a call
@@ -72,6 +83,7 @@ def field_dask(
         None unless ``potential=True`` (the default of :meth:`Octree.field`,
         ``True`` until this release).
     """
+    _check_client(client)
     chunk = count("chunk", chunk)
     T = points("targets", targets, 3)
     if "target_eps" in field_kwargs and np.ndim(field_kwargs["target_eps"]) != 0:

@@ -135,3 +135,20 @@ def test_field_on_cuda_simulator():
     a0, p0 = direct_gravity(pos, m, eps=0.05, potential=True)
     np.testing.assert_allclose(a, a0, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(p, p0, rtol=1e-9)
+
+
+def test_a_client_that_is_not_a_dask_client_is_a_type_error():
+    from propopt_case_studies.nbody import field
+
+    x, _, m = plummer_sphere(20, seed=1)
+    tree = Octree.build(x, m)
+    for call in (
+        lambda: field_dask(object(), tree, x),
+        lambda: field_dask(object(), tree, np.zeros((0, 3))),
+        lambda: scatter_tree(object(), tree),
+        lambda: field(x, m, targets=x, client=object()),
+    ):
+        with pytest.raises(TypeError, match=r"^client= is a object, which has no scatter, "
+                           r"submit, gather; pass a distributed.Client") as info:  # fmt: skip
+            call()
+        assert "\n" not in str(info.value)
