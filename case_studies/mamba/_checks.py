@@ -49,6 +49,11 @@ def check_arrays(named: dict[str, Any], complex_ok: tuple[str, ...] = ()) -> str
     for name, x in named.items():
         if x is None:
             continue
+        if isinstance(x, np.ma.MaskedArray):  # the kernels would read the masked values
+            raise TypeError(
+                f"{name} is a masked array, whose mask the scan cannot honour; pass "
+                f"{name}.filled(value) with the value the masked entries should take"
+            )
         try:
             kinds[name] = kind(x)
         except TypeError as e:

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from ..arrays import renamed
+from ..arrays import plain, renamed
 
 
 @renamed(m="counters")
@@ -43,6 +43,8 @@ def merge_counts(
     all and the non-positive ones dropped.
     """
     m = counters
+    for name, a in (("keys1", keys1), ("counts1", counts1), ("keys2", keys2), ("counts2", counts2)):
+        plain(name, a)  # a masked array is refused: a masked counter has no meaning here
     keys = np.concatenate([keys1, keys2])
     counts = np.concatenate([counts1, counts2])
     if keys1.shape[0] and keys2.shape[0]:
@@ -94,7 +96,13 @@ class MisraGries:
         return self.n / (self.m + 1)
 
     def update(self, items: Any) -> MisraGries:
-        """Count a batch of integer items (in place); returns ``self``."""
+        """Count a batch of integer items (in place); returns ``self``.
+
+        Masked entries of a NumPy masked array are not items: they are neither
+        counted nor added to ``n``.
+        """
+        if isinstance(items, np.ma.MaskedArray):
+            items = items.compressed()
         a = np.asarray(items)
         if a.dtype.kind not in "iub":
             raise TypeError(
@@ -125,7 +133,12 @@ class MisraGries:
         """Lower estimates of the counts of integer ``items`` (0 for items not held).
 
         Floats and strings are refused (``7.9`` is not the item 7), as in :meth:`update`.
+        A masked array of items gives a masked array of estimates, masked where
+        the items are (flattened, as the result always is).
         """
+        if isinstance(items, np.ma.MaskedArray):
+            mask = np.ma.getmaskarray(items).ravel()
+            return np.ma.MaskedArray(self.estimate(items.data), mask=mask)
         given = np.asarray(items)
         if given.dtype.kind not in "iub":
             raise TypeError(

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-from propopt.redundancy import MisraGries, merge_summaries as merge
+from propopt.redundancy import MisraGries, merge_counts, merge_summaries as merge
 
 
 def _zipf(n, seed=0):
@@ -113,3 +113,23 @@ def test_threshold_is_a_number():
         s.heavy_hitters("a")
     with pytest.raises(ValueError, match="threshold=nan"):
         s.heavy_hitters(float("nan"))
+
+
+def test_masked_items_are_not_counted():
+    # the four 1s are masked: the stream is [2], so f(1) = 0, f(2) = 1 and n = 1
+    items = np.ma.MaskedArray([1, 1, 2, 1, 1], mask=[True, True, False, True, True])
+    s = MisraGries(3).update(items)
+    assert s.n == 1
+    assert s.estimate([1, 2]).tolist() == [0, 1]
+    rng = np.random.default_rng(5)
+    data = rng.integers(0, 6, 400)
+    mask = rng.random(400) < 0.3
+    s = MisraGries(10).update(np.ma.MaskedArray(data, mask=mask))  # m > distinct items: exact
+    kept = [int(v) for v, masked in zip(data, mask) if not masked]
+    assert s.n == len(kept)
+    assert s.estimate(np.arange(6)).tolist() == [kept.count(v) for v in range(6)]
+    q = s.estimate(np.ma.MaskedArray([0, 1], mask=[False, True]))
+    assert q.mask.tolist() == [False, True] and int(q[0]) == kept.count(0)
+    with pytest.raises(TypeError, match="keys1 is a masked array"):
+        merge_counts(np.ma.MaskedArray([1], mask=[True]), np.array([1]), np.array([2]),
+                     np.array([1]), counters=2)  # fmt: skip

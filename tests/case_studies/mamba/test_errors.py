@@ -221,3 +221,12 @@ def test_exps_only_dtypes_as_selective_scan():
         with pytest.raises(TypeError, match=rf"^{name} has dtype {bad.dtype}; expected one of "
                                             "float16, bfloat16, float32, float64"):  # fmt: skip
             exps_only(**args)
+
+
+@pytest.mark.parametrize("name", ["u", "B", "initial_state"])
+def test_masked_arrays_are_refused_naming_the_argument(name):
+    # the kernels read a masked array's data, masked entries included
+    d = _d()
+    d[name] = np.ma.MaskedArray(d[name], mask=np.ones(d[name].shape, bool))
+    with pytest.raises(TypeError, match=rf"^{name} is a masked array.*{name}\.filled"):
+        selective_scan(**d)
