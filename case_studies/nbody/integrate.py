@@ -230,6 +230,24 @@ def _saved(val: float | None) -> float:
     return math.nan if val is None else float(val)
 
 
+def _array_mismatch(name: str, val: np.ndarray, saved: np.ndarray) -> str:
+    """One short line: where an array argument first differs from the snapshot's, and how often."""
+    fix = (
+        f"resume with the snapshot's {name} to continue that run (or start a new run from its "
+        "pos and vel)"
+    )
+    if val.shape != saved.shape:
+        return f"{name} has shape {val.shape} but the snapshot's has shape {saved.shape}: {fix}"
+    differ = ~((val == saved) | (np.isnan(val) & np.isnan(saved)))
+    where = np.argwhere(differ)
+    i = tuple(int(j) for j in where[0])
+    at = ", ".join(map(str, i))
+    return (
+        f"{name} differs from the snapshot's at {where.shape[0]} of {val.size} entries, first "
+        f"at {name}[{at}] = {val[i].item()!r} (the snapshot's: {saved[i].item()!r}): {fix}"
+    )
+
+
 def _check_resume(snap: dict[str, Any], steps: int, **params: Any) -> None:
     """A resumed run must go on with its snapshot's parameters, up to a later step.
 
@@ -247,6 +265,8 @@ def _check_resume(snap: dict[str, Any], steps: int, **params: Any) -> None:
             else np.shape(saved) == np.shape(val)
             and bool(np.array_equal(saved, np.asarray(val), equal_nan=saved.dtype.kind == "f"))
         )
+        if not same and (saved.ndim or np.ndim(val)) and saved.dtype.kind not in "US":
+            raise ValueError(_array_mismatch(name, np.asarray(val), saved))
         if not same:
             was = saved.item() if saved.ndim == 0 else saved.tolist()
             if isinstance(was, float) and math.isnan(was):

@@ -166,3 +166,21 @@ def test_fmm_forces_conserve_momentum_to_rounding(ic, tmp_path):
         leapfrog(dt=0.01, steps=6, eps=0.05, method="fmm", quantile=0.5, resume=d)
     with pytest.raises(ValueError, match=r"^tol=0.001 is an option of method='fmm', not of "):
         leapfrog(x, v, m, dt=0.01, steps=1, eps=0.05, tol=1e-3)
+
+
+def test_resume_with_other_per_body_eps_names_the_first_difference(ic, tmp_path):
+    # the message held both whole arrays (60,181 characters for 2000 bodies)
+    x, v, m = ic
+    d = str(tmp_path / "snaps")
+    eps = np.full(30, 0.05)
+    leapfrog(x[:30], v[:30], m[:30], dt=0.01, steps=2, eps=eps, snapshot_dir=d,
+             snapshot_every=2, method="direct")  # fmt: skip
+    other = eps.copy()
+    other[[7, 20]] = 0.1
+    first = r"^eps differs from the snapshot's at 2 of 30 entries, first at eps\[7\] = 0.1 "
+    with pytest.raises(ValueError, match=first + r"\(the snapshot's: 0.05\): resume") as info:
+        leapfrog(resume=d, dt=0.01, steps=4, eps=other, method="direct")
+    assert len(str(info.value)) < 300 and "\n" not in str(info.value)
+    with pytest.raises(ValueError, match=r"^eps has shape \(\) but the snapshot's has shape"):
+        leapfrog(resume=d, dt=0.01, steps=4, eps=0.05, method="direct")
+    assert leapfrog(resume=d, dt=0.01, steps=4, eps=eps, method="direct").step == 4
