@@ -4,18 +4,21 @@ Kernels whose body depends on a user's combine function and on the number of
 arrays in an element are generated as Python source (see
 ``associativity/_cpu.py``).  Generated source is written to a file named by
 its hash and imported from there, so that numba's on-disk cache
-(``cache=True``) works for it exactly as for hand-written modules.  Source
-that refers to objects which cannot be imported by name (a lambda, a closure)
-is executed in memory instead and compiled without caching.
+(``cache=True``) works for it exactly as for hand-written modules.  A user's
+function enters that source through :func:`splice` (``_splice.py``): its code,
+the values it captures and everything it reads, written out, so that the file
+name is a key of what the kernel computes, wherever and however the function
+was defined (a script, a notebook cell, a closure, a lambda).  Source that
+needs objects which cannot be written out (an array, an arbitrary object) is
+executed in memory instead, keyed by those objects' contents where it can be,
+and compiled without caching.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-import importlib
 import importlib.util
-import inspect
 import os
 import sys
 import tempfile
@@ -29,9 +32,13 @@ from typing import Any
 import numba
 import numba.core.event
 
-from . import files
+from . import _splice, files
+from ._splice import Spliced
 
 _loaded: dict[str, ModuleType] = {}
+
+#: Why a generated module is compiled in memory, not cached on disk: module name -> reason
+_reasons: dict[str, str] = {}
 
 #: Compiled kernel modules per owner (a monoid) and kind: held beside the
 #: owner, not in it, so that owners pickle and compare as plain objects, and
@@ -64,22 +71,31 @@ def cache_dir() -> Path:
     return base
 
 
-def load_module(source: str, tag: str, namespace: dict[str, Any] | None = None) -> ModuleType:
+def load_module(
+    source: str,
+    tag: str,
+    namespace: dict[str, Any] | None = None,
+    *,
+    key: str | None = None,
+    reason: str | None = None,
+) -> ModuleType:
     """Import generated ``source`` once per process.
 
     With ``namespace=None`` the source must be self-contained (it imports
     what it uses); it is written to a file and numba may cache it.  With a
-    namespace, the source is executed in memory with those globals.
+    namespace, the source is executed in memory with those globals, once per
+    ``key`` (a description of the namespace's contents; by default the
+    identities of its objects); ``reason`` says why, in the compile notice.
     """
-    # In-memory modules are keyed by the identity of the objects they close
-    # over (two different lambdas must not share a kernel); _loaded keeps
-    # those objects alive, so their ids are not reused.
-    ident = sorted((k, id(v)) for k, v in (namespace or {}).items())
-    key = hashlib.sha256((source + repr(ident)).encode()).hexdigest()[:20]
+    if key is None:
+        # in-memory modules are keyed by the identity of the objects they close
+        # over; _loaded keeps those objects alive, so their ids are not reused
+        key = repr(sorted((k, id(v)) for k, v in (namespace or {}).items()))
+    digest = hashlib.sha256((source + key).encode()).hexdigest()[:20]
     # a monoid's name may hold any character ("segmented(add)"): module names
     # and file names get identifier characters only
     safe = "".join(c if c.isalnum() or c == "_" else "_" for c in tag)
-    name = f"_propopt_gen_{safe}_{key}"
+    name = f"_propopt_gen_{safe}_{digest}"
     if name in _loaded:
         return _loaded[name]
     if namespace is None:
@@ -92,6 +108,7 @@ def load_module(source: str, tag: str, namespace: dict[str, Any] | None = None) 
         sys.modules[name] = module
         spec.loader.exec_module(module)
     else:
+        _reasons[name] = reason or "it refers to objects that cannot be written out"
         module = ModuleType(name)
         module.__dict__.update(namespace)
         exec(compile(source, f"<propopt generated {tag}>", "exec"), module.__dict__)
@@ -99,26 +116,17 @@ def load_module(source: str, tag: str, namespace: dict[str, Any] | None = None) 
     return module
 
 
-def import_line(py: Any, alias: str) -> str | None:
-    """``from <module> import <name> as <alias>`` for ``py``, if it can be imported by name.
+def splice(py: Any, alias: str, helper: str = "numba.njit(cache=False)") -> Spliced:
+    """A user's function ``py`` as generated source defining ``alias`` (see ``_splice.py``).
 
-    A user's combine or pair kernel is spliced into generated kernel source
-    this way, so that numba caches the kernel on disk; the line carries a
-    hash of the function's source, so that editing the function changes the
-    generated file (and its cache).  ``None`` for a lambda, a closure or a
-    function of ``__main__``: those are compiled in memory instead.
+    ``helper`` is the decorator given to the functions ``py`` calls.
     """
-    mod, qual = getattr(py, "__module__", None), getattr(py, "__qualname__", "")
-    if not mod or mod == "__main__" or "<" in qual or "." in qual:
-        return None
-    try:
-        if getattr(importlib.import_module(mod), qual) is not py:
-            return None
-        src = inspect.getsource(getattr(py, "py_func", py))
-    except (ImportError, AttributeError, OSError, TypeError):
-        return None
-    digest = hashlib.sha256(src.encode()).hexdigest()[:16]
-    return f"# source sha256: {digest}\nfrom {mod} import {qual} as {alias}"
+    return _splice.splice(py, alias, helper)
+
+
+def load_spliced(spliced: Spliced, source: str, tag: str) -> ModuleType:
+    """:func:`load_module` for ``source`` that holds ``spliced``: on disk, or in memory."""
+    return load_module(source, tag, spliced.namespace, key=spliced.key, reason=spliced.reason)
 
 
 def region_threads() -> int:
@@ -145,15 +153,17 @@ def _is_ours(dispatcher: Any) -> bool:
     return module.startswith(_OURS)
 
 
-def _describe(dispatcher: Any) -> tuple[str, bool]:
-    """A kernel's name for the notice, and whether numba caches it on disk."""
+def _describe(dispatcher: Any) -> tuple[str, str | None]:
+    """A kernel's name for the notice, and why numba does not cache it on disk (or None)."""
     py = dispatcher.py_func
     module = py.__module__
+    why = _reasons.get(module)
     if module.startswith("_propopt_gen_"):  # generated: _propopt_gen_<tag>_<hash>
         module = "generated " + module[len("_propopt_gen_") :].rsplit("_", 1)[0]
     cache = getattr(dispatcher, "_cache", None)
-    cached = cache is not None and type(cache).__name__ != "NullCache"
-    return f"{py.__qualname__.replace('<locals>.', '')} ({module})", cached
+    if why is None and (cache is None or type(cache).__name__ == "NullCache"):
+        why = "it is compiled in memory"
+    return f"{py.__qualname__.replace('<locals>.', '')} ({module})", why
 
 
 class _CompileNotice(numba.core.event.Listener):
@@ -189,11 +199,11 @@ class _CompileNotice(numba.core.event.Listener):
             self.local.timer.cancel()
 
     def _say(self, disp: Any) -> None:
-        name, cached = _describe(disp)
+        name, why = _describe(disp)
         after = (
             "cached on disk afterwards, so later runs skip this"
-            if cached
-            else "not cached (a lambda or closure), so each new process repeats this"
+            if why is None
+            else f"not cached on disk ({why}), so each new process repeats this"
         )
         stream = self.stream or sys.stderr
         stream.write(f"propopt: compiling {name} with numba on first use; {after}\n")
@@ -226,19 +236,53 @@ def _gist(err: BaseException) -> str:
     return gist
 
 
+def _compiling(err: BaseException) -> bool:
+    """Whether ``err`` came out of numba's compiler (typing, lowering), not out of running code."""
+    from numba.core.errors import NumbaError
+
+    if isinstance(err, NumbaError):
+        return True
+    tb = err.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename.startswith(_NUMBA_CORE):
+            return True
+        tb = tb.tb_next
+    return False
+
+
+_NUMBA_CORE = os.path.join(os.path.dirname(numba.__file__), "core", "")
+
+
+def _raised(what: str, err: Exception) -> Exception:
+    """``err`` raised by the caller's compiled function, as one line that names it."""
+    line = f"{what} raised {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+    try:
+        return type(err)(line.rstrip(": "))
+    except Exception:  # an exception type that takes other arguments
+        return RuntimeError(line.rstrip(": "))
+
+
 @contextlib.contextmanager
-def user_code(what: str, fix: str) -> Iterator[None]:
-    """Turn numba's many-line typing error in a caller's function into one line.
+def user_code(what: str, fix: str, *, runs: bool = False) -> Iterator[None]:
+    """Turn numba's many-line error about a caller's function into one line.
 
     ``what`` names the caller's function (``"kernel=potential"``), ``fix``
-    says what it must do; the line also quotes numba's own reason.
+    says what it must do; the line also quotes numba's own reason.  Any
+    failure inside numba's compiler counts (a typing error, or an error
+    lowering what the function does).  With ``runs=True`` the block only runs
+    compiled code that holds the caller's function, so an exception it raises
+    is the function's: it is raised again, of the same type, naming it.
     """
-    from numba.core.errors import TypingError
-
     try:
         yield
-    except TypingError as err:
-        raise TypeError(f"{what} could not be compiled by numba ({_gist(err)}); {fix}") from None
+    except Exception as err:
+        if _compiling(err):
+            raise TypeError(
+                f"{what} could not be compiled by numba ({_gist(err)}); {fix}"
+            ) from None
+        if runs:
+            raise _raised(what, err) from err
+        raise
 
 
 @contextlib.contextmanager

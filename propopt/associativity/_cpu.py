@@ -24,6 +24,7 @@ templates below and compiled once per (monoid, dtype); see ``_jit.py``.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
@@ -136,6 +137,7 @@ def flush_source(dtype: np.dtype, flush: Sequence[int], decorator: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+@functools.lru_cache(maxsize=256)
 def _source(
     k: int,
     dtype: np.dtype,
@@ -166,7 +168,7 @@ def _source(
     w(f"SL = {LANE}")
     w("TILE = L * SL")
     w("FM = {'contract'}")
-    w("_c = numba.njit(inline='always', cache=CACHE, fastmath=FM)(_py_combine)")
+    w("_c = numba.njit(inline='always', fastmath=FM)(_py_combine)")
     w("")
     w(flush_source(dtype, flush, "@numba.njit(inline='always', cache=CACHE, fastmath=FM)"))
     w("@numba.njit(inline='always', cache=CACHE, fastmath=FM)")
@@ -420,34 +422,44 @@ def _source(
     return "\n".join(out) + "\n"
 
 
-def combine_import(py: Any) -> str | None:
-    """An import line for the scalar combine ``py`` (see :func:`propopt._jit.import_line`)."""
-    return _jit.import_line(py, "_py_combine")
-
-
 def kernels(monoid: MonoidLike, dtype: np.dtype, rev: bool = False, excl: bool = False) -> Any:
-    """The compiled-on-demand kernel module for ``monoid``, ``dtype`` and one direction."""
+    """The compiled-on-demand kernel module for ``monoid``, ``dtype`` and one direction.
+
+    Keyed by what the combine computes (:func:`propopt._jit.splice`), not by
+    the monoid object: a monoid made afresh around the same code shares the
+    module, in this process and, through numba's disk cache, in the next.
+    """
     key = (np.dtype(dtype), bool(rev), bool(excl))
     cache = _jit.kernel_cache(monoid, "cpu")
-    if key not in cache:
-        dt = key[0]
-        imp = combine_import(monoid.scalar)
-        tag = f"cpu_{monoid.name}_{dt.name}".replace("-", "_")
-        flush = monoid.flush
-        if imp is not None:
-            mod = _jit.load_module(_source(monoid.arity, dt, imp, True, *key[1:], flush), tag)
-        else:
-            src = _source(monoid.arity, dt, "", False, *key[1:], flush)
-            mod = _jit.load_module(src, tag, {"_py_combine": monoid.scalar})
-        mod.IDENTITY = tuple(dt.type(v) for v in monoid.identity(dt))  # type: ignore[attr-defined]
+    if key in cache:
+        return cache[key]
+    dt = key[0]
+    spliced = _jit.splice(monoid.scalar, "_py_combine")
+    tag = f"cpu_{monoid.name}_{dt.name}".replace("-", "_")
+    src = _source(monoid.arity, dt, spliced.source, spliced.namespace is None, *key[1:],
+                  tuple(monoid.flush))  # fmt: skip
+    mod = _jit.load_spliced(spliced, src, tag)
+    if spliced.stable:  # nothing it reads can be rebound: keep it with the monoid
         cache[key] = mod
-    return cache[key]
+    return mod
+
+
+def identity(monoid: MonoidLike, dtype: np.dtype) -> tuple[Any, ...]:
+    """The monoid's identity as scalars of ``dtype``, as the kernels take it."""
+    return tuple(dtype.type(v) for v in monoid.identity(dtype))
 
 
 def block_elements(arity: int, itemsize: int) -> int:
     """Elements per thread per super-block for ``BLOCK_BYTES`` of input."""
     tile = LANE * lanes_for(arity)
     return max(tile, BLOCK_BYTES // (arity * itemsize) // tile * tile)
+
+
+#: What a combine must be, said when numba cannot compile one.
+FIX = (
+    "a Monoid's combine takes 2k scalars and returns k of them, using only what numba "
+    "supports (math, arithmetic, if)"
+)
 
 
 def scan(
@@ -465,8 +477,22 @@ def scan(
     Short scans (at most two blocks) run on the calling thread; longer ones
     take the threads :func:`propopt.threads.sized` grants the call.  ``out``:
     C-contiguous arrays of the result's shape and dtype, sharing no memory
-    with ``leaves``, to write into (returned as the result).
+    with ``leaves``, to write into (returned as the result).  A combine that
+    numba cannot compile, or that raises, gives one line naming it.
     """
+    with _jit.user_code(f"combine {monoid.name!r}", FIX, runs=True):
+        return _scan(monoid, leaves, axis, reverse, exclusive, block, out)
+
+
+def _scan(
+    monoid: MonoidLike,
+    leaves: Sequence[np.ndarray],
+    axis: int,
+    reverse: bool,
+    exclusive: bool,
+    block: int | None,
+    out: Sequence[np.ndarray] | None,
+) -> list[np.ndarray]:
     shape = leaves[0].shape
     dtype = leaves[0].dtype
     n = shape[axis]
@@ -482,7 +508,7 @@ def scan(
         os_ = [mapped_empty((p, n, q), dtype) for _ in leaves]  # mapped before the threads write
     rev, excl = bool(reverse), bool(exclusive)
     mod = kernels(monoid, dtype, rev, excl)
-    ident = mod.IDENTITY
+    ident = identity(monoid, dtype)
     if q == 1:
         x2 = [x.reshape(p, n) for x in xs]
         o2 = [o.reshape(p, n) for o in os_]
@@ -538,5 +564,6 @@ def elementwise(monoid: MonoidLike, a: Sequence[Any], b: Sequence[Any]) -> list[
     shape = arrays[0].shape
     flat = [frozen(np.ascontiguousarray(v, dtype=dtype).reshape(-1)) for v in arrays]
     outs = [np.empty(flat[0].shape, dtype) for _ in range(monoid.arity)]
-    kernels(monoid, dtype).elementwise(*flat, *outs)
+    with _jit.user_code(f"combine {monoid.name!r}", FIX, runs=True):
+        kernels(monoid, dtype).elementwise(*flat, *outs)
     return [o.reshape(shape) for o in outs]

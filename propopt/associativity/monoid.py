@@ -33,6 +33,9 @@ from .. import _pytree
 
 IdentityLike = Any  # scalar, tuple of scalars, or callable(dtype) -> tuple
 
+#: The dtype kinds a Monoid may name: signed and unsigned integers, floats, complex.
+KINDS = "iufc"
+
 
 def _xp_call(name: str, x: Any, *args: Any) -> Any:
     """Call ``np.<name>`` or ``torch.<name>`` depending on the array type."""
@@ -114,6 +117,11 @@ class Monoid:
         self.scalar: Callable[..., Any] = py
         self.name = name or getattr(py, "__name__", "monoid")
         self._identity = identity
+        if not isinstance(kinds, str) or not kinds or set(kinds) - set(KINDS):
+            raise ValueError(
+                f"kinds={kinds!r} names no dtype kind a Monoid takes; pass letters of "
+                f"{KINDS!r} (i signed and u unsigned integers, f floats, c complex), e.g. 'f'"
+            )
         self.kinds = kinds
         self.commutative = commutative
         self._array_combine = array_combine

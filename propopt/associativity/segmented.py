@@ -166,11 +166,11 @@ def _scalar_combine(inner: Monoid) -> Callable[..., Any]:
     A = [f"a{i}" for i in range(k)]
     B = [f"b{i}" for i in range(k)]
     R = ["r"] if k == 1 else [f"r[{i}]" for i in range(k)]
-    imp = _jit.import_line(inner.scalar, "_inner")
+    spliced = _jit.splice(inner.scalar, "_inner")
     lines = [
-        imp or "",
+        spliced.source,
         "import numba",
-        f"_ic = numba.njit(cache={imp is not None})(_inner)",
+        "_ic = numba.njit(cache=False)(_inner)",
         "",
         f"def segmented_combine(f, {', '.join(A)}, g, {', '.join(B)}):",
         "    # (f, a) * (g, b) = (f | g, b if g else a . b); a . b is computed everywhere",
@@ -180,10 +180,5 @@ def _scalar_combine(inner: Monoid) -> Callable[..., Any]:
         "    return (g if keep else f), "
         + ", ".join(f"({b} if keep else {r})" for b, r in zip(B, R)),
     ]
-    src = "\n".join(lines) + "\n"
-    tag = f"segmented_{k}"
-    if imp is not None:
-        mod = _jit.load_module(src, tag)
-    else:
-        mod = _jit.load_module(src, tag, {"_inner": inner.scalar})
+    mod = _jit.load_spliced(spliced, "\n".join(lines) + "\n", f"segmented_{k}")
     return mod.segmented_combine  # type: ignore[no-any-return]

@@ -65,9 +65,9 @@ from .. import _jit
 from ._plan import Form
 
 
-def kernel_import(py: Any) -> str | None:
-    """An import line for the pair kernel ``py`` (see :func:`propopt._jit.import_line`)."""
-    return _jit.import_line(py, "_py_kernel")
+def kernel_source(py: Any, helper: str = "numba.njit(cache=False)") -> _jit.Spliced:
+    """The pair kernel ``py`` as generated source (see :func:`propopt._jit.splice`)."""
+    return _jit.splice(py, "_py_kernel", helper)
 
 
 def _row(name: str, i: str, d: int) -> str:
@@ -88,7 +88,7 @@ FASTMATH = "{'contract', 'reassoc'}"
 """LLVM flags of the drivers' loops (the user's kernel gets ``'contract'`` only)."""
 
 
-def source(form: Form, header: str, block: int = BLOCK) -> str:
+def source(form: Form, header: str, block: int = BLOCK, cache: bool = True) -> str:
     """Driver source for a kernel of ``form``: ``k`` outputs, ``nargs`` extra arguments,
     ``d`` coordinates.
 
@@ -101,7 +101,6 @@ def source(form: Form, header: str, block: int = BLOCK) -> str:
     at a time in both drivers.
     """
     k, scalar, signs, nargs, d = form
-    cache = "True" if header else "False"
     A = "".join(f", a{m}" for m in range(nargs))
     K = range(k)
     R = range(block)
@@ -166,7 +165,7 @@ def source(form: Form, header: str, block: int = BLOCK) -> str:
         "import numpy as np",
         "from numba import njit, prange",
         "_f = getattr(_py_kernel, 'py_func', _py_kernel)",
-        f"kern = njit(cache={cache}, error_model='numpy', fastmath={{'contract'}})(_f)",
+        "kern = njit(error_model='numpy', fastmath={'contract'})(_f)",
         "",
         jit,
         f"def halved(X, w{A}, tile, nthreads, acc):",
@@ -271,9 +270,6 @@ def source(form: Form, header: str, block: int = BLOCK) -> str:
 
 def kernels(kernel: Any, form: Form) -> Any:
     """The generated driver module for ``kernel`` (cached per process)."""
-    imp = kernel_import(kernel)
-    tag = "pairs_cpu"
-    if imp is not None:
-        return _jit.load_module(source(form, imp), tag)
-    src = source(form, "")
-    return _jit.load_module(src, tag, {"_py_kernel": kernel})
+    spliced = kernel_source(kernel)
+    src = source(form, spliced.source, cache=spliced.namespace is None)
+    return _jit.load_spliced(spliced, src, "pairs_cpu")

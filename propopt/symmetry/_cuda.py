@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from .. import _jit
-from ._cpu import kernel_import
+from ._cpu import kernel_source
 from ._plan import Form, PairPlan
 
 THREADS = 128
@@ -139,12 +139,9 @@ def source(form: Form, dtype: np.dtype, tile: int, header: str) -> str:
 
 
 def kernels(kernel: Any, form: Form, dtype: np.dtype, tile: int) -> Any:
-    imp = kernel_import(kernel)
-    tag = "pairs_cuda"
-    if imp is not None:
-        return _jit.load_module(source(form, dtype, tile, imp), tag)
-    src = source(form, dtype, tile, "")
-    return _jit.load_module(src, tag, {"_py_kernel": kernel})
+    spliced = kernel_source(kernel, "cuda.jit(device=True)")
+    src = "from numba import cuda\n" + source(form, dtype, tile, spliced.source)
+    return _jit.load_spliced(spliced, src, "pairs_cuda")
 
 
 def pair_sum(p: PairPlan) -> np.ndarray:

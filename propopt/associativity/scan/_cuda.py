@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ... import _jit, _kinds
-from .._cpu import _j, _v, combine_import, flush_source
+from .._cpu import _j, _v, flush_source
 
 if TYPE_CHECKING:
     from ..monoid import Monoid
@@ -408,16 +408,10 @@ def kernels(monoid: Monoid, dtype: np.dtype) -> tuple[Any, int]:
     cache = _jit.kernel_cache(monoid, "cuda")
     key = (dtype, tpb, items, sim)
     if key not in cache:
-        imp = combine_import(monoid.scalar)
+        spliced = _jit.splice(monoid.scalar, "_py_combine", "cuda.jit(device=True)")
         tag = f"cuda_{monoid.name}_{dtype.name}"
-
-        def source(header: str) -> str:
-            return _source(monoid.arity, dtype, tpb, items, header, sim, monoid.flush)
-
-        if imp is not None:
-            cache[key] = _jit.load_module(source(imp), tag)
-        else:
-            cache[key] = _jit.load_module(source(""), tag, {"_py_combine": monoid.scalar})
+        src = _source(monoid.arity, dtype, tpb, items, spliced.source, sim, monoid.flush)
+        cache[key] = _jit.load_spliced(spliced, "from numba import cuda\n" + src, tag)
     return cache[key], tpb * items
 
 
