@@ -21,6 +21,7 @@ import math
 import os
 import re
 import sys
+import uuid
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,6 +53,8 @@ class Run:
     t: float
     step: int
     diag: dict[str, np.ndarray] = field(default_factory=dict)
+    run_id: str = ""
+    """The run's id, stored in each of its snapshots (a resumed run keeps it)."""
 
     @property
     def energy_drift(self) -> float:
@@ -162,6 +165,37 @@ def _read_snapshot(path: str) -> dict[str, Any]:
     return snap
 
 
+def _run_of(path: str) -> str | None:
+    """The run id a snapshot file holds: ``''`` for one written before snapshots carried
+    one, None when the file does not load (a damaged snapshot)."""
+    try:
+        with open(path, "rb") as fh, np.load(fh) as z:
+            return str(z["run_id"]) if "run_id" in z.files else ""
+    except Exception:  # zipfile.BadZipFile, EOFError, ValueError, OSError, ...
+        return None
+
+
+def _check_folder(folder: str, run_id: str, resumed: bool) -> None:
+    """``snapshot_dir`` holds no snapshot of another run, or a one-line ValueError.
+
+    A new run needs a folder without snapshots: its files would otherwise
+    replace another run's under the same names and leave the folder holding
+    two runs.  A resumed run may write among its own snapshots (and damaged
+    ones, which :func:`load_snapshot` skips), never among another run's.
+    """
+    if not os.path.isdir(folder):
+        return
+    for path in _snapshots(folder):
+        found = _run_of(path)
+        if found == run_id or (resumed and found is None):
+            continue
+        whose = "of another run" if found is None else f"of run {found or '(no id)'}"
+        raise ValueError(
+            f"snapshot_dir={folder!r} already holds {os.path.basename(path)}, a snapshot "
+            f"{whose}; write to a new folder, or resume={folder!r} to continue that run"
+        )
+
+
 def _snapshots(folder: str) -> list[str]:
     """The ``snap_<step>.npz`` files in ``folder``, oldest step first."""
     found = [(int(m.group(1)), name) for name in os.listdir(folder)
@@ -203,6 +237,16 @@ def load_snapshot(path: str) -> dict[str, Any]:
             raise ValueError(
                 f"no intact snapshot in {path!r}: {'; '.join(failed)}; start a new run "
                 "from pos and vel"
+            )
+        run = str(snap["run_id"]) if "run_id" in snap else ""
+        others = [p for p in _snapshots(path) if _run_of(p) not in (run, None)]
+        if others:  # a folder written to by two runs before run ids were checked
+            warnings.warn(
+                f"{path!r} holds snapshots of more than one run; resuming run "
+                f"{run or '(no id)'} from {os.path.basename(found)}, its newest intact "
+                f"snapshot ({len(others)} file(s) of other runs ignored)",
+                RuntimeWarning,
+                stacklevel=2,
             )
         if failed:
             warnings.warn(
@@ -340,11 +384,14 @@ def leapfrog(
         Write ``snap_<step>.npz`` (positions, velocities, masses, accelerations,
         potentials, time, step, the parameters, the diagnostics so far and a
         checksum of them all) every ``snapshot_every`` steps and at the end,
-        atomically: a crash leaves the previous snapshots whole.
+        atomically: a crash leaves the previous snapshots whole.  Each run has
+        an id (:attr:`Run.run_id`) that its snapshots hold: a new run refuses a
+        folder that already holds snapshots (``ValueError``: use a new folder,
+        or ``resume=`` it), and a resumed run one that holds another run's.
     resume : str, optional
         A snapshot file or folder (its newest intact snapshot, see
         :func:`load_snapshot`) to continue from: the continued run is the same
-        as an uninterrupted one, bit for bit.
+        as an uninterrupted one, bit for bit, and keeps its run id.
         ``dt``, ``eps``, ``softening``, ``method``, ``theta``, ``quadrupole``,
         ``tol`` and ``quantile`` must be the snapshot's and ``steps`` at least its step (else a
         ``ValueError``).
@@ -399,6 +446,7 @@ def leapfrog(
         s = load_snapshot(resume)
         x, v, m, acc, pot = s["pos"], s["vel"], s["mass"], s["acc"], s["pot"]
         t, step = float(s["t"]), int(s["step"])
+        run_id = str(s["run_id"]) if "run_id" in s else ""  # '': written before run ids
         _check_resume(s, steps, dt=dt, eps=eps, method=method, softening=softening,
                       theta=_saved(theta), quadrupole=quadrupole, tol=_saved(tol),
                       quantile=_saved(quantile))  # fmt: skip
@@ -418,6 +466,9 @@ def leapfrog(
         m = check_masses(mass, x.shape[0])
         t, step = 0.0, 0
         acc = pot = None
+        run_id = uuid.uuid4().hex
+    if snapshot_every:
+        _check_folder(os.fspath(snapshot_dir), run_id, resumed=resume is not None)  # type: ignore[arg-type]
 
     given: dict[str, Any] = dict(theta=theta, quadrupole=quadrupole, tol=tol, quantile=quantile)
     opts = {k: val for k, val in given.items() if k in api.OPTIONS[method] and val is not None}
@@ -440,7 +491,8 @@ def leapfrog(
             os.path.join(snapshot_dir, f"snap_{step:08d}.npz"),  # type: ignore[arg-type]
             dict(pos=x, vel=v, mass=m, acc=acc, pot=pot, t=t, step=step, dt=dt, eps=eps,
                  softening=softening, theta=_saved(theta), quadrupole=quadrupole,
-                 method=method, tol=_saved(tol), quantile=_saved(quantile), **extra),
+                 method=method, tol=_saved(tol), quantile=_saved(quantile), run_id=run_id,
+                 **extra),
         )  # fmt: skip
 
     if acc is None:
@@ -465,4 +517,4 @@ def leapfrog(
                 snapshot()
     finally:
         bar.close()
-    return Run(x, v, m, t, step, {k: np.asarray(val) for k, val in diag.items()})
+    return Run(x, v, m, t, step, {k: np.asarray(val) for k, val in diag.items()}, run_id)

@@ -245,3 +245,45 @@ def test_sigkill_at_random_moments_then_resume(ic, tmp_path):
                 got = leapfrog(*ic, steps=steps, **RUN)
         _same(got, want)
     assert mid_write == kills // 2
+
+
+# ----------------------------------------------------------------- run ids
+
+
+def test_a_second_run_into_a_used_folder_is_refused_and_the_first_kept(ic, whole, tmp_path):
+    # the second run overwrote the first's snapshots under the same names, and
+    # resume= then continued the first run from its newest file
+    x, v, m = ic
+    first = _crashed_run(ic, tmp_path, steps=6)
+    before = {p.name: p.read_bytes() for p in first}
+    said = r"^snapshot_dir=.* already holds snap_00000002.npz, a snapshot of run [0-9a-f]{32}; "
+    with pytest.raises(ValueError, match=said + r"write to a new folder, or resume=") as info:
+        leapfrog(x[:30], v[:30], m[:30], steps=4, snapshot_dir=str(tmp_path), snapshot_every=2,
+                 **RUN)  # fmt: skip
+    assert "\n" not in str(info.value)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+    # the first run goes on, under its own id, into its own folder
+    run_id = str(load_snapshot(str(tmp_path))["run_id"])
+    run, said = _resume(tmp_path, snapshot_dir=str(tmp_path), snapshot_every=2)
+    assert said == [] and run.run_id == run_id
+    _same(run, whole)
+    assert str(load_snapshot(str(tmp_path / "snap_00000010.npz"))["run_id"]) == run_id
+
+
+def test_resume_takes_one_run_of_a_mixed_folder_and_says_which(ic, whole, tmp_path):
+    x, v, m = ic
+    a, b = tmp_path / "a", tmp_path / "b"
+    _crashed_run(ic, a, steps=4)
+    other = leapfrog(x[:30], v[:30], m[:30], steps=6, snapshot_dir=str(b), snapshot_every=6,
+                     **RUN)  # fmt: skip
+    shutil.copy(b / "snap_00000006.npz", a)  # a folder that two runs wrote to
+    run, said = _resume(a)
+    assert run.run_id == other.run_id and run.pos.shape == (30, 3)
+    assert len(said) == 1 and f"resuming run {other.run_id} from snap_00000006.npz" in said[0]
+    assert "2 file(s) of other runs ignored" in said[0]  # steps 2 and 4 of the first run
+    with pytest.raises(ValueError, match=r"already holds snap_00000002.npz, a snapshot of run"):
+        leapfrog(resume=str(a), steps=8, snapshot_dir=str(a), snapshot_every=2, **RUN)
+    (a / "snap_00000006.npz").unlink()  # one run again: resumed, and ended as if never stopped
+    run, said = _resume(a)
+    assert said == [] and run.pos.shape == (48, 3)
+    _same(run, whole)
