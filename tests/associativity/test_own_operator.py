@@ -208,3 +208,36 @@ def test_splice_writes_what_the_function_reads():
     exec(compile(spliced.source, "<t>", "exec"), ns)
     assert ns["_f"](0.0, 2.0) == pytest.approx(1.0 + 2.5 * 2.0)
     assert _jit.splice(f, "_f").source == spliced.source  # deterministic
+
+
+def _one_line(err: pytest.ExceptionInfo) -> str:
+    text = str(err.value)
+    assert "\n" not in text
+    return text
+
+
+def test_a_combine_numba_cannot_lower_is_one_line_naming_it():
+    def to_text(a, b):
+        return float(str(a))  # numba types str(float) but cannot lower it
+
+    with pytest.raises(TypeError) as err:
+        pp.associative_scan(pp.Monoid(to_text, 0.0), np.ones(5))
+    assert "combine 'to_text' could not be compiled by numba" in _one_line(err)
+
+
+def test_a_combine_that_raises_is_named():
+    def fussy(a, b):
+        if a > 2.0:
+            raise ValueError("too big")
+        return a + b
+
+    with pytest.raises(ValueError) as err:
+        pp.associative_scan(pp.Monoid(fussy, 0.0), np.ones(5))
+    assert _one_line(err) == "combine 'fussy' raised ValueError: too big"
+
+
+@pytest.mark.parametrize("kinds", ["z", "", "fz", 3])
+def test_monoid_kinds_are_checked_when_it_is_made(kinds):
+    with pytest.raises(ValueError) as err:
+        pp.Monoid(lambda a, b: a + b, 0, kinds=kinds)
+    assert f"kinds={kinds!r}" in _one_line(err) and "'iufc'" in str(err.value)
