@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from ._checks import ID_MAX, ID_MIN, check_dtype, is_float, kernel_view, score_kind
+
 _MAGIC = b"PPTOPK"
 _VERSION = 2  # 2 adds the spans of positional ids; version 1 is still read
 _HEAD = struct.Struct("<6sHQQQBB")  # magic, version, k, n_seen, start, largest, nan
@@ -114,6 +116,7 @@ def loads(data: bytes) -> tuple[Any, ...]:
         (clen,) = struct.unpack_from("<B", body, off)
         off += 1
         dt, stored_dt = _dtype_of(body[off : off + clen].decode())
+        dt = check_dtype(dt)  # a dtype top-k ranks (TypeError, then ValueError below)
         off += clen
         (count,) = struct.unpack_from("<Q", body, off)
         off += 8
@@ -136,10 +139,13 @@ def loads(data: bytes) -> tuple[Any, ...]:
             spans = tuple(zip(lows, highs))
     except (struct.error, ValueError, TypeError, UnicodeDecodeError, AttributeError) as exc:
         raise ValueError(f"corrupted TopK bytes: {exc}") from exc
-    if off != len(body) or count > k:
+    if off != len(body):
         raise ValueError("corrupted TopK bytes: lengths do not match the header")
     if start >= 2**63:
         start -= 2**64
+    why = _broken(k, largest, nanflag, n_seen, scores, ids, spans)
+    if why:
+        raise ValueError(f"corrupted TopK bytes: {why}; these are not bytes TopK wrote")
     return (
         int(k),
         dt,
@@ -151,3 +157,56 @@ def loads(data: bytes) -> tuple[Any, ...]:
         ids,
         spans,
     )
+
+
+def _broken(k: int, largest: int, nanflag: int, n_seen: int, scores: np.ndarray,
+            ids: np.ndarray, spans: tuple[tuple[int, int], ...]) -> str:  # fmt: skip
+    """Which invariant of an in-memory ``TopK`` the read fields break, or ``''``.
+
+    A checksum only says the bytes are those written; these say that what
+    was written is a summary ``TopK`` could hold: its flags, its ``k``, its
+    pairs best first (ties by the smaller id), no NaN under
+    ``nan='ignore'``, and its id spans sorted, disjoint and within int64.
+    """
+    if largest > 1 or nanflag > 1:
+        return f"largest byte {largest} and NaN-policy byte {nanflag} must each be 0 or 1"
+    if k > ID_MAX:
+        return f"k={k} exceeds 2**63 - 1, the most a TopK keeps"
+    count = scores.shape[0]
+    if count > k or count > n_seen:
+        return f"{count} pairs held, more than k={k} or the {n_seen} scores seen"
+    kind = score_kind(scores.dtype)
+    if kind in ("b", "i") and count:  # bool bytes 0/1; ml_dtypes ints within their bits
+        bits = f"u{scores.dtype.itemsize}"
+        back = scores.astype(np.int64).astype(scores.dtype)
+        bad = np.flatnonzero(back.view(bits) != scores.view(bits))
+        if bad.size:
+            return f"scores[{bad[0]}] has the bytes of no {scores.dtype} value"
+    v = kernel_view(scores)
+    nan = np.isnan(v) if is_float(scores.dtype) else np.zeros(count, bool)
+    if nanflag == 0 and nan.any():
+        return f"scores[{np.argmax(nan)}] is NaN, which nan='ignore' never holds"
+    if count > 1:
+        a, b, ia, ib, an, bn = v[:-1], v[1:], ids[:-1], ids[1:], nan[:-1], nan[1:]
+        with np.errstate(invalid="ignore"):
+            beats = (b > a) if largest else (b < a)  # the later pair ranks first: out of order
+            tie = (a == b) | (an & bn)
+        if largest:
+            beats = (beats & ~an & ~bn) | (bn & ~an)  # NaN ranks above every number
+        else:
+            beats = (beats & ~an & ~bn) | (an & ~bn)
+        wrong = np.flatnonzero(beats | (tie & (ib < ia)))
+        if wrong.size:
+            i = int(wrong[0])
+            return (
+                f"pair {i + 1} ({scores[i + 1]}, id {ids[i + 1]}) ranks before pair {i} "
+                f"({scores[i]}, id {ids[i]}), but pairs are held best first, ties by smaller id"
+            )
+    end = None
+    for lo, hi in spans:
+        if not (ID_MIN <= lo < hi <= ID_MAX + 1) or (end is not None and lo <= end):
+            return f"id span ({lo}, {hi}) is empty, out of int64 or not after the one before"
+        end = hi
+    if sum(hi - lo for lo, hi in spans) > n_seen:
+        return f"id spans number more scores than the {n_seen} seen"
+    return ""

@@ -17,6 +17,7 @@ from ...arrays import inexact
 from ...files import write_bytes
 from . import _cpu, _format
 from ._checks import (
+    ID_MAX,
     NanPolicy,
     as_numpy_1d,
     check_dtype,
@@ -118,6 +119,8 @@ class TopK:
             ``2**63 - 1`` raises instead of wrapping around.
         """
         k = check_k(k)
+        if k > ID_MAX:  # to_bytes writes k as an unsigned 64-bit count; ids are int64
+            raise ValueError(f"k={k}: a TopK keeps at most 2**63 - 1 pairs; pass a smaller k")
         dt = check_dtype(dtype)
         check_nan(nan)
         if not isinstance(largest, (bool, np.bool_)):
