@@ -290,9 +290,31 @@ def _value(w: _Writer, v: Any, what: str) -> str:
     if isinstance(v, type) or callable(v):
         return _callee_or_value(w, v, what) if not isinstance(v, type) else _type(w, v, what)
     if isinstance(v, np.ndarray):
-        digest = hashlib.sha256(np.ascontiguousarray(v).view(np.uint8).data).hexdigest()[:16]
-        return _in_memory(w, v, f"it captures an array ({what})", f"{v.dtype}{v.shape}{digest}")
+        return _array(w, v, what)
     return _in_memory(w, v, f"it captures {type(v).__name__} ({what})")
+
+
+#: Arrays up to this many bytes are written into the source by value (numba
+#: compiles a captured or global array as a constant); larger ones are bound
+#: in memory, keyed by a hash of their contents.
+ARRAY_BYTES = 1 << 16
+
+
+def _array(w: _Writer, v: np.ndarray, what: str) -> str:
+    w.stable = False  # its contents can change under the same name
+    c = np.ascontiguousarray(v)
+    if c.dtype.kind in "biufc" and c.nbytes <= ARRAY_BYTES:
+        w.lines.insert(0, "import numpy")
+        return (
+            f"numpy.frombuffer(bytes.fromhex({c.tobytes().hex()!r}), "
+            f"numpy.dtype({c.dtype.str!r})).reshape({c.shape!r})"
+        )
+    digest = hashlib.sha256(c.view(np.uint8).data).hexdigest()[:16]
+    why = (
+        f"{what} is an array of {c.nbytes} bytes, above {ARRAY_BYTES}: pass it as an element "
+        "of the scan instead"
+    )
+    return _in_memory(w, v, why, f"{c.dtype}{c.shape}{digest}")
 
 
 def _type(w: _Writer, t: type, what: str) -> str:
