@@ -31,7 +31,7 @@ Auditing (:mod:`propopt.audit`)
     :func:`propopt.audit.check_associative` tests the law a primitive relies on.
 """
 
-from . import _jit
+from . import _jit, _numba_policy
 from .associativity import (
     Monoid,
     TopK,
@@ -52,6 +52,7 @@ from .separability import Moments, low_rank, moments
 from .symmetry import direct_gravity, pairwise_sum
 from .threads import get_num_threads, set_num_threads
 
+_numba_policy.install()
 _jit.install_compile_notice()
 
 __version__ = "0.1.0"
