@@ -1,4 +1,5 @@
-"""Array-library-neutral helpers (NumPy and torch) used by the generic paths."""
+"""The one array namespace of the scan: the few operations its transforms and generic paths
+need, in the library of the arrays they get (NumPy, torch, dask, CUDA device arrays)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,15 @@ from typing import Any
 
 import numpy as np
 
+from ... import _kinds
+
 
 def is_torch(x: Any) -> bool:
     return type(x).__module__.split(".", 1)[0] == "torch"
+
+
+def _is_dask(x: Any) -> bool:
+    return _kinds.array_kind(x) == _kinds.DASK
 
 
 def take(x: Any, start: int | None, stop: int | None, step: int | None, axis: int) -> Any:
@@ -22,7 +29,24 @@ def concat(xs: Sequence[Any], axis: int) -> Any:
         import torch
 
         return torch.cat(list(xs), dim=axis)
+    if _is_dask(xs[0]):
+        import dask.array as da
+
+        return da.concatenate(list(xs), axis=axis)
     return np.concatenate(xs, axis=axis)
+
+
+def where(m: Any, a: Any, b: Any) -> Any:
+    """``a`` where ``m``, else ``b``, in the library of ``a``."""
+    if is_torch(a):
+        import torch
+
+        return torch.where(m, a, b)
+    if _is_dask(a):
+        import dask.array as da
+
+        return da.where(m, a, b)
+    return np.where(m, a, b)
 
 
 def flip(x: Any, axis: int) -> Any:
@@ -46,6 +70,51 @@ def expand(x: Any, shape: tuple[int, ...]) -> Any:
     if is_torch(x):
         return x.expand(shape)
     return np.broadcast_to(x, shape)
+
+
+def host(x: Any) -> np.ndarray:
+    """``x`` as a host NumPy array (computed, for dask; copied off the GPU)."""
+    k = _kinds.array_kind(x)
+    if k in (_kinds.TORCH, _kinds.TORCH_CUDA):
+        return np.asarray(x.detach().cpu().numpy())
+    if k == _kinds.CUDA:
+        return np.asarray(x.copy_to_host())
+    if k == _kinds.DASK:
+        return np.asarray(x.compute())
+    return np.asarray(x)
+
+
+def own(x: Any, kind: str, like: Any = None) -> Any:
+    """``x`` in the library of arrays of ``kind`` (host NumPy for CUDA device arrays), on
+    ``like``'s device where given."""
+    xk = _kinds.array_kind(x)
+    if kind == _kinds.DASK:
+        import dask.array as da
+
+        return x if xk == _kinds.DASK else da.asarray(host(x))
+    if kind in (_kinds.TORCH, _kinds.TORCH_CUDA):
+        import torch
+
+        t = x if xk in (_kinds.TORCH, _kinds.TORCH_CUDA) else torch.as_tensor(host(x))
+        return t if like is None else t.to(like.device)
+    return host(x)
+
+
+def filled_like(x: Any, like: Any, kind: str) -> Any:
+    """``x`` broadcast to ``like``'s shape, cast to its dtype, contiguous (for the kernels)."""
+    shape = tuple(like.shape)
+    if kind == _kinds.DASK:
+        import dask.array as da
+
+        return da.broadcast_to(own(x, kind), shape).astype(like.dtype).rechunk(like.chunks)
+    if kind in (_kinds.TORCH, _kinds.TORCH_CUDA):
+        return own(x, kind, like).to(like.dtype).expand(shape).contiguous()
+    out = np.broadcast_to(host(x), shape).astype(np.dtype(like.dtype))
+    if kind == _kinds.CUDA:
+        from numba import cuda
+
+        return cuda.to_device(out)
+    return out
 
 
 def interleave(even: Any, odd: Any, axis: int) -> Any:

@@ -28,6 +28,7 @@ from ... import _kinds, dispatch
 from .._cpu import SUPPORTED
 from ..monoid import Monoid
 from . import _generic, _reference
+from ._arrays import take
 from ._plan import ScanPlan
 
 Leaves = list[Any]
@@ -136,6 +137,18 @@ def _refuse_generic_auto(plan: ScanPlan) -> Exception | None:
 
 
 # ----------------------------------------------------------------------- runs
+def _nonempty(run: Callable[[ScanPlan], Leaves]) -> Callable[[ScanPlan], Leaves]:
+    """``run``, or for a scan of no elements empty copies of the leaves (no kernel runs)."""
+
+    def run_or_empty(plan: ScanPlan) -> Leaves:
+        if plan.length > 0:
+            return run(plan)
+        empty = [take(x, 0, 0, None, plan.axis) for x in plan.leaves]
+        return [x.copy() if hasattr(x, "copy") else x.clone() for x in empty]
+
+    return run_or_empty
+
+
 def _run_cpu(plan: ScanPlan) -> Leaves:
     from .. import _cpu
 
@@ -184,13 +197,13 @@ Key = tuple[str, str]  # (method, device)
 
 BACKENDS: dict[Key, Backend] = {
     ("tiled", "dask"): Backend(dispatch.takes_any, _run_dask),
-    ("native", "cuda"): Backend(_refuse_native, _run_torch),
-    ("tiled", "cuda"): Backend(_kernel, _run_cuda),
-    ("tiled", "cpu"): Backend(_kernel, _run_cpu),
-    ("generic", "cpu"): Backend(dispatch.takes_any, _generic.scan),
-    ("generic", "cuda"): Backend(_refuse_host_calls("generic"), _generic.scan),
-    ("reference", "cpu"): Backend(dispatch.takes_any, _reference.scan),
-    ("reference", "cuda"): Backend(_refuse_host_calls("reference"), _reference.scan),
+    ("native", "cuda"): Backend(_refuse_native, _nonempty(_run_torch)),
+    ("tiled", "cuda"): Backend(_kernel, _nonempty(_run_cuda)),
+    ("tiled", "cpu"): Backend(_kernel, _nonempty(_run_cpu)),
+    ("generic", "cpu"): Backend(dispatch.takes_any, _nonempty(_generic.scan)),
+    ("generic", "cuda"): Backend(_refuse_host_calls("generic"), _nonempty(_generic.scan)),
+    ("reference", "cpu"): Backend(dispatch.takes_any, _nonempty(_reference.scan)),
+    ("reference", "cuda"): Backend(_refuse_host_calls("reference"), _nonempty(_reference.scan)),
 }
 """Every backend by its ``(method, device)``."""
 

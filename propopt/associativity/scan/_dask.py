@@ -62,8 +62,8 @@ def scan(plan: ScanPlan, local: Callable[..., Leaves]) -> Leaves:
     """Scan the plan's dask arrays along its axis; lazy dask arrays of the results.
 
     See ``_reference.scan`` for the semantics.  ``plan.combine`` is ``fn`` on
-    lists of leaves; ``plan.identity`` (needed with ``exclusive``) holds NumPy arrays that
-    broadcast to one element (the shape of a leaf with ``axis`` of length 1).
+    lists of leaves; ``plan.identity_leaves()`` (needed with ``exclusive``) holds NumPy arrays
+    that broadcast to one element (the shape of a leaf with ``axis`` of length 1).
     ``local(fn, combine, blocks, axis, reverse)`` scans one chunk in memory: the
     scan table's choice for NumPy blocks (a module-level function, so that it
     pickles to the workers by name).
@@ -73,7 +73,8 @@ def scan(plan: ScanPlan, local: Callable[..., Leaves]) -> Leaves:
     from dask.highlevelgraph import HighLevelGraph
 
     fn, combine, leaves, axis = plan.fn, plan.combine, plan.leaves, plan.axis
-    reverse, exclusive, identity = plan.reverse, plan.exclusive, plan.identity
+    reverse, exclusive = plan.reverse, plan.exclusive
+    identity = plan.identity_leaves() if exclusive else None
     xs = _align(list(leaves), axis)
     if isinstance(fn, Monoid):
         ops = _Ops(_Shipped(fn), None, local)

@@ -40,8 +40,9 @@ BLOCK_BYTES = 1 << 20
 
 def scan(plan: ScanPlan) -> Leaves:
     """Scan the plan's leaves along its axis; see ``_reference.scan`` for the semantics."""
-    combine, leaves, axis, identity = plan.combine, plan.leaves, plan.axis, plan.identity
+    combine, leaves, axis = plan.combine, plan.leaves, plan.axis
     reverse, exclusive = plan.reverse, plan.exclusive
+    identity = plan.identity_leaves() if exclusive else None
     xs = [flip(x, axis) for x in leaves] if reverse else list(leaves)
     out = _blocked(combine, xs, axis)
     if exclusive:

@@ -60,3 +60,9 @@ def narrow(outs: Sequence[Any], like: Sequence[Any], kind: str) -> Leaves:
 
         return [convert(o, x.dtype) for o, x in zip(outs, like)]
     return [o.astype(x.dtype) for o, x in zip(outs, like)]
+
+
+def enter(leaves: Leaves, *, kind: str, what: str) -> tuple[Leaves, Any]:
+    """The leaves widened to float32, and the undo that rounds the result to their dtypes."""
+    given = list(leaves)
+    return widen(given, kind, what), lambda out: narrow(out, given, kind)

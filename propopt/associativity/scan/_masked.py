@@ -79,3 +79,10 @@ def fill_identity(fn: Any, ident: Leaves | None, leaves: Leaves, mask: np.ndarra
             "first (x.filled(value))"
         )
     return fill(leaves, mask, fill_with)
+
+
+def enter(
+    leaves: Leaves, *, mask: np.ndarray, fn: Any, identity: Leaves | None, paths: Sequence[str]
+) -> tuple[Leaves, Any]:
+    """The leaves with the masked elements the identity, and the undo that masks the result."""
+    return fill_identity(fn, identity, leaves, mask, paths), lambda out: remask(out, mask)

@@ -3,23 +3,26 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ... import _kinds, _validate
 from ..monoid import Combine, Monoid
+from . import _identity
 
 Leaves = list[Any]
 
 
-@dataclass
+@dataclass(frozen=True)
 class ScanPlan:
     """A validated scan: what every backend receives.
 
     ``combine`` is ``fn`` lifted to lists of leaves; ``identity`` holds one
-    element per leaf (or ``None`` where it is not needed or not known).
+    element per leaf for a plain callable (or ``None`` where it is not needed);
+    :meth:`identity_leaves` gives a monoid's own to the backends that need it.
+    ``out``: NumPy arrays the CPU kernels write the result into (``out=``), or None.
     """
 
     fn: Combine
@@ -30,12 +33,11 @@ class ScanPlan:
     reverse: bool
     exclusive: bool
     identity: Leaves | None = None
-    needs_grad: bool = field(init=False)
-    #: NumPy arrays the CPU kernels write the result into (``out=``), or None
-    out: Leaves | None = field(default=None, init=False)
+    out: Leaves | None = None
 
-    def __post_init__(self) -> None:
-        self.needs_grad = any(getattr(x, "requires_grad", False) for x in self.leaves)
+    @property
+    def needs_grad(self) -> bool:
+        return any(getattr(x, "requires_grad", False) for x in self.leaves)
 
     @property
     def is_monoid(self) -> bool:
@@ -48,6 +50,19 @@ class ScanPlan:
     @property
     def np_dtype(self) -> np.dtype | None:
         return _validate.np_dtype(self.leaves[0].dtype)
+
+    @property
+    def length(self) -> int:
+        """The number of elements along the axis."""
+        return int(self.leaves[0].shape[self.axis])
+
+    def identity_leaves(self) -> Leaves:
+        """The identity, one element per leaf: ``identity``, else the monoid's own."""
+        if self.identity is not None:
+            return self.identity
+        if not isinstance(self.fn, Monoid):
+            raise ValueError("an exclusive scan of a plain callable needs identity=")
+        return _identity.of_monoid(self.fn, self.leaves, self.axis)
 
     def described(self) -> str:
         return _kinds.describe(self.leaves[0])

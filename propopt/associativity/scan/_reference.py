@@ -21,8 +21,9 @@ def scan(plan: ScanPlan) -> Leaves:
     accumulated suffix is always the left operand.  Exclusive results omit
     ``e[i]`` and start from ``identity``.
     """
-    combine, leaves, axis, identity = plan.combine, plan.leaves, plan.axis, plan.identity
+    combine, leaves, axis = plan.combine, plan.leaves, plan.axis
     reverse, exclusive = plan.reverse, plan.exclusive
+    identity = plan.identity_leaves() if exclusive else None
     n = leaves[0].shape[axis]
     order = range(n - 1, -1, -1) if reverse else range(n)
     pieces: list[Leaves] = [[None] * n for _ in leaves]

@@ -21,49 +21,57 @@ import numpy as np
 from ... import _kinds
 from ..monoid import Combine, Monoid
 from ..segmented import _ArrayCombine, _SegmentedCallable, segmented
-from ._arrays import take
+from ._arrays import concat, filled_like, host, own, take, where
+from ._identity import of_monoid
 
 Leaves = list[Any]
 
 
-def prepare(
-    fn: Combine,
-    combine: Any,
+def wrap(fn: Combine, combine: Any) -> tuple[Any, Any]:
+    """The segmented combine over ``(flag, element)`` pairs, and its lifting to leaf lists."""
+    if isinstance(fn, Monoid):
+        seg = segmented(fn)
+        return seg, seg.combine_leaves
+    return _SegmentedCallable(fn), _ArrayCombine(combine)
+
+
+def enter(
     leaves: Leaves,
+    *,
+    fn: Combine,
     reset: Any,
     kind: str,
     axis: int,
     reverse: bool,
     exclusive: bool,
     identity: Leaves | None,
-) -> tuple[Any, Any, Leaves, Callable[[Leaves], Leaves]]:
-    """The segmented combine, its lifting to leaf lists, ``[flags] + leaves``, and a finish.
+) -> tuple[Leaves, Callable[[Leaves], Leaves]]:
+    """``[flags] + leaves`` for an inclusive scan of :func:`wrap`'s combine, and its undo.
 
-    The first three replace ``fn``, ``combine`` and the leaves in an inclusive
-    scan; ``finish`` turns its outputs into the result.  An exclusive scan is
-    the inclusive one shifted by one in scan order, with the identity at each
-    start: shifting the outputs, not the inputs, never combines the identity
-    with an element (``e . x == x`` fails in IEEE arithmetic for an inf or a
-    NaN in ``x``).
+    The undo turns the scan's outputs into the result.  An exclusive scan is
+    the inclusive one shifted by one in scan order, with the identity (``identity``, or
+    the monoid's own) at each start: shifting the outputs, not the inputs, never
+    combines the identity with an element (``e . x == x`` fails in IEEE arithmetic for
+    an inf or a NaN in ``x``).
     """
     shape = tuple(int(d) for d in leaves[0].shape)
     n = shape[axis]
     r = _checked(reset, shape, axis, kind)
-    lib = _Lib(kind)
     if n > 0:
-        r = _scan_order(r, axis, reverse, lib)
+        r = _scan_order(r, axis, reverse, kind)
+    if exclusive and identity is None:
+        identity = of_monoid(fn, leaves, axis)  # type: ignore[arg-type]
+    start = identity
 
-    def finish(out: Leaves) -> Leaves:
+    def undo(out: Leaves) -> Leaves:
         out = out[1:]  # the flags
-        if exclusive and n > 0:
-            assert identity is not None
-            out = [_shifted(x, e, r, axis, reverse, lib) for x, e in zip(out, identity)]
-        return out
+        if not (exclusive and n > 0 and start is not None):
+            return out
+        return [_shifted(x, e, r, axis, reverse, kind) for x, e in zip(out, start)]
 
     if isinstance(fn, Monoid):
-        seg = segmented(fn)
-        return seg, seg.combine_leaves, [lib.flags_like(r, leaves[0])] + list(leaves), finish
-    return _SegmentedCallable(fn), _ArrayCombine(combine), [lib.bools(r)] + list(leaves), finish
+        return [filled_like(r, leaves[0], kind)] + list(leaves), undo
+    return [own(r, kind)] + list(leaves), undo
 
 
 def _checked(reset: Any, shape: tuple[int, ...], axis: int, kind: str) -> Any:
@@ -88,107 +96,29 @@ def _checked(reset: Any, shape: tuple[int, ...], axis: int, kind: str) -> Any:
     return reset
 
 
-class _Lib:
-    """The few array operations needed here, in the elements' library."""
-
-    def __init__(self, kind: str) -> None:
-        self.kind = kind
-
-    def own(self, r: Any, like: Any = None) -> Any:
-        """``r`` converted to the elements' library (host NumPy for CUDA device arrays)."""
-        rk = _kinds.array_kind(r)
-        if self.kind == _kinds.DASK:
-            import dask.array as da
-
-            return r if rk == _kinds.DASK else da.asarray(_host(r))
-        if self.kind in (_kinds.TORCH, _kinds.TORCH_CUDA):
-            import torch
-
-            dev = like.device if like is not None else None
-            t = r if rk in (_kinds.TORCH, _kinds.TORCH_CUDA) else torch.as_tensor(_host(r))
-            return t if dev is None else t.to(dev)
-        return _host(r)
-
-    def concat(self, xs: list[Any], axis: int) -> Any:
-        if self.kind == _kinds.DASK:
-            import dask.array as da
-
-            return da.concatenate(xs, axis=axis)
-        if self.kind in (_kinds.TORCH, _kinds.TORCH_CUDA):
-            import torch
-
-            return torch.cat(xs, dim=axis)
-        return np.concatenate(xs, axis=axis)
-
-    def where(self, m: Any, a: Any, b: Any) -> Any:
-        if self.kind == _kinds.DASK:
-            import dask.array as da
-
-            return da.where(m, a, b)
-        if self.kind in (_kinds.TORCH, _kinds.TORCH_CUDA):
-            import torch
-
-            return torch.where(m, a, b)
-        return np.where(m, a, b)
-
-    def bools(self, r: Any) -> Any:
-        return self.own(r)
-
-    def flags_like(self, r: Any, like: Any) -> Any:
-        """The flags as a contiguous array of ``like``'s shape and dtype (for the kernels)."""
-        shape = tuple(like.shape)
-        if self.kind == _kinds.DASK:
-            import dask.array as da
-
-            return da.broadcast_to(self.own(r), shape).astype(like.dtype).rechunk(like.chunks)
-        if self.kind in (_kinds.TORCH, _kinds.TORCH_CUDA):
-            return self.own(r, like).to(like.dtype).expand(shape).contiguous()
-        host = np.broadcast_to(_host(r), shape).astype(_np_dtype(like.dtype))
-        if self.kind == _kinds.CUDA:
-            from numba import cuda
-
-            return cuda.to_device(host)
-        return host
-
-
-def _np_dtype(dtype: Any) -> np.dtype:
-    return np.dtype(dtype)
-
-
-def _host(r: Any) -> np.ndarray:
-    k = _kinds.array_kind(r)
-    if k in (_kinds.TORCH, _kinds.TORCH_CUDA):
-        return np.asarray(r.detach().cpu().numpy())
-    if k == _kinds.CUDA:
-        return np.asarray(r.copy_to_host())
-    if k == _kinds.DASK:
-        return np.asarray(r.compute())
-    return np.asarray(r)
-
-
-def _scan_order(r: Any, axis: int, reverse: bool, lib: _Lib) -> Any:
+def _scan_order(r: Any, axis: int, reverse: bool, kind: str) -> Any:
     """Segment starts in scan order: for ``reverse``, ``i`` opens one if ``i + 1`` starts one."""
-    r = lib.own(r)
+    r = own(r, kind)
     if not reverse:
         return r
     last = take(r, 0, 1, None, axis) | True
-    return lib.concat([take(r, 1, None, None, axis), last], axis)
+    return concat([take(r, 1, None, None, axis), last], axis)
 
 
-def _shifted(x: Any, e: Any, r: Any, axis: int, reverse: bool, lib: _Lib) -> Any:
+def _shifted(x: Any, e: Any, r: Any, axis: int, reverse: bool, kind: str) -> Any:
     """The element before in scan order, and the identity ``e`` at each segment start."""
     n = x.shape[axis]
-    if lib.kind == _kinds.CUDA:  # numba device arrays: one small kernel, no host copy of x
+    if kind == _kinds.CUDA:  # numba device arrays: one small kernel, no host copy of x
         from . import _cuda
 
         shape = tuple(int(d) for d in x.shape)
         one = shape[:axis] + (1,) + shape[axis + 1 :]
-        starts = np.broadcast_to(_host(r), shape)
-        return _cuda.shift(x, starts, np.broadcast_to(_host(e), one), axis, reverse)
-    e = lib.own(e, x) if lib.kind != _kinds.NUMPY else np.asarray(e)
+        starts = np.broadcast_to(host(r), shape)
+        return _cuda.shift(x, starts, np.broadcast_to(host(e), one), axis, reverse)
+    e = own(e, kind, x) if kind != _kinds.NUMPY else np.asarray(e)
     if reverse:
-        prev = lib.concat([take(x, 1, None, None, axis), e], axis)
+        prev = concat([take(x, 1, None, None, axis), e], axis)
     else:
-        prev = lib.concat([e, take(x, 0, n - 1, None, axis)], axis)
-    out = lib.where(lib.own(r, x), e, prev)
-    return out.rechunk(x.chunks) if lib.kind == _kinds.DASK else out  # the caller's chunks
+        prev = concat([e, take(x, 0, n - 1, None, axis)], axis)
+    out = where(own(r, kind, x), e, prev)
+    return out.rechunk(x.chunks) if kind == _kinds.DASK else out  # the caller's chunks

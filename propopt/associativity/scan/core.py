@@ -14,18 +14,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ... import _jit, _kinds, _pytree, _validate, dispatch
-from ..._kinds import half_name
-from ...arrays import flag
+from ... import dispatch
 from ...typing import Device, ScanMethod
-from ..monoid import Combine, Monoid
-from . import _backends, _combine, _dask, _half, _identity, _law_check, _masked, _out, _segments
-from ._plan import ScanPlan
+from ..monoid import Combine
+from . import _backends, _stages
 
 METHODS: tuple[str, ...] = ("auto", *dict.fromkeys(m for m, _ in _backends.BACKENDS))
 DEVICES: tuple[str, ...] = ("auto", *dispatch.DEVICES)
-
-Leaves = list[Any]
 
 
 def associative_scan(
@@ -122,7 +117,7 @@ def associative_scan(
         ``axis``, or one that broadcasts to the elements with length ``n`` on
         ``axis`` (a segmentation per row).  It scans the monoid transformer
         :func:`propopt.associativity.segmented` over ``(flag, element)``
-        pairs, so every combine and backend takes it; see the Notes.
+        pairs, so every combine and backend takes it; see docs/associativity.md.
     out : array or pytree of arrays, optional
         Where to write the result, as ``np.cumsum(x, out=...)``: the
         structure of ``elems``, each leaf an array of the same type (NumPy
@@ -144,46 +139,10 @@ def associative_scan(
 
     Notes
     -----
-    Work is ``O(n)`` combines for every method; the CPU and CUDA kernels
-    read and write each element once from main memory (the three phases
-    run per cache-sized block).  Floating-point results differ from the
-    sequential fold only by rounding, which depends on thread count and block
-    size through the grouping.  Integer results wrap on overflow and keep the
-    input dtype (unlike ``np.cumsum``, which widens small integers).  No
-    backend combines an element with the identity (``out_0`` is ``e_0``
-    itself), so NaN and inf reach the result as in the sequential fold; only
-    a regrouping of infinities can differ from it, as in IEEE arithmetic
-    (``inf - inf`` where a linear recurrence's coefficients hold an inf).
-
-    Underflow: the multiplicative monoids (``mul``, ``linear_recurrence``,
-    ``matmul2x2``, and a :class:`~propopt.Monoid` made with
-    ``flush_subnormals=True``) flush every combined value below the dtype's
-    smallest normal to a zero of its sign, on every backend, so that running
-    products of decays stay off the slow subnormal arithmetic of x86 cores.
-    No output is subnormal; one whose exact value is within rounding of the
-    smallest normal may be zero on one thread count and not on another
-    (docs/associativity.md).
-
-    Half precision, as in jax's cumulative reductions: a monoid over floats
-    given float16 or bfloat16 (NumPy with ``ml_dtypes``, torch, dask; float16
-    only for CUDA device arrays) scans in float32 (the elements are widened
-    at the boundary, per chunk for dask) and rounds the result to the input
-    dtype once.  The error is the
-    float32 scan's plus that one rounding:
-    ``|out - exact| <= u * |s| + |s - exact|``, ``s`` the float32 result,
-    ``u = 2**-8`` for bfloat16 and ``2**-11`` for float16.  The float32
-    copies of the input and the result take four times the input's memory
-    while the scan runs.
-    A plain callable ``fn`` gets the half-precision arrays as they are.
-
-    Segmented scans (``reset=``) rely on the law of the segmented monoid,
-    ``(f1, a) * (f2, b) = (f1 | f2, b if f2 else a . b)``, which is
-    associative whenever ``.`` is.  It is an ordinary monoid of one more
-    array (the flag, in the element dtype for a :class:`~propopt.Monoid`), so
-    the compiled kernels, the generic path (torch autograd included) and
-    Dask run it unchanged; the flag rides in Dask's carries, so a segment
-    may span chunks.  Cost: one more array read and written, and ``a . b``
-    evaluated and discarded at each start.
+    Work is ``O(n)`` combines for every method.  Rounding, integer overflow,
+    NaN and inf, the flush of subnormals by the multiplicative monoids, half
+    precision and segmented scans are described in docs/associativity.md
+    ("The scan's contract").
 
     Examples
     --------
@@ -208,80 +167,8 @@ def associative_scan(
     D. Merrill and M. Garland, "Single-pass parallel prefix scan with
     decoupled look-back", NVIDIA NVR-2016-002, 2016.
     """
-    how, where = dispatch.method_device(
-        "associative_scan", method, device, _backends.BACKENDS, _backends.OLD_METHODS
-    )
-    if not (isinstance(fn, Monoid) or callable(fn)):
-        raise TypeError(f"fn must be a Monoid or a callable combining two batches, got {fn!r}")
-    reverse, exclusive = flag("reverse", reverse), flag("exclusive", exclusive)
-    check = None if check is None else flag("check", check)
-    leaves, treedef = _pytree.flatten(elems)
-    if not leaves:
-        raise ValueError("elems holds no arrays; pass an array or a pytree of arrays")
-    paths = _pytree.leaf_paths(treedef)
-    kind = _kinds.common_kind(leaves, paths)
-    mask = None  # the masked elements of masked-array leaves
-    if kind == _kinds.NUMPY:
-        leaves, mask = _masked.unmask(leaves, paths)
-        _masked.refuse_masked(reset, "reset")
-    if kind == _kinds.DASK:
-        _dask.check_chunks(leaves, paths)
-    ax = _validate.check_axis(axis, leaves, paths)
-    given: Leaves | None = None  # the half-precision leaves, when they are widened
-    if isinstance(fn, Monoid):
-        _combine.check_monoid(fn, leaves, paths)
-        if half_name(leaves[0].dtype) is not None:
-            given, leaves = leaves, _half.widen(leaves, kind, f"monoid {fn.name!r}")
-        combine = fn.combine_leaves
-    else:
-        _identity.require(fn, exclusive, identity)
-        combine = _combine.lift(fn, treedef)
-    ident = None if identity is None else _identity.given(identity, treedef, leaves, ax)
-    if ident is not None and isinstance(fn, Monoid):
-        _identity.check_own(fn, ident, leaves, ax)
-        ident = None  # the monoid's own, which every backend uses
-    if mask is not None:
-        leaves = _masked.fill_identity(fn, ident, leaves, mask, paths)
-    outs = None if out is None else _out.check(out, treedef, given or leaves, kind, paths)
-    sample = _pytree.unflatten(treedef, leaves)  # the law is checked on the caller's combine
-    law_fn = fn
-    finish = None
-    if reset is not None:
-        if exclusive and ident is None:
-            ident = _identity.of_monoid(fn, leaves, ax)  # type: ignore[arg-type]
-        fn, combine, leaves, finish = _segments.prepare(
-            fn, combine, leaves, reset, kind, ax, reverse, exclusive, ident
-        )
-        exclusive, ident = False, None
-    plan = ScanPlan(fn, combine, leaves, kind, ax, reverse, exclusive, ident)
-    chosen = _backends.choose(how, where, plan)
-    if (
-        outs is not None
-        and chosen == ("tiled", "cpu")
-        and not (finish or given or mask is not None)
-    ):
-        plan.out = _out.direct(outs, leaves)
-    n = leaves[0].shape[ax]
-    if n > 0:
-        _law_check.before_scan(law_fn, sample, ax, check, monoid=isinstance(law_fn, Monoid),
-                               dask=kind == _kinds.DASK)  # fmt: skip
-    if n == 0 and chosen[1] != "dask":
-        res = [x[(slice(None),) * ax + (slice(0, 0),)] for x in leaves]
-        res = [o.copy() if hasattr(o, "copy") else o.clone() for o in res]
-    else:
-        calls_fn = chosen[0] in ("reference", "generic") or chosen[1] == "dask"
-        if ident is None and isinstance(fn, Monoid) and calls_fn:
-            plan.identity = _identity.of_monoid(fn, leaves, ax)
-        with _jit.user_code(
-            f"combine {_validate.name_of(fn)!r}",
-            "a Monoid's combine takes 2k scalars and returns k of them, using only what numba "
-            "supports (math, arithmetic, if)",
-        ):
-            res = _backends.BACKENDS[chosen].run(plan)
-    if finish is not None:
-        res = finish(res)
-    if given is not None:
-        res = _half.narrow(res, given, kind)
-    if mask is not None:
-        res = _masked.remask(res, mask)
-    return _pytree.unflatten(treedef, res if outs is None else _out.write(outs, res))
+    request = _stages.normalize(
+        fn, elems, axis=axis, reverse=reverse, exclusive=exclusive, identity=identity,
+        method=method, device=device, check=check, reset=reset, out=out,
+    )  # fmt: skip
+    return _stages.run(_stages.plan(request))
