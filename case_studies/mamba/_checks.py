@@ -130,6 +130,66 @@ def _want(name: str, x: Any, shape: tuple[int, ...], text: str) -> None:
         raise ValueError(f"{name} has shape {tuple(x.shape)}; expected {text} = {shape}")
 
 
+#: An axis of a layout: a dimension shared by several arguments (``"dim"``),
+#: one held ``f`` times over (``("L", 2)``: 2 L numbers of (real, imag)
+#: pairs), or None for an axis of the argument's own (B's groups).
+Axis = str | tuple[str, int] | None
+Layout = tuple[tuple[Axis, ...], str]  # the axes, and how to spell them
+Spec = tuple[str, Any, tuple[Layout, ...]]
+
+
+def agree(specs: list[Spec]) -> dict[str, int]:
+    """The size of each shared dimension, and each array's shape checked against them.
+
+    ``specs`` lists ``(name, array or None, layouts)``, a layout per
+    accepted number of axes, each with its spelling.  A dimension's size is
+    the one most of the arguments holding it agree on (on a tie, that of the
+    first), so a shape error names the argument that disagrees, even when it
+    comes first, and says which arguments set each size it breaks.
+    """
+    layout: dict[str, Layout] = {}
+    claims: dict[str, list[tuple[Any, str]]] = {}
+    for name, x, layouts in specs:
+        if x is None:
+            continue
+        shape = tuple(int(n) for n in x.shape)
+        fits = [lay for lay in layouts if len(lay[0]) == len(shape)]
+        if not fits:
+            raise ValueError(
+                f"{name} has shape {shape}; expected {' or '.join(t for _, t in layouts)}"
+            )
+        layout[name] = fits[0]
+        for axis, n in zip(fits[0][0], shape):
+            if axis is not None:
+                d, f = (axis, 1) if isinstance(axis, str) else axis
+                claims.setdefault(d, []).append((n / f if n % f else n // f, name))
+    size: dict[str, int] = {}
+    by: dict[str, list[str]] = {}
+    for d, said in claims.items():
+        votes = [v for v, _ in said]
+        best = max(votes, key=lambda v: (votes.count(v), -votes.index(v)))
+        size[d], by[d] = best, [who for v, who in said if v == best]
+    for name, x, _ in specs:
+        if x is None:
+            continue
+        shape = tuple(int(n) for n in x.shape)
+        axes, text = layout[name]
+        want, why = [], []
+        for axis, n in zip(axes, shape):
+            if axis is None:
+                want.append(n)
+                continue
+            d, f = (axis, 1) if isinstance(axis, str) else axis
+            want.append(size[d] * f)
+            if want[-1] != n and by[d]:
+                why.append(f"{d} = {size[d]} from {', '.join(by[d])}")
+        if tuple(want) != shape:
+            raise ValueError(
+                f"{name} has shape {shape}; expected {text} = {tuple(want)} ({'; '.join(why)})"
+            )
+    return size
+
+
 def check_scan_shapes(
     u: Any, delta: Any, A: Any, B: Any, C: Any, D: Any, z: Any, delta_bias: Any,
     initial_state: Any, complex_A: bool = False,
@@ -139,47 +199,33 @@ def check_scan_shapes(
     With ``complex_A`` a per-token B or C has 2 L numbers on its last axis
     ((real, imag) pairs, mamba_ssm's layout for complex A).
     """
-    if u.ndim != 3:
-        raise ValueError(f"u has shape {tuple(u.shape)}; expected (batch, dim, L)")
-    batch, dim, L = (int(s) for s in u.shape)
-    _want("delta", delta, (batch, dim, L), "(batch, dim, L) like u")
-    if A.ndim != 2 or A.shape[0] != dim:
-        raise ValueError(f"A has shape {tuple(A.shape)}; expected (dim, d_state) = ({dim}, N)")
-    N = int(A.shape[1])
+    L2 = ("L", 2) if complex_A else "L"
+    pairs = " of (real, imag) pairs, for complex A" if complex_A else ""
+    lt = "2 L" if complex_A else "L"
+    bc: tuple[Layout, ...] = (
+        (("dim", "d_state"), "(dim, d_state)"),
+        (("batch", "d_state", L2), f"(batch, d_state, {lt}){pairs}"),
+        (("batch", None, "d_state", L2), f"(batch, groups, d_state, {lt}){pairs}"),
+    )
+    bdl: tuple[Layout, ...] = ((("batch", "dim", "L"), "(batch, dim, L)"),)
+    size = agree([
+        ("u", u, bdl),
+        ("delta", delta, bdl),
+        ("A", A, ((("dim", "d_state"), "(dim, d_state)"),)),
+        ("B", B, bc),
+        ("C", C, bc),
+        ("D", D, ((("dim",), "(dim,)"),)),
+        ("z", z, bdl),
+        ("delta_bias", delta_bias, ((("dim",), "(dim,)"),)),
+        ("initial_state", initial_state, ((("batch", "dim", "d_state"), "(batch, dim, d_state)"),)),
+    ])  # fmt: skip
+    batch, dim, L, N = (size[d] for d in ("batch", "dim", "L", "d_state"))
     if N < 1:
         raise ValueError(f"A has shape {tuple(A.shape)}; d_state must be >= 1")
     for name, M in (("B", B), ("C", C)):
-        if M.ndim == 2:
-            _want(name, M, (dim, N), "(dim, d_state)")
-        elif M.ndim == 3 and complex_A:
-            _want(name, M, (batch, N, 2 * L), "(batch, d_state, 2 L) of (real, imag) pairs, "
-                  "for complex A")  # fmt: skip
-        elif M.ndim == 3:
-            _want(name, M, (batch, N, L), "(batch, d_state, L)")
-        elif M.ndim == 4:
-            G = int(M.shape[1])
-            if G < 1 or dim % G:
-                raise ValueError(
-                    f"{name} has shape {tuple(M.shape)}: groups={G} must divide dim={dim}"
-                )
-            if complex_A:
-                _want(name, M, (batch, G, N, 2 * L), "(batch, groups, d_state, 2 L) of "
-                      "(real, imag) pairs, for complex A")  # fmt: skip
-            else:
-                _want(name, M, (batch, G, N, L), "(batch, groups, d_state, L)")
-        else:
-            raise ValueError(
-                f"{name} has shape {tuple(M.shape)}; expected (dim, d_state), "
-                "(batch, d_state, L) or (batch, groups, d_state, L)"
-            )
-    if D is not None:
-        _want("D", D, (dim,), "(dim,)")
-    if z is not None:
-        _want("z", z, (batch, dim, L), "(batch, dim, L) like u")
-    if delta_bias is not None:
-        _want("delta_bias", delta_bias, (dim,), "(dim,)")
-    if initial_state is not None:
-        _want("initial_state", initial_state, (batch, dim, N), "(batch, dim, d_state)")
+        G = int(M.shape[1]) if M.ndim == 4 else 1
+        if G < 1 or dim % G:
+            raise ValueError(f"{name} has shape {tuple(M.shape)}: groups={G} must divide dim={dim}")
     return batch, dim, L, N
 
 

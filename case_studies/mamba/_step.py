@@ -40,26 +40,33 @@ def check_indices(idx: Any, batch: int, slots: int) -> np.ndarray:
 def shapes_heads(state: Any, x: Any, dt: Any, A: Any, B: Any, C: Any, D: Any, z: Any,
                  dt_bias: Any, batch: int) -> None:  # fmt: skip
     """mamba_ssm's shapes for a (slots, nheads, headdim, dstate) state."""
-    _, H, P, N = (int(s) for s in state.shape)
-    want = _checks._want
-    want("x", x, (batch, H, P), "(batch, nheads, headdim)")
-    if tuple(dt.shape) not in ((batch, H), (batch, H, P)):
-        raise ValueError(f"dt has shape {tuple(dt.shape)}; expected (batch, nheads) = "
-                         f"{(batch, H)} or (batch, nheads, headdim) = {(batch, H, P)}")  # fmt: skip
-    if tuple(A.shape) not in ((H,), (H, P, N)):
-        raise ValueError(f"A has shape {tuple(A.shape)}; expected (nheads,) = ({H},) or "
-                         f"(nheads, headdim, dstate) = {(H, P, N)}")  # fmt: skip
+    rows = "batch" if int(state.shape[0]) == batch else None  # not with state_batch_indices
+    heads: tuple[_checks.Layout, ...] = (
+        (("nheads",), "(nheads,)"),
+        (("nheads", "headdim"), "(nheads, headdim)"),
+    )
+    bhp: tuple[_checks.Layout, ...] = (
+        (("batch", "nheads", "headdim"), "(batch, nheads, headdim)"),
+    )
+    bgn: tuple[_checks.Layout, ...] = ((("batch", None, "dstate"), "(batch, ngroups, dstate)"),)
+    size = _checks.agree([
+        ("state", state, (((rows, "nheads", "headdim", "dstate"),
+                           "(slots, nheads, headdim, dstate)"),)),
+        ("x", x, bhp),
+        ("dt", dt, ((("batch", "nheads"), "(batch, nheads)"), *bhp)),
+        ("A", A, ((("nheads",), "(nheads,)"),
+                  (("nheads", "headdim", "dstate"), "(nheads, headdim, dstate)"))),
+        ("B", B, bgn),
+        ("C", C, bgn),
+        ("D", D, heads),
+        ("z", z, bhp),
+        ("dt_bias", dt_bias, heads),
+    ])  # fmt: skip
+    H = size["nheads"]
     for name, M in (("B", B), ("C", C)):
-        if M.ndim != 3 or M.shape[1] < 1 or H % M.shape[1]:
+        if M.shape[1] < 1 or H % M.shape[1]:
             raise ValueError(f"{name} has shape {tuple(M.shape)}; expected (batch, ngroups, "
                              f"dstate) with ngroups dividing nheads={H}")  # fmt: skip
-        want(name, M, (batch, M.shape[1], N), "(batch, ngroups, dstate)")
-    for name, v in (("D", D), ("dt_bias", dt_bias)):
-        if v is not None and tuple(v.shape) not in ((H,), (H, P)):
-            raise ValueError(f"{name} has shape {tuple(v.shape)}; expected (nheads,) = ({H},) "
-                             f"or (nheads, headdim) = {(H, P)}")  # fmt: skip
-    if z is not None:
-        want("z", z, (batch, H, P), "(batch, nheads, headdim) like x")
 
 
 def update_heads(s: Any, a: dict[str, Any], softplus: bool, kind: str) -> tuple[Any, Any]:

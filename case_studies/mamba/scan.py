@@ -480,26 +480,30 @@ def step(state: Any, x: Any, dt: Any, A: Any, B: Any, C: Any, D: Any = None, z: 
         idx = check_indices(state_batch_indices, batch, int(state.shape[0]))
     if state.ndim == 4:
         return _step_heads(state, named, kind, batch, idx, dt_softplus)
-    dim, N = (int(s) for s in state.shape[1:])
-    _checks._want("x", x, (batch, dim), "(batch, dim)")
-    _checks._want("dt", dt, (batch, dim), "(batch, dim)")
-    _checks._want("A", A, (dim, N), "(dim, d_state)")
+    rows = "batch" if int(state.shape[0]) == batch else None  # not with state_batch_indices
+    bd: tuple[_checks.Layout, ...] = ((("batch", "dim"), "(batch, dim)"),)
+    bc: tuple[_checks.Layout, ...] = (
+        (("batch", "d_state"), "(batch, d_state)"),
+        (("batch", None, "d_state"), "(batch, groups, d_state)"),
+    )
+    size = _checks.agree([
+        ("state", state, (((rows, "dim", "d_state"), "(batch, dim, d_state)"),)),
+        ("x", x, bd),
+        ("dt", dt, bd),
+        ("A", A, ((("dim", "d_state"), "(dim, d_state)"),)),
+        ("B", B, bc),
+        ("C", C, bc),
+        ("D", D, ((("dim",), "(dim,)"),)),
+        ("z", z, bd),
+        ("dt_bias", dt_bias, ((("dim",), "(dim,)"),)),
+    ])  # fmt: skip
+    dim = size["dim"]
     for name, M in (("B", B), ("C", C)):
-        if M.ndim == 2:
-            _checks._want(name, M, (batch, N), "(batch, d_state)")
-        elif M.ndim == 3 and M.shape[1] >= 1 and dim % M.shape[1] == 0:
-            _checks._want(name, M, (batch, M.shape[1], N), "(batch, groups, d_state)")
-        else:
+        if M.ndim == 3 and (M.shape[1] < 1 or dim % M.shape[1]):
             raise ValueError(
                 f"{name} has shape {tuple(M.shape)}; expected (batch, d_state) "
                 f"or (batch, groups, d_state) with groups dividing dim={dim}"
             )
-    if D is not None:
-        _checks._want("D", D, (dim,), "(dim,)")
-    if z is not None:
-        _checks._want("z", z, (batch, dim), "(batch, dim)")
-    if dt_bias is not None:
-        _checks._want("dt_bias", dt_bias, (dim,), "(dim,)")
     a = _to_compute(dict(named, u=x), kind)
     if idx is not None:
         a["state"] = a["state"][idx if kind == "numpy" else _torch_index(idx, state)]

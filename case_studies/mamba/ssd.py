@@ -291,34 +291,35 @@ OLD_METHODS: dict[str, tuple[str, str]] = {"cpu": ("fused", "cpu"), "torch": ("o
 # ------------------------------------------------------------------ helpers
 def _check_shapes(x: Any, dt: Any, A: Any, B: Any, C: Any, D: Any, z: Any, dt_bias: Any,
                   initial_states: Any) -> tuple[int, ...]:  # fmt: skip
-    want = _checks._want
-    if x.ndim != 4:
-        raise ValueError(f"x has shape {tuple(x.shape)}; expected (batch, seqlen, nheads, "
-                         "headdim)")  # fmt: skip
-    nb, L, H, P = (int(s) for s in x.shape)
+    bg: tuple[_checks.Layout, ...] = (
+        (("batch", "seqlen", "ngroups", "dstate"), "(batch, seqlen, ngroups, dstate)"),
+    )
+    heads: tuple[_checks.Layout, ...] = (
+        (("nheads",), "(nheads,)"),
+        (("nheads", "headdim"), "(nheads, headdim)"),
+    )
+    x4: tuple[_checks.Layout, ...] = (
+        (("batch", "seqlen", "nheads", "headdim"), "(batch, seqlen, nheads, headdim)"),
+    )
+    size = _checks.agree([
+        ("x", x, x4),
+        ("dt", dt, ((("batch", "seqlen", "nheads"), "(batch, seqlen, nheads)"),)),
+        ("A", A, ((("nheads",), "(nheads,): one A per head"),)),
+        ("B", B, bg),
+        ("C", C, bg),
+        ("D", D, heads),
+        ("z", z, x4),
+        ("dt_bias", dt_bias, ((("nheads",), "(nheads,)"),)),
+        ("initial_states", initial_states,
+         ((("batch", "nheads", "headdim", "dstate"), "(batch, nheads, headdim, dstate)"),)),
+    ])  # fmt: skip
+    nb, L, H, P, G, N = (size[d] for d in ("batch", "seqlen", "nheads", "headdim", "ngroups",
+                                           "dstate"))  # fmt: skip
     if H < 1 or P < 1:
         raise ValueError(f"x has shape {tuple(x.shape)}; nheads and headdim must be >= 1")
-    want("dt", dt, (nb, L, H), "(batch, seqlen, nheads)")
-    want("A", A, (H,), "(nheads,): one A per head")
-    if B.ndim != 4:
-        raise ValueError(f"B has shape {tuple(B.shape)}; expected (batch, seqlen, ngroups, "
-                         "dstate)")  # fmt: skip
-    G, N = int(B.shape[2]), int(B.shape[3])
     if G < 1 or H % G or N < 1:
         raise ValueError(f"B has shape {tuple(B.shape)}: ngroups={G} must divide nheads={H} "
                          f"and dstate={N} must be >= 1")  # fmt: skip
-    want("B", B, (nb, L, G, N), "(batch, seqlen, ngroups, dstate)")
-    want("C", C, (nb, L, G, N), "(batch, seqlen, ngroups, dstate) like B")
-    if D is not None and tuple(D.shape) not in ((H,), (H, P)):
-        raise ValueError(f"D has shape {tuple(D.shape)}; expected (nheads,) = ({H},) or "
-                         f"(nheads, headdim) = ({H}, {P})")  # fmt: skip
-    if z is not None:
-        want("z", z, (nb, L, H, P), "(batch, seqlen, nheads, headdim) like x")
-    if dt_bias is not None:
-        want("dt_bias", dt_bias, (H,), "(nheads,)")
-    if initial_states is not None:
-        want("initial_states", initial_states, (nb, H, P, N),
-             "(batch, nheads, headdim, dstate)")  # fmt: skip
     return nb, L, H, P, G, N
 
 

@@ -20,7 +20,7 @@ def _d(**kw):
     "name, value, match",
     [
         ("delta", np.ones((2, 4, 6)), r"delta has shape \(2, 4, 6\); expected \(batch, dim, L\)"),
-        ("A", np.ones((5, 3)), r"A has shape \(5, 3\); expected \(dim, d_state\) = \(4, N\)"),
+        ("A", np.ones((5, 3)), r"A has shape \(5, 3\); expected \(dim, d_state\) = \(4, 3\)"),
         ("B", np.ones((2, 3, 4)), r"B has shape \(2, 3, 4\); expected \(batch, d_state, L\)"),
         ("C", np.ones((2, 3, 3, 5)), r"C has shape .*groups=3 must divide dim=4"),
         ("C", np.ones(3), r"C has shape \(3,\); expected \(dim, d_state\)"),
@@ -230,3 +230,49 @@ def test_masked_arrays_are_refused_naming_the_argument(name):
     d[name] = np.ma.MaskedArray(d[name], mask=np.ones(d[name].shape, bool))
     with pytest.raises(TypeError, match=rf"^{name} is a masked array.*{name}\.filled"):
         selective_scan(**d)
+
+
+@pytest.mark.parametrize(
+    ("name", "shape", "match"),
+    [
+        # A's d_state (3) disagreed with B, C and initial_state (4): B was blamed
+        ("A", (4, 3), r"^A has shape \(4, 3\); expected \(dim, d_state\) = \(4, 4\) "
+         r"\(d_state = 4 from B, C, initial_state\)$"),
+        ("u", (2, 4, 6), r"^u has shape \(2, 4, 6\); expected \(batch, dim, L\) = \(2, 4, 5\) "
+         r"\(L = 5 from delta, B, C, z\)$"),
+        ("u", (3, 5, 5), r"^u has shape \(3, 5, 5\); .* = \(2, 4, 5\) \(batch = 2 from "
+         r"delta, B, C, z, initial_state; dim = 4 from delta, A, D, z, delta_bias, "
+         r"initial_state\)$"),
+        ("B", (2, 3, 5), r"^B has shape \(2, 3, 5\); expected \(batch, d_state, L\) = "
+         r"\(2, 4, 5\) \(d_state = 4 from A, C, initial_state\)$"),
+    ],
+)  # fmt: skip
+def test_shape_errors_blame_the_argument_the_others_disagree_with(name, shape, match):
+    d = _d()
+    d.update(A=d["A"][:, :3].repeat(2, axis=1)[:, :4], B=np.ones((2, 4, 5)),
+             C=np.ones((2, 4, 5)), initial_state=np.ones((2, 4, 4)))  # fmt: skip
+    d[name] = np.ones(shape)
+    with pytest.raises(ValueError, match=match):
+        selective_scan(**d)
+
+
+def test_ssd_and_step_shape_errors_blame_the_argument_the_others_disagree_with():
+    from propopt_case_studies.mamba import ssd_scan
+
+    dt, A, B = np.ones((1, 4, 2)), -np.ones(2), np.ones((1, 4, 1, 3))
+    # x's nheads (3) disagreed with dt, A and dt_bias (2): dt was blamed
+    said = r"^x has shape \(1, 4, 3, 5\); expected \(batch, seqlen, nheads, headdim\) = "
+    with pytest.raises(
+        ValueError, match=said + r"\(1, 4, 2, 5\) \(nheads = 2 from dt, A, dt_bias\)$"
+    ):
+        ssd_scan(np.ones((1, 4, 3, 5)), dt, A, B, B, chunk_size=2, dt_bias=np.zeros(2))
+    # a Mamba-2 state's nheads (3) against x, dt, A (2): x was blamed
+    said = r"^state has shape \(1, 3, 5, 3\); expected \(slots, nheads, headdim, dstate\) = "
+    with pytest.raises(ValueError, match=said + r"\(1, 2, 5, 3\) \(nheads = 2 from x, dt, A\)$"):
+        step(np.zeros((1, 3, 5, 3)), np.ones((1, 2, 5)), np.ones((1, 2)), -np.ones(2),
+             np.ones((1, 1, 3)), np.ones((1, 1, 3)))  # fmt: skip
+    # a Mamba-1 state's d_state (2) against A, B, C (3): A was blamed
+    said = r"^state has shape \(2, 4, 2\); expected \(batch, dim, d_state\) = \(2, 4, 3\) "
+    with pytest.raises(ValueError, match=said + r"\(d_state = 3 from A, B, C\)$"):
+        step(np.zeros((2, 4, 2)), np.ones((2, 4)), np.ones((2, 4)), np.ones((4, 3)),
+             np.ones((2, 3)), np.ones((2, 3)))  # fmt: skip
