@@ -201,14 +201,17 @@ def chapter_scan(x: Any, A: Any, B: Any, C: Any, delta: Any, *, method: Method =
                 f"{name} has shape {tuple(v.shape)}; expected 3 dimensions "
                 "(batch, L, d_model) for x and delta, (batch, L, d_state) for B and C"
             )
-    batch, L, dm = (int(s) for s in x.shape)
-    _checks._want("delta", delta, (batch, L, dm), "(batch, L, d_model) like x")
-    if A.ndim != 2 or A.shape[0] != dm or A.shape[1] < 1:
-        raise ValueError(f"A has shape {tuple(A.shape)}; expected (d_model, d_state) = "
-                         f"({dm}, N) with N >= 1")  # fmt: skip
-    N = int(A.shape[1])
-    _checks._want("B", B, (batch, L, N), "(batch, L, d_state)")
-    _checks._want("C", C, (batch, L, N), "(batch, L, d_state)")
+    bld: tuple[_checks.Layout, ...] = ((("batch", "L", "d_model"), "(batch, L, d_model)"),)
+    bln: tuple[_checks.Layout, ...] = ((("batch", "L", "d_state"), "(batch, L, d_state)"),)
+    size = _checks.agree([
+        ("x", x, bld),
+        ("delta", delta, bld),
+        ("A", A, ((("d_model", "d_state"), "(d_model, d_state)"),)),
+        ("B", B, bln),
+        ("C", C, bln),
+    ])  # fmt: skip
+    if size["d_state"] < 1:
+        raise ValueError(f"A has shape {tuple(A.shape)}; d_state must be >= 1")
     xs, ds, Bs, Cs = (_swap_last_two(v) for v in (x, delta, B, C))
     out, _ = _dispatch(xs, ds, A, Bs, Cs, None, None, None, False, None, (method, device),
                        scale_b=False)  # fmt: skip

@@ -78,12 +78,14 @@ def test_step_and_chapter_errors():
 def test_chapter_scan_reports_shapes_in_its_own_layout():
     # (batch, L, d_state) as passed, not the transposed (batch, d_state, L) the scan sees
     x, delta, A = np.ones((1, 3, 2)), np.ones((1, 3, 2)), -np.ones((2, 1))
-    with pytest.raises(ValueError, match=r"^B has shape \(1, 4, 1\); expected \(batch, L, "
-                                         r"d_state\) = \(1, 3, 1\)$"):  # fmt: skip
+    want = r"; expected \(batch, L, d_state\) = \(1, 3, 1\) "
+    with pytest.raises(ValueError, match=r"^B has shape \(1, 4, 1\)" + want + r"\(L = 3 from x, "):
         chapter_scan(x, A, np.ones((1, 4, 1)), np.ones((1, 3, 1)), delta)
-    with pytest.raises(ValueError, match=r"^C has shape \(1, 3, 2\); expected \(batch, L, "
-                                         r"d_state\) = \(1, 3, 1\)$"):  # fmt: skip
+    with pytest.raises(ValueError, match=r"^C has shape \(1, 3, 2\)" + want + r"\(d_state = 1 "):
         chapter_scan(x, A, np.ones((1, 3, 1)), np.ones((1, 3, 2)), delta)
+    # x's d_model (3) against delta and A (2): x, not delta, is wrong
+    with pytest.raises(ValueError, match=r"^x has shape \(1, 3, 3\); .*\(d_model = 2 from delta"):
+        chapter_scan(np.ones((1, 3, 3)), A, np.ones((1, 3, 1)), np.ones((1, 3, 1)), delta)
     with pytest.raises(ValueError, match=r"^delta has shape \(1, 2, 3\); expected"):
         chapter_scan(x, A, np.ones((1, 3, 1)), np.ones((1, 3, 1)), np.ones((1, 2, 3)))
     with pytest.raises(TypeError, match=r"^x has dtype int64"):
