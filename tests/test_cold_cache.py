@@ -23,6 +23,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from llvmlite import binding as llvm
+
+import propopt
+from propopt import _numba_policy
+from propopt.jit import load_module
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -178,3 +183,78 @@ def test_a_run_resumed_in_a_warm_process_matches_the_cold_uninterrupted_run(tmp_
             res[kind] = {k: f[k] for k in f.files}
     assert len(list(snaps.glob("snap_*.npz"))) >= 2
     assert _differences(res["whole"], res["resumed"]) == []
+
+
+#: A parallel caller and the fast-math callee it links in (not inlined by numba): the
+#: caller links in the parfor's gufunc, which numba defines ``weak_odr``, and the callee.
+PAIR = """
+import numpy as np
+from numba import njit, prange
+
+
+@njit(cache=False, fastmath=True)
+def callee(x, c):
+    s = 0.0
+    for i in range(x.size):
+        s += c[2] / np.sqrt(x[i] * x[i] + c[1])
+    return s
+
+
+@njit(cache=False, parallel=True)
+def caller(x, c, out):
+    for j in prange(out.size):
+        out[j] = callee(x[j:], c)
+"""
+
+
+def _linkages(ir: str) -> dict[str, str]:
+    """The linkage of each function the module defines, by name."""
+    mod = llvm.parse_assembly(ir)
+    return {f.name: f.linkage.name for f in mod.functions if not f.is_declaration}
+
+
+def test_a_propopt_kernel_defines_what_it_links_in_internally(tmp_path, monkeypatch):
+    monkeypatch.setenv("PROPOPT_CACHE_DIR", str(tmp_path))
+    mod = load_module(PAIR + f"# {tmp_path.name}\n", "policy_test")
+    x = np.linspace(0.0, 1.0, 101)
+    c = np.array([0.0, 0.5, 1.0])
+    out = np.zeros(7)
+    mod.caller(x, c, out)
+    want = [sum(1.0 / np.sqrt(v * v + 0.5) for v in x[j:]) for j in range(7)]
+    np.testing.assert_allclose(out, want, rtol=1e-12)
+    defs = _linkages(mod.caller.inspect_llvm(mod.caller.signatures[0]))
+    gufunc = [n for n in defs if n.startswith("__gufunc__")]
+    assert gufunc, "the parfor's gufunc is not in the caller's module"
+    assert [defs[n] for n in gufunc] == ["internal"] * len(gufunc)
+    assert {n: k for n, k in defs.items() if k in ("linkonce_odr", "weak_odr")} == {}
+
+
+def test_internalize_linked_leaves_the_modules_own_functions_external():
+    ir = """
+define linkonce_odr i32 @callee(i32 %x) { ret i32 %x }
+define weak_odr i32 @wrapper(i32 %x) { ret i32 %x }
+define weak_odr i32 @own_weak(i32 %x) { ret i32 %x }
+define i32 @kernel(i32 %x) {
+  %a = call i32 @callee(i32 %x)
+  %b = call i32 @wrapper(i32 %a)
+  %c = call i32 @own_weak(i32 %b)
+  ret i32 %c
+}
+"""
+    mod = llvm.parse_assembly(ir)
+    assert _numba_policy.internalize_linked(mod, {"callee", "wrapper", "kernel"}) == 2
+    link = {f.name: f.linkage for f in mod.functions}
+    assert link["callee"] == llvm.Linkage.internal
+    assert link["wrapper"] == llvm.Linkage.internal
+    assert link["own_weak"] == llvm.Linkage.weak_odr
+    assert link["kernel"] == llvm.Linkage.external
+
+
+def test_the_policy_is_installed_once_on_import():
+    from numba.core import codegen
+
+    method = codegen.CPUCodeLibrary._optimize_final_module
+    assert hasattr(method, "__wrapped__")
+    _numba_policy.install()
+    assert codegen.CPUCodeLibrary._optimize_final_module is method
+    assert propopt.__version__
