@@ -3,6 +3,9 @@
 propopt accepts NumPy arrays, torch tensors (CPU and CUDA), numba CUDA device
 arrays (anything with ``__cuda_array_interface__``) and dask arrays.  torch
 and dask are optional: they are only imported when a value of theirs is seen.
+The verbs that take jax and CuPy arrays (``associative_scan``, ``topk``)
+see them as :data:`FOREIGN` kinds (:func:`foreign_kind`) and pass them
+through DLPack (``propopt._dlpack``).
 """
 
 from __future__ import annotations
@@ -17,6 +20,12 @@ TORCH = "torch"  # torch tensor on the CPU
 TORCH_CUDA = "torch-cuda"
 CUDA = "cuda"  # numba device array, CuPy array or any __cuda_array_interface__
 DASK = "dask"
+JAX = "jax"  # jax array on the CPU: scanned as a NumPy view (DLPack)
+JAX_CUDA = "jax-cuda"  # jax array on a GPU: as a torch CUDA tensor (DLPack)
+CUPY = "cupy"  # CuPy array, where torch is installed: as a torch CUDA tensor (DLPack)
+
+#: a foreign kind -> the kind its arrays are computed as, after DLPack
+FOREIGN: dict[str, str] = {JAX: NUMPY, JAX_CUDA: TORCH_CUDA, CUPY: TORCH_CUDA}
 
 
 def _module_root(x: Any) -> str:
@@ -42,6 +51,23 @@ def array_kind(x: Any) -> str | None:
     return None
 
 
+def foreign_kind(x: Any) -> str | None:
+    """:data:`JAX`, :data:`JAX_CUDA` or :data:`CUPY` for an array taken through DLPack."""
+    root = _module_root(x)
+    if root in ("jax", "jaxlib") and hasattr(x, "__dlpack__") and hasattr(x, "devices"):
+        platforms = {d.platform for d in x.devices()}
+        return JAX if platforms == {"cpu"} else JAX_CUDA
+    if root == "cupy" and hasattr(x, "__dlpack__") and _has_torch():
+        return CUPY  # (without torch, numba takes it as a CUDA device array)
+    return None
+
+
+def _has_torch() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("torch") is not None
+
+
 def describe(x: Any) -> str:
     """A short description of an array for error messages."""
     kind = array_kind(x)
@@ -60,6 +86,8 @@ def device_of(x: Any) -> str:
         return str(x.device)
     if kind == CUDA:
         return "cuda"
+    if foreign_kind(x) == JAX_CUDA:
+        return ",".join(sorted(str(d) for d in x.devices()))
     return "cpu"
 
 
@@ -70,18 +98,25 @@ PLACES: dict[str, str] = {
     TORCH_CUDA: "cuda",
     CUDA: "cuda",
     DASK: "dask",
+    JAX: "cpu",
+    JAX_CUDA: "cuda",
+    CUPY: "cuda",
 }
 
 
-def common_kind(leaves: Sequence[Any], paths: Sequence[str]) -> str:
-    """The one array kind shared by all ``leaves``, or a clear error."""
+def common_kind(leaves: Sequence[Any], paths: Sequence[str], foreign: bool = False) -> str:
+    """The one array kind shared by all ``leaves``, or a clear error.
+
+    ``foreign``: jax and CuPy arrays are taken too, as their :func:`foreign_kind`.
+    """
     kinds = []
     for leaf, path in zip(leaves, paths):
-        kind = array_kind(leaf)
+        kind = (foreign_kind(leaf) if foreign else None) or array_kind(leaf)
         if kind is None:
+            also = "jax arrays, " if foreign else ""
             raise TypeError(
                 f"{path} is a {type(leaf).__name__}, not an array; pass NumPy arrays, "
-                "torch tensors, CUDA device arrays or dask arrays (wrap lists with "
+                f"torch tensors, {also}CUDA device arrays or dask arrays (wrap lists with "
                 "np.asarray)"
             )
         kinds.append(kind)

@@ -123,7 +123,7 @@ def test_segments_enter_and_undo_exclusive_reverse():
                                    reverse=True, exclusive=True, identity=None)  # fmt: skip
     assert len(leaves) == 2 and leaves[0].tolist() == [0.0, 0.0, 1.0, 0.0, 1.0]
     fn, _ = _segments.wrap(pp.add, pp.add.combine_leaves)
-    scanned = pp.associative_scan(fn, tuple(leaves), reverse=True)
+    scanned = pp.associative_scan(fn, tuple(leaves), reverse=True, method="reference")
     got = undo(list(scanned))[0]
     # reverse exclusive per segment [1, 2, 3] [4, 5]: suffix sums after i
     assert got.tolist() == [5.0, 3.0, 0.0, 5.0, 0.0]

@@ -3,7 +3,8 @@
 * :func:`normalize` checks the arguments once into a :class:`ScanRequest`:
   the tree flattened, the array kind, the axis, the method and device, one
   resolved identity, the ``out=`` leaves and the law check's sample.
-* :func:`plan` applies the transforms (half precision, masks, segments), each
+* :func:`plan` applies the transforms (jax and CuPy arrays through DLPack,
+  half precision, masks, segments), each
   an ``enter(leaves, ...) -> (leaves, undo)``, and picks the backend: a
   :class:`Staged` scan holding the :class:`ScanPlan` the backend receives
   and the undo steps.
@@ -20,11 +21,13 @@ from typing import Any
 
 import numpy as np
 
-from ... import _jit, _kinds, _pytree, _validate, dispatch
+from ... import _dlpack, _jit, _kinds, _pytree, _validate, dispatch
 from ..._kinds import half_name
 from ...arrays import flag
 from ..monoid import Combine, Monoid
+from ..segmented import segmented
 from . import _backends, _combine, _dask, _half, _identity, _law_check, _masked, _out, _segments
+from ._autograd import differentiable, enter as grad_enter
 from ._plan import ScanPlan
 
 Leaves = list[Any]
@@ -95,22 +98,20 @@ def normalize(
     if not raw:
         raise ValueError("elems holds no arrays; pass an array or a pytree of arrays")
     paths = tuple(_pytree.leaf_paths(treedef))
-    kind = _kinds.common_kind(raw, paths)
+    kind = _kinds.common_kind(raw, paths, foreign=True)
+    _dlpack.refuse_out(kind, out)
     leaves, mask = _plain(raw, paths, kind, reset)
     ax = _validate.check_axis(axis, leaves, paths)
     if isinstance(fn, Monoid):
         _combine.check_monoid(fn, leaves, paths)
     else:
         _identity.require(fn, shifted, identity)
-    ident = _resolved_identity(fn, identity, treedef, leaves, ax)
+    ident = _resolved_identity(fn, identity, treedef, _native(leaves, kind), ax)
     outs = None if out is None else _out.check(out, treedef, leaves, kind, paths)
-    sample = _pytree.unflatten(
-        treedef, leaves if mask is None else _masked.fill_identity(fn, ident, leaves, mask, paths)
-    )
     return ScanRequest(
         fn, tuple(leaves), treedef, paths, kind, ax, flag("reverse", reverse), shifted,
         how, where, ident, None if check is None else flag("check", check), reset, mask,
-        outs, sample,
+        outs, _pytree.unflatten(treedef, _sample(fn, ident, leaves, mask, paths, kind)),
     )  # fmt: skip
 
 
@@ -124,10 +125,24 @@ def _plain(raw: Leaves, paths: tuple[str, ...], kind: str, reset: Any) -> tuple[
     return _masked.unmask(raw, paths)
 
 
+def _native(leaves: Leaves, kind: str) -> Leaves:
+    """The leaves as the backend gets them: jax and CuPy arrays through DLPack (no copy)."""
+    return [_dlpack.to_native(x, kind) for x in leaves] if kind in _kinds.FOREIGN else leaves
+
+
+def _sample(fn: Combine, ident: Leaves | None, leaves: Leaves, mask: Any,
+            paths: tuple[str, ...], kind: str) -> Leaves:  # fmt: skip
+    """The leaves the law check samples: as the combine sees them."""
+    if mask is None:
+        return _native(leaves, kind)
+    return _masked.fill_identity(fn, ident, leaves, mask, paths)
+
+
 def _resolved_identity(
     fn: Combine, identity: Any, treedef: _pytree.TreeDef, leaves: Leaves, ax: int
 ) -> Leaves | None:
-    """``identity=`` per leaf for a plain callable; for a monoid, checked against its own."""
+    """``identity=`` per leaf for a plain callable (in the library of ``leaves``); for a
+    monoid, checked against its own."""
     if identity is None:
         return None
     if not isinstance(fn, Monoid):
@@ -153,28 +168,50 @@ def plan(req: ScanRequest) -> Staged:
     fn, combine = _combines(req)
     segmented = req.reset is not None  # an inclusive scan of (flag, element) pairs
     scan = ScanPlan(
-        fn, combine, leaves, req.kind, req.axis, req.reverse, req.exclusive and not segmented,
-        None if segmented else req.identity,
+        fn, combine, leaves, _work_kind(req), req.axis, req.reverse,
+        req.exclusive and not segmented, None if segmented else req.identity,
     )  # fmt: skip
     key = _backends.choose(req.method, req.device, scan)
-    if req.outs is not None and key == ("tiled", "cpu") and not undo:
-        scan = replace(scan, out=_out.direct(req.outs, leaves))
+    if key == ("tiled", "cpu") and (req.outs is not None or req.kind == _kinds.JAX):
+        scan = replace(scan, out=_direct_out(req, leaves, len(undo)))
     return Staged(req, key, scan, tuple(undo))
+
+
+def _work_kind(req: ScanRequest) -> str:
+    """The kind of the arrays the backend gets (a foreign kind's, after DLPack)."""
+    return _kinds.FOREIGN.get(req.kind, req.kind)
+
+
+def _direct_out(req: ScanRequest, leaves: Leaves, steps: int) -> Leaves | None:
+    """Where the CPU kernels write: ``out=``, or for jax, buffers jax takes without a copy."""
+    if req.kind == _kinds.JAX:
+        only = steps == 1  # the DLPack step alone: the kernels' output is the result
+        return [_dlpack.aligned_empty(tuple(x.shape), x.dtype) for x in leaves] if only else None
+    return _out.direct(req.outs, leaves) if req.outs is not None and steps == 0 else None
 
 
 def _transforms(req: ScanRequest) -> list[Callable[[Leaves], tuple[Leaves, Undo]]]:
     """The transforms the request needs, in the order they enter (undone in reverse)."""
     steps: list[Callable[[Leaves], tuple[Leaves, Undo]]] = []
+    kind = _work_kind(req)
+    if req.kind in _kinds.FOREIGN:
+        steps.append(partial(_dlpack.enter, kind=req.kind))
     if isinstance(req.fn, Monoid) and half_name(req.leaves[0].dtype) is not None:
-        steps.append(partial(_half.enter, kind=req.kind, what=f"monoid {req.fn.name!r}"))
+        steps.append(partial(_half.enter, kind=kind, what=f"monoid {req.fn.name!r}"))
     if req.mask is not None:
         steps.append(partial(_masked.enter, mask=req.mask, fn=req.fn, identity=req.identity,
                              paths=req.paths))  # fmt: skip
     if req.reset is not None:
         steps.append(partial(
-            _segments.enter, fn=req.fn, reset=req.reset, kind=req.kind, axis=req.axis,
+            _segments.enter, fn=req.fn, reset=req.reset, kind=kind, axis=req.axis,
             reverse=req.reverse, exclusive=req.exclusive, identity=req.identity,
         ))  # fmt: skip
+    if differentiable(req.fn, req.leaves, req.method, req.device):
+        # last: the kernels scan detached leaves; its undo attaches the gradient first
+        seg = req.reset is not None
+        steps.append(partial(grad_enter, fn=segmented(req.fn) if seg else req.fn,
+                             axis=req.axis, reverse=req.reverse,
+                             exclusive=req.exclusive and not seg))  # fmt: skip
     return steps
 
 

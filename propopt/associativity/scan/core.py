@@ -57,9 +57,12 @@ def associative_scan(
         depends on the backend and the split of the work (``check=True``
         tests the law on samples first).
     elems : array or pytree of arrays
-        NumPy arrays, torch tensors (CPU or CUDA), CUDA device arrays or dask
-        arrays, alone or in a tuple, list, dict or namedtuple, all of the same
-        length along ``axis``.  For a monoid of arity ``k`` there are ``k``
+        NumPy arrays, torch tensors (CPU or CUDA), jax arrays, CuPy or other
+        CUDA device arrays, or dask arrays, alone or in a tuple, list, dict or
+        namedtuple, all of the same length along ``axis``.  jax and CuPy
+        arrays go in through DLPack without a copy (as NumPy views on the
+        CPU, torch tensors on a GPU) and the result comes back in their
+        library and on their device.  For a monoid of arity ``k`` there are ``k``
         leaves of one shape and dtype.
     axis : int
         The axis to scan along; negative values count from the end.
@@ -127,7 +130,8 @@ def associative_scan(
         repeated into one buffer allocates nothing and faults in no new pages
         (a fresh 64 MiB result is mapped and faulted in on every call); other
         paths compute the result and copy it in.  ``out`` may be ``elems``
-        itself (an in-place scan).  Not for dask arrays, which are lazy.
+        itself (an in-place scan).  Not for dask arrays, which are lazy, nor
+        jax arrays, which are immutable.
 
     Returns
     -------

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from ... import _kinds, dispatch
+from ... import _dlpack, _kinds, dispatch
 from ..._validate import axis_in_range
 from ._backends import BACKENDS, OLD_METHODS, TopKPlan, choose
 from ._checks import (
@@ -74,7 +74,7 @@ def topk(
 
     Parameters
     ----------
-    x : numpy.ndarray or torch.Tensor (CPU or CUDA)
+    x : numpy.ndarray, torch.Tensor (CPU or CUDA), jax.Array or cupy.ndarray
         Bool, integer or float values (ml_dtypes ``bfloat16``, ``float8_*``
         and the like included, ranked exactly as their float32 values).  A
         NumPy masked array never returns a masked entry (like NaN under
@@ -116,7 +116,9 @@ def topk(
     -------
     values, indices
         Arrays of the input's type, device and dtype (indices int64) with
-        ``min(k, n)`` entries along ``axis``.
+        ``min(k, n)`` entries along ``axis``.  jax and CuPy arrays go in and
+        come back through DLPack, without a copy where the buffer allows
+        (jax without ``jax_enable_x64`` gives int32 indices).
 
     Notes
     -----
@@ -147,10 +149,16 @@ def topk(
     method, device = dispatch.method_device("topk", method, device, BACKENDS, OLD_METHODS)
     if not isinstance(largest, (bool, np.bool_)):
         raise TypeError(f"largest must be a bool, got {largest!r}")
+    foreign = _kinds.foreign_kind(x)
+    if foreign is not None:  # jax, CuPy: through DLPack, the result back in their library
+        _dlpack.refuse_out(foreign, out)
+        (native,), undo = _dlpack.enter([x], kind=foreign)
+        got = topk(native, k, axis, largest, sorted, nan=nan, method=method, device=device)
+        return _into(out, *undo(list(got)))
     kind = _kinds.array_kind(x)
     if kind not in (_kinds.NUMPY, _kinds.TORCH, _kinds.TORCH_CUDA, _kinds.CUDA):
         raise TypeError(
-            f"x must be a NumPy array or a torch tensor, got {type(x).__name__}; "
+            f"x must be a NumPy array or a torch tensor (or a jax array), got {type(x).__name__}; "
             "wrap lists with np.asarray (dask: see propopt_case_studies.streaming_topk)"
         )
     mask = None
