@@ -158,6 +158,9 @@ def _read_snapshot(path: str) -> dict[str, Any]:
                            ("pot", (n,), "(n,)"), ("step", (), "a scalar")):  # fmt: skip
         if snap[k].shape != shape:
             raise _Damaged(f"{k} has shape {snap[k].shape}, not {want}")
+    why = _broken(snap)
+    if why:
+        raise _Damaged(why)
     step = int(snap["step"])
     named = _SNAP.fullmatch(os.path.basename(path))
     if named and int(named.group(1)) != step:
@@ -170,7 +173,10 @@ def _run_of(path: str) -> str | None:
     one, None when the file does not load (a damaged snapshot)."""
     try:
         with open(path, "rb") as fh, np.load(fh) as z:
-            return str(z["run_id"]) if "run_id" in z.files else ""
+            if "run_id" not in z.files:
+                return ""
+            run = z["run_id"]
+            return str(run) if run.dtype.kind == "U" and run.shape == () else None
     except Exception:  # zipfile.BadZipFile, EOFError, ValueError, OSError, ...
         return None
 
@@ -194,6 +200,27 @@ def _check_folder(folder: str, run_id: str, resumed: bool) -> None:
             f"snapshot_dir={folder!r} already holds {os.path.basename(path)}, a snapshot "
             f"{whose}; write to a new folder, or resume={folder!r} to continue that run"
         )
+
+
+def _broken(snap: dict[str, Any]) -> str:
+    """Which invariant of a run the arrays of a snapshot break, or ``''``: a checksum
+    says they are the arrays written, not that a run wrote them."""
+    for k in _BODIES:
+        if snap[k].dtype != np.float64:
+            return f"{k} has dtype {snap[k].dtype}, not float64"
+    for k in ("pos", "vel", "mass"):
+        bad = np.flatnonzero(~np.isfinite(snap[k]).reshape(snap[k].shape[0], -1).all(axis=1))
+        if bad.size:
+            return f"{k}[{bad[0]}] is not finite"
+    if snap["mass"].size and snap["mass"].min() < 0:
+        return f"mass[{int(np.argmin(snap['mass']))}] is negative"
+    if snap["step"].dtype.kind not in "iu" or int(snap["step"]) < 0:
+        return f"step {snap['step'].item()!r} is not a count of steps"
+    if snap["t"].shape != () or snap["t"].dtype.kind != "f" or not np.isfinite(snap["t"]):
+        return f"t {snap['t'].item()!r} is not a finite time"
+    if "run_id" in snap and (snap["run_id"].dtype.kind != "U" or snap["run_id"].shape != ()):
+        return "its run_id is not a string"
+    return ""
 
 
 def _snapshots(folder: str) -> list[str]:

@@ -287,3 +287,40 @@ def test_resume_takes_one_run_of_a_mixed_folder_and_says_which(ic, whole, tmp_pa
     run, said = _resume(a)
     assert said == [] and run.pos.shape == (48, 3)
     _same(run, whole)
+
+
+def _rewrite_with_checksum(path, **changes):
+    """The snapshot at ``path`` with ``changes``, under a correct SHA-256 (as the format's)."""
+    import hashlib
+
+    with np.load(path) as z:
+        arrays = {k: z[k] for k in z.files if k != "checksum"}
+    arrays.update({k: np.asarray(v) for k, v in changes.items()})
+    h = hashlib.sha256()
+    for k in sorted(arrays):
+        a = np.ascontiguousarray(arrays[k])
+        h.update(f"{k}:{a.dtype.str}:{a.shape};".encode())
+        h.update(a.tobytes())
+    np.savez(path, checksum=np.asarray(h.hexdigest()), **arrays)
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        (lambda s: dict(pos=np.where(np.arange(48)[:, None] == 3, np.nan, s["pos"])),
+         r"pos\[3\] is not finite"),
+        (lambda s: dict(mass=-s["mass"]), r"mass\[0\] is negative"),
+        (lambda s: dict(vel=s["vel"].astype(np.float32)), r"vel has dtype float32, not float64"),
+        (lambda s: dict(step=np.int64(-8)), r"step -8 is not a count of steps"),
+        (lambda s: dict(t=np.float64(np.inf)), r"t inf is not a finite time"),
+        (lambda s: dict(run_id=np.int64(7)), r"its run_id is not a string"),
+    ],
+)  # fmt: skip
+def test_a_valid_checksum_does_not_make_broken_arrays_a_snapshot(ic, whole, tmp_path, change, why):
+    snaps = _crashed_run(ic, tmp_path)
+    _rewrite_with_checksum(snaps[-1], **change(load_snapshot(str(snaps[-1]))))
+    with pytest.raises(ValueError, match=rf"is damaged \({why}"):
+        load_snapshot(str(snaps[-1]))
+    run, said = _resume(tmp_path)  # the folder goes on from the snapshot before it
+    assert len(said) == 1 and "snap_00000008.npz" in said[0]
+    _same(run, whole)
