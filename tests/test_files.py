@@ -95,12 +95,14 @@ def test_leapfrog_snapshot(tmp_path, monkeypatch):
     from propopt_case_studies.nbody.integrate import leapfrog
 
     x, v, m = plummer_sphere(16, seed=0)
-    path = tmp_path / "snap_00000002.npz"
-    old = _old(path)
+    run = dict(dt=0.01, steps=4, eps=0.1, method="direct", snapshot_dir=str(tmp_path),
+               snapshot_every=2)  # fmt: skip
+    leapfrog(x, v, m, **run)  # a run writes only among its own snapshots: snap_4 is rewritten
+    path = tmp_path / "snap_00000004.npz"
+    old = path.read_bytes()
     _rename_fails(monkeypatch)
     with pytest.raises(OSError) as err:
-        leapfrog(x, v, m, dt=0.01, steps=2, eps=0.1, method="direct",
-                 snapshot_dir=str(tmp_path), snapshot_every=2)  # fmt: skip
+        leapfrog(resume=str(tmp_path / "snap_00000002.npz"), **run)
     _assert_kept(path, old, err)
 
 
