@@ -159,6 +159,7 @@ def test_the_plan_converts_first_and_undoes_last():
     staged = _stages.plan(_stages.normalize(pp.add, x, reverse=True))
     assert staged.request.kind == "jax" and staged.scan.kind == "numpy"
     assert len(staged.undo) == 1 and isinstance(staged.scan.leaves[0], np.ndarray)
+    assert staged.scan.leaves[0].ctypes.data == x.unsafe_buffer_pointer()  # the kernels read x
     assert staged.scan.out is not None and staged.scan.out[0].ctypes.data % _dlpack.ALIGN == 0
     got = _stages.run(staged)
     assert isinstance(got, jax.Array)
