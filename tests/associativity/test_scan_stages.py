@@ -150,3 +150,14 @@ def test_every_host_backend_takes_no_elements_and_an_exclusive_start(key):
     empty = dataclasses.replace(staged.scan, leaves=[np.zeros((2, 0))], axis=1)
     out = _backends.BACKENDS[key].run(empty)
     assert out[0].shape == (2, 0)
+
+
+def test_a_monoid_identity_is_checked_in_the_kernels_dtype_for_half_precision():
+    torch = pytest.importorskip("torch")
+    x = torch.arange(1.0, 5.0).to(torch.bfloat16)
+    req = _stages.normalize(pp.add, x, identity=0.0, exclusive=True)
+    assert req.identity is None  # bfloat16 has no NumPy dtype: checked on a float32 element
+    with pytest.raises(ValueError, match=r"identity=2\.0 is not the identity of monoid 'add'"):
+        _stages.normalize(pp.add, x, identity=2.0)
+    got = _stages.run(_stages.plan(req))
+    assert got.dtype == torch.bfloat16 and got.tolist() == [0.0, 1.0, 3.0, 6.0]
