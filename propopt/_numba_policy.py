@@ -21,7 +21,9 @@ links them, before the kernel's module is optimized: a kernel then always
 runs exactly the code that was compiled for it (and written to the cache),
 whatever else the process has loaded.  Only libraries that define one of
 propopt's functions are changed; a user's own numba functions are left as
-numba builds them.
+numba builds them.  Kernels cached before this policy keep their weak copies
+until numba recompiles them (an edit of their source file, or an emptied
+cache folder).
 """
 
 from __future__ import annotations
