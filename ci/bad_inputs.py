@@ -1518,6 +1518,27 @@ def topk_summary_cases() -> None:
         lambda: pp.TopK.from_bytes(E(2, np.float64).update(np.ones(3)).to_bytes()[:-3]),
         Error("bytes", "data"),
     )
+
+    def resealed(data: bytes, at: int, value: bytes) -> bytes:
+        """``data`` with ``value`` written at ``at`` and its CRC-32 recomputed."""
+        import struct
+        import zlib
+
+        body = data[:at] + value + data[at + len(value) : -4]
+        return body + struct.pack("<I", zlib.crc32(body))
+
+    two = E(4, np.float64).update(np.array([1.0, 2.5])).to_bytes()
+    scores_at = 6 + 2 + 8 * 3 + 2 + 1 + 3 + 8  # header, dtype code '<f8', count
+    case(
+        "from_bytes unsorted pairs, valid checksum",
+        lambda: pp.TopK.from_bytes(resealed(two, scores_at, np.array([1.0, 2.5]).tobytes())),
+        Error("bytes", "data"),
+    )
+    case(
+        "from_bytes NaN-policy byte 2, valid checksum",
+        lambda: pp.TopK.from_bytes(resealed(two, 6 + 2 + 8 * 3 + 1, b"\x02")),
+        Error("bytes", "data"),
+    )
     case(
         "from_bytes(memoryview)",
         lambda: res(
@@ -2383,6 +2404,11 @@ def misra_gries_cases() -> None:
         "int64 extremes",
         lambda: MG(2).update(np.array([-(2**63), 2**63 - 1, 2**63 - 1])),
         bound_check([-(2**63), 2**63 - 1, 2**63 - 1], 2),
+    )
+    case(
+        "masked items are not counted",
+        lambda: MG(3).update(np.ma.MaskedArray([1, 1, 2, 1, 1], mask=[1, 1, 0, 1, 1])),
+        bound_check([2], 3),
     )
 
 
