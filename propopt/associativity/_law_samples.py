@@ -60,7 +60,7 @@ class Samples:
     def __init__(self, fn: Any, samples: Any, axis: Any) -> None:
         if not (isinstance(fn, Monoid) or callable(fn)):
             raise TypeError(f"fn={fn!r} is not callable: pass fn(a, b) or a propopt.Monoid")
-        leaves, self.td = _pytree.flatten(samples)
+        leaves, self.td = _pytree.flatten(samples, "samples")
         if not leaves:
             raise ValueError("samples holds no arrays; pass an array or a pytree of arrays")
         paths = _pytree.leaf_paths(self.td, "samples")

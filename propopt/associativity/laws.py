@@ -309,7 +309,7 @@ def check_triple(
     from .. import _pytree
 
     trees = {"a": a, "b": b, "c": c}
-    flat = {k: _pytree.flatten(v) for k, v in trees.items()}
+    flat = {k: _pytree.flatten(v, k) for k, v in trees.items()}
     for k in "bc":
         if flat[k][1] != flat["a"][1]:
             raise ValueError(

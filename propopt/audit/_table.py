@@ -199,7 +199,7 @@ def _idempotence(fn: Any, samples: Any) -> Verdict:
     """``fn(a, a) == a``: repeated elements change nothing (max, min, gcd, or)."""
     from .. import _pytree
 
-    leaves = _pytree.flatten(samples)[0]
+    leaves = _pytree.flatten(samples, "samples")[0]
     if isinstance(fn, Monoid):
         got = list(fn.combine_leaves(leaves, leaves))
     else:

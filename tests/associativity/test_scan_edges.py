@@ -190,3 +190,14 @@ def test_dict_keys_that_cannot_be_ordered_name_elems():
     got = pp.associative_scan(_add_all, {2: x, 1: 2 * x})  # one key type: sorted, as jax does
     assert set(got) == {1, 2}
     np.testing.assert_array_equal(got[1], [0.0, 2.0, 6.0, 12.0])
+
+
+def test_law_checks_name_their_own_argument_for_keys_that_cannot_be_ordered():
+    from propopt.associativity.laws import check_associative, check_triple
+
+    x = np.arange(4.0)
+    bad = {1: x, "a": x}
+    with pytest.raises(ValueError, match=r"^samples is a dict with keys .* one type"):
+        check_associative(_add_all, bad)
+    with pytest.raises(ValueError, match=r"^a is a dict with keys .* one type"):
+        check_triple(_add_all, bad, bad, bad)
