@@ -104,6 +104,7 @@ def splice(py: Any, alias: str, helper: str) -> Spliced:
 _MAKE = '''def _make(code, glb, name, closure, defaults):
     """A function from its marshalled code, its own globals and its captured values."""
     cells = tuple(_types.CellType(v) for v in closure)
+    glb["__name__"] = __name__  # of this module: numba finds a called function through it
     return _types.FunctionType(marshal_code(code), glb, name, defaults, cells or None)
 
 

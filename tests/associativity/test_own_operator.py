@@ -78,12 +78,19 @@ def test_main_closure_and_lambda_compile_once_per_machine(tmp_path):
     for _ in range(3):
         res = step()
     lam = pp.Monoid(lambda x, y: x + y, 0)
-    RESULT = [res[1][-1], pp.associative_scan(lam, b)[-1]]
+    import numba
+    @numba.njit
+    def twice(v):                             # a helper, called (not inlined) by the kernel
+        return 2.0 * v
+    dbl = pp.Monoid(lambda x, y: x + twice(y), 0.0)
+    starts = np.array([True, False, True, False])
+    RESULT = [res[1][-1], pp.associative_scan(lam, b)[-1], pp.associative_scan(dbl, b)[-1],
+              pp.associative_scan(pp.add, b, reset=starts, method="tiled")[-1]]
     """
     cache = tmp_path / "cache"
     first = _run(tmp_path, script, cache)
     second = _run(tmp_path, script, cache)
-    expected = [_affine_loop(), sum(B)]
+    expected = [_affine_loop(), sum(B), B[0] + 2 * sum(B[1:]), B[2] + B[3]]
     assert first["last"] == pytest.approx(expected, rel=1e-12)
     assert second["last"] == first["last"]
     assert first["misses"] > 0  # compiled in the first process...
