@@ -29,6 +29,7 @@ cache folder).
 from __future__ import annotations
 
 import threading
+import warnings
 from typing import Any
 
 from llvmlite import binding as llvm
@@ -98,8 +99,8 @@ def install() -> None:
     """Make numba's CPU libraries that define propopt's functions call their own copies.
 
     Idempotent.  Wraps ``CPUCodeLibrary._optimize_final_module`` (the step of
-    ``finalize`` after the linking libraries are linked in); raises
-    ``RuntimeError`` in one line where numba no longer has that step.
+    ``finalize`` after the linking libraries are linked in); where numba no
+    longer has that step, warns once in one line and changes nothing.
     """
     global _installed
     with _lock:
@@ -107,11 +108,16 @@ def install() -> None:
             return
         cls = codegen.CPUCodeLibrary
         original = getattr(cls, "_optimize_final_module", None)
-        if original is None:
-            raise RuntimeError(
-                "numba.core.codegen.CPUCodeLibrary has no _optimize_final_module in this numba "
-                "version; propopt._numba_policy.install must be ported to it"
+        if original is None:  # a numba without that step: warn, and run as numba builds
+            warnings.warn(
+                "propopt: this numba has no CPUCodeLibrary._optimize_final_module, so a kernel "
+                "compiled in this process may round differently from the same kernel loaded "
+                "from the cache; pin numba<=0.68 for results that do not depend on it",
+                RuntimeWarning,
+                stacklevel=2,
             )
+            _installed = True
+            return
 
         def _optimize_final_module(self: Any) -> None:
             module = self._final_module
