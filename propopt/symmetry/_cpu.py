@@ -6,10 +6,10 @@ is compiled once per process for the CPU here (``njit``) and for CUDA in
 :mod:`._cuda` (``cuda.jit(device=True)``): the same source, two targets.
 
 The drivers are generated as Python source with ``k``, the signs and the
-number of extra arguments unrolled, and loaded through
-:func:`propopt._jit.load_module`: a kernel importable by name (a module-level
-function) gets numba's on-disk cache; a lambda or closure is compiled in
-memory.
+number of extra arguments unrolled, with the user's kernel written into the
+source by :func:`propopt._jit.splice` (keyed by what it computes), and loaded
+through :func:`propopt._jit.load_spliced`: numba caches it on disk wherever
+it was defined (a module, a script, a closure, a lambda).
 
 Compilation
 -----------

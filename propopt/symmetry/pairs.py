@@ -230,9 +230,11 @@ def pairwise_sum(
         returning a float or a fixed-length tuple of ``k`` floats.  Written in
         the numba subset (``math`` functions, arithmetic, ``if``): it is
         compiled with ``numba.njit`` for the CPU and ``cuda.jit(device=True)``
-        for CUDA.  A module-level function is compiled once and cached on
-        disk; a lambda or closure is compiled once per process.  An ``@njit``
-        function is accepted too (its Python source is used).
+        for CUDA.  It is keyed by what it computes (its code, captured
+        values and the globals it reads; docs/associativity.md), so it is
+        compiled once per machine and cached on disk, whether it is a
+        module-level function, a closure or a lambda.  An ``@njit`` function
+        is accepted too (its Python function is used).
     X : array (n, d)
         Points (float32 or float64; integers are cast to float64).  Extra
         per-point attributes (charges, radii) may ride along as columns.
