@@ -7,6 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from .arrays import shown
+
 Leaves = list[Any]
 
 
@@ -23,7 +25,7 @@ def axis_in_range(axis: Any, name: str, shape: tuple[int, ...]) -> int:
 
 def check_axis(axis: Any, leaves: Leaves, paths: Sequence[str]) -> int:
     if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool):
-        raise TypeError(f"axis must be an int, got {axis!r}")
+        raise TypeError(f"axis must be an int, got {shown(axis)}")
     nd = len(leaves[0].shape)
     if nd == 0:
         raise ValueError(f"{paths[0]} is 0-dimensional; a scan needs at least one axis")

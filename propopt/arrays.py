@@ -52,6 +52,7 @@ __all__ = [
     "points",
     "real",
     "renamed",
+    "shown",
 ]
 
 
@@ -161,10 +162,23 @@ def per_point(
     return np.ascontiguousarray(a)
 
 
+def shown(v: Any, limit: int = 60) -> str:
+    """``v`` as an error message shows it: one line of at most ``limit`` characters.
+
+    An array of several values is described by its shape and dtype (NumPy's
+    repr of a large array spans several lines); any other repr is cut.
+    """
+    shape = getattr(v, "shape", None)
+    if shape is not None and hasattr(v, "dtype") and int(np.prod(shape)) > 1:
+        return f"<array of shape {tuple(shape)}, dtype {v.dtype}>"
+    r = " ".join(repr(v).split())
+    return r if len(r) <= limit else r[: limit - 3] + "..."
+
+
 def count(name: str, v: Any, least: int = 1) -> int:
     """An int >= ``least`` (a size, a chunk length, a ``k``), or an error naming ``name``."""
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < least:
-        raise ValueError(f"{name}={v!r}: must be an int >= {least}")
+        raise ValueError(f"{name}={shown(v)}: must be an int >= {least}")
     return int(v)
 
 
@@ -179,7 +193,7 @@ def flag(name: str, v: Any) -> bool:
         isinstance(v, np.ndarray) and v.shape == () and v.dtype == bool
     ):
         return bool(v)
-    raise TypeError(f"{name}={v!r}: must be True or False")
+    raise TypeError(f"{name}={shown(v)}: must be True or False")
 
 
 def real(name: str, v: Any) -> float:
@@ -195,13 +209,13 @@ def real(name: str, v: Any) -> float:
     if isinstance(v, np.ndarray) and v.shape == ():
         a = v[()]  # the array's scalar: np.float64, np.int32...
     if isinstance(a, (bool, np.bool_)):
-        raise TypeError(f"{name}={v!r}: must be a real number, not a bool")
+        raise TypeError(f"{name}={shown(v)}: must be a real number, not a bool")
     if not isinstance(a, (int, float, np.integer, np.floating)):
         if isinstance(v, np.ndarray):
             kind = f"an array of shape {v.shape}, dtype {v.dtype}"
         else:
             kind = f"dtype {a.dtype}" if isinstance(a, np.generic) else type(v).__name__
-        raise TypeError(f"{name}={v!r}: must be a real number (an int or a float), got {kind}")
+        raise TypeError(f"{name}={shown(v)}: must be a real number (an int or a float), got {kind}")
     try:
         return float(a)
     except OverflowError:  # a Python int beyond float64

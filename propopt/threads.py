@@ -311,7 +311,9 @@ def set_num_threads(n: int | None) -> _Setting:
     global _limit
     if n is not None:
         if isinstance(n, bool) or not isinstance(n, numbers.Integral):
-            raise TypeError(f"n={n!r}: must be an int >= 1 or None")
+            from .arrays import shown
+
+            raise TypeError(f"n={shown(n)}: must be an int >= 1 or None")
         n = int(n)
         most = numba.config.NUMBA_NUM_THREADS  # type: ignore[attr-defined]
         if not 1 <= n <= most:

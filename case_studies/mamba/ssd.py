@@ -19,7 +19,7 @@ from typing import Any, Literal
 import numpy as np
 
 from propopt import dispatch
-from propopt.arrays import PLACES, flag
+from propopt.arrays import PLACES, flag, shown
 
 from . import _checks, _ssd_cpu, _ssd_host, _ssd_nonfinite, _ssd_reference
 
@@ -325,7 +325,7 @@ def _check_shapes(x: Any, dt: Any, A: Any, B: Any, C: Any, D: Any, z: Any, dt_bi
 
 def _check_chunk(chunk_size: Any) -> int:
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)):
-        raise TypeError(f"chunk_size must be an int, got {chunk_size!r}")
+        raise TypeError(f"chunk_size must be an int, got {shown(chunk_size)}")
     if chunk_size < 1:
         raise ValueError(f"chunk_size={chunk_size}, must be >= 1 (64 is fastest on CPU)")
     return int(chunk_size)

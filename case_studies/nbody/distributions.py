@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from propopt.arrays import generator
+from propopt.arrays import generator, shown
 
 from .plummer import plummer_sphere
 
@@ -19,7 +19,7 @@ __all__ = ["DISTRIBUTIONS", "clusters_and_disc", "plummer_bodies", "uniform_cube
 
 def _check(n: int) -> int:
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
-        raise ValueError(f"n={n!r}: must be an int >= 0")
+        raise ValueError(f"n={shown(n)}: must be an int >= 0")
     return int(n)
 
 

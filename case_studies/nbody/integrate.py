@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from propopt.arrays import flag, points, real
+from propopt.arrays import flag, points, real, shown
 from propopt.symmetry.gravity import check_masses
 
 from . import _snapshots, api
@@ -267,7 +267,7 @@ def leapfrog(
             or not isinstance(val, (int, np.integer))
             or val < (name != "steps" and name != "snapshot_every")
         ):
-            raise ValueError(f"{name}={val!r}: must be an int >= {int(name == 'diag_every')}")
+            raise ValueError(f"{name}={shown(val)}: must be an int >= {int(name == 'diag_every')}")
     if snapshot_every and snapshot_dir is None:
         raise ValueError("snapshot_every > 0 needs snapshot_dir (a folder to write to)")
     diag: dict[str, list[float]] = {k: [] for k in _DIAG}

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from propopt.arrays import generator, real
+from propopt.arrays import generator, real, shown
 
 __all__ = ["plummer_potential_energy", "plummer_sphere"]
 
@@ -60,7 +60,7 @@ def plummer_sphere(
     ((1000, 3), 1.0)
     """
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
-        raise ValueError(f"n={n!r}: must be an int >= 0")
+        raise ValueError(f"n={shown(n)}: must be an int >= 0")
     a, rmax = real("a", a), real("rmax", rmax)  # not '1', True or 1j
     if not (math.isfinite(a) and a > 0):
         raise ValueError(f"a={a!r}: the scale radius must be finite and > 0")

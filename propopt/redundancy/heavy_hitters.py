@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from ..arrays import plain, renamed
+from ..arrays import plain, renamed, shown
 
 
 @renamed(m="counters")
@@ -82,7 +82,7 @@ class MisraGries:
 
     def __init__(self, m: int) -> None:
         if isinstance(m, bool) or not isinstance(m, (int, np.integer)):
-            raise TypeError(f"m must be an int, got {m!r}")
+            raise TypeError(f"m must be an int, got {shown(m)}")
         if m < 1:
             raise ValueError(f"m={m}: the number of counters must be >= 1")
         self.m = int(m)
@@ -172,7 +172,7 @@ class MisraGries:
             if isinstance(threshold, bool) or not isinstance(
                 threshold, (int, float, np.integer, np.floating)
             ):
-                raise TypeError(f"threshold={threshold!r}: must be a number (a count)")
+                raise TypeError(f"threshold={shown(threshold)}: must be a number (a count)")
             if threshold != threshold:
                 raise ValueError("threshold=nan: pass a count, or None for the default")
         if threshold is None:

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from ..arrays import generator, plain
+from ..arrays import generator, plain, shown
 
 __all__ = ["LowRank", "MatvecOperator", "low_rank"]
 
@@ -378,7 +378,7 @@ def low_rank(
         raise ValueError("low_rank needs rank=k (a fixed rank) or rtol=t (a tolerance), or both")
     if rank is not None:
         if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)):
-            raise TypeError(f"rank={rank!r}: must be an int")
+            raise TypeError(f"rank={shown(rank)}: must be an int")
         if not 1 <= rank <= kmax:
             raise ValueError(
                 f"rank={rank}: must satisfy 1 <= rank <= min(m, n) = {kmax} for a "

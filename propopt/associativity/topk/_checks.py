@@ -16,6 +16,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ... import _kinds
+from ...arrays import shown
 
 NanPolicy = Literal["ignore", "largest"]
 NAN_POLICIES: tuple[str, ...] = ("ignore", "largest")
@@ -27,7 +28,7 @@ ID_MAX = 2**63 - 1
 
 def check_k(k: Any, least: int = 0) -> int:
     if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)):
-        raise TypeError(f"k must be an int, got {k!r}")
+        raise TypeError(f"k must be an int, got {shown(k)}")
     if k < least:
         raise ValueError(f"k={k}: k must be >= {least}")
     return int(k)
@@ -46,7 +47,7 @@ def check_id(value: Any, name: str, what: str) -> int:
     """
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
         raise TypeError(
-            f"{name}={value!r}: must be an int ({what}), got {type(value).__name__}; "
+            f"{name}={shown(value)}: must be an int ({what}), got {type(value).__name__}; "
             f"pass a whole number such as {name}=0"
         )
     v = int(value)
