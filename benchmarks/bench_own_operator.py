@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 import propopt as pp
+from propopt import files
 
 from . import own_operator
 from .common import Benchmark, median_seconds
@@ -71,7 +72,7 @@ class OwnOperatorSecondProcess(Benchmark):
     def setup(self, way):
         self.tmp = tempfile.TemporaryDirectory()
         self.folder = Path(self.tmp.name)
-        (self.folder / "own_affine.py").write_text(own_operator.MODULE)
+        files.write_text(self.folder / "own_affine.py", own_operator.MODULE)
         own_operator.run_child(self.folder, way, self.folder / "cache", 20, False)  # compile
 
     def teardown(self, way):

@@ -34,6 +34,8 @@ import tempfile
 import textwrap
 from pathlib import Path
 
+from propopt import files
+
 MODULE = """
 import numba
 
@@ -99,7 +101,7 @@ print(json.dumps({"first": first, "next_max": max(nexts), "steady": steady, "sta
 
 def run_child(folder: Path, way: str, cache: Path, log2n: int, start: bool) -> dict[str, float]:
     script = folder / "child.py"
-    script.write_text(textwrap.dedent(_HEAD) + _WAYS[way] + textwrap.dedent(_TAIL))
+    files.write_text(script, textwrap.dedent(_HEAD) + _WAYS[way] + textwrap.dedent(_TAIL))
     env = dict(os.environ, PROPOPT_CACHE_DIR=str(cache / "gen"), NUMBA_CACHE_DIR=str(cache / "nb"))
     path = os.pathsep.join(p for p in (str(folder), os.environ.get("PYTHONPATH")) if p)
     env.update(PROPOPT_COMPILE_NOTICE="0", PYTHONPATH=path)
@@ -115,7 +117,7 @@ def caching_table(log2n: int) -> list[dict[str, object]]:
     rows: list[dict[str, object]] = []
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        (folder / "own_affine.py").write_text(MODULE)
+        files.write_text(folder / "own_affine.py", MODULE)
         for i, way in enumerate(_WAYS):
             cache = folder / f"cache{i}"
             cold = run_child(folder, way, cache, log2n, False)
