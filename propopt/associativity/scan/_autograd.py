@@ -36,6 +36,7 @@ full ones (the ``k x k`` matrices and their scan).
 from __future__ import annotations
 
 import functools
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -268,10 +269,15 @@ def array_form(fn: Monoid) -> Callable[[Leaves, Leaves], Leaves]:
     return form
 
 
+_probed: weakref.WeakKeyDictionary[Monoid, bool] = weakref.WeakKeyDictionary()
+
+
 def _probe(fn: Monoid, like: Any) -> None:
     """Raise the one-line error when ``fn``'s array form cannot run on torch tensors."""
     import torch
 
+    if _probed.get(fn):
+        return
     k = fn.arity
     a = [torch.tensor([0.5, 0.25], dtype=like.dtype, requires_grad=True) for _ in range(k)]
     b = [torch.tensor([0.75, 0.125], dtype=like.dtype, requires_grad=True) for _ in range(k)]
@@ -287,6 +293,7 @@ def _probe(fn: Monoid, like: Any) -> None:
             f"differentiate the scan ({why}); give the Monoid an array_combine written with "
             "torch operations (torch.exp, torch.where), or detach elems"
         )
+    _probed[fn] = True
 
 
 def _general(
@@ -307,8 +314,8 @@ def _general(
             for j in live:
                 if j not in rows:
                     rows[j] = _row(c[j], a)
-            reached = {i for j in live for i in range(k) if _nonzero(rows[j][i])}
-            if reached <= set(live):
+            reached = {i for j in live for i in range(k) if i not in live and _nonzero(rows[j][i])}
+            if not reached:
                 break
             live = sorted(set(live) | reached)
         diagonal = all(not _nonzero(rows[j][i]) for j in live for i in live if i != j)
@@ -327,9 +334,23 @@ def _general(
                                            allow_unused=True))  # fmt: skip
     grads: Leaves = [None] * k
     for i, v in zip(wanted, vjp):
+        v = _np(v)
+        if i in g and _same(v, order.at(g[i], order.rest)):  # K_t = I: g itself
+            grads[i] = g[i]
+            continue
         first = order.at(g[i], order.first) if i in g else None
-        grads[i] = order.joined(first, _np(v), xs[i])
+        grads[i] = order.joined(first, v, xs[i])
     return grads
+
+
+def _same(x: Any, y: np.ndarray) -> bool:
+    """Whether NumPy array ``x`` is the very view ``y`` (same memory, layout and values)."""
+    return (
+        isinstance(x, np.ndarray)
+        and x.shape == y.shape
+        and x.strides == y.strides
+        and x.__array_interface__["data"][0] == y.__array_interface__["data"][0]
+    )
 
 
 def _row(ci: Any, a: Leaves) -> list[Any]:

@@ -48,8 +48,8 @@ def _kernel(plan: ScanPlan) -> Exception | None:
         )
     if plan.needs_grad:
         return ValueError(
-            "method='tiled' is not differentiable and elems requires grad; use "
-            "method='generic' (or 'auto') for torch autograd, or detach elems"
+            "method='tiled' differentiates float32 and float64 CPU tensors only and these "
+            "elems require grad; use method='generic' (or 'auto') for torch autograd, or detach"
         )
     if plan.np_dtype not in SUPPORTED:
         names = sorted(d.name for d in SUPPORTED)

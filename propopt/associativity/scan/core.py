@@ -84,14 +84,17 @@ def associative_scan(
         The algorithm.  ``'tiled'``: propopt's compiled kernels, which scan
         tiles and pass their carries along (numba threads on the host, one
         CUDA kernel with decoupled look-back on the GPU, the chunks and their
-        carries for Dask); it needs a :class:`~propopt.Monoid`.
+        carries for Dask); it needs a :class:`~propopt.Monoid`.  On CPU
+        float tensors that require grad its backward runs on the kernels
+        too (docs/associativity.md, "Gradients").
         ``'native'``: torch's own ``cumsum``, ``cumprod`` or
         ``logcumsumexp`` of a torch CUDA tensor.  ``'generic'``: vectorized
         calls of ``fn`` (differentiable by torch).  ``'reference'``: the
         sequential fold that the tests trust.  ``'auto'``: for a monoid,
         ``'native'`` on the GPU where torch has the op and is the faster
-        (docs/gpu.md), else ``'tiled'``, unless a torch tensor requires
-        grad; ``'generic'`` otherwise; dask arrays always run ``'tiled'``.
+        (docs/gpu.md), else ``'tiled'``, unless a torch tensor that requires
+        grad is on the GPU or neither float32 nor float64 (nor half, widened);
+        ``'generic'`` otherwise; dask arrays always run ``'tiled'``.
         The spellings ``'cpu'``, ``'cuda'``, ``'dask'`` (now ``'tiled'`` on
         that device) and ``'torch'`` (now ``'native'``) still work, with a
         ``DeprecationWarning``.
