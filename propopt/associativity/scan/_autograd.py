@@ -186,10 +186,34 @@ class _Order:
         return self.placed([(first, self.first), (rest, self.rest)], like)
 
 
-def _reverse_recurrence(coef: np.ndarray, g: np.ndarray, order: _Order) -> np.ndarray:
-    """``h_t = g_t + coef_t h_{t+1}`` in scan order (``t+1``: the next), on the kernels."""
-    _, h = _cpu.scan(linear_recurrence, [coef, g], order.axis, not order.reverse, False)
-    return h
+def _reverse_recurrence(coef: np.ndarray, gs: list[Any], order: _Order) -> list[np.ndarray]:
+    """``h_t = g_t + coef_t h_{t+1}`` for each ``g`` in scan order (``t+1``: the next).
+
+    One scan of the kernels for all of them: :data:`~propopt.linear_recurrence`
+    for one, the shared-coefficient monoid for more (one pass over ``coef``).
+    """
+    m = len(gs)
+    fn = linear_recurrence if m == 1 else _shared(m)
+    out = _cpu.scan(fn, [coef, *gs], order.axis, not order.reverse, False)
+    return out[1:]
+
+
+@functools.cache
+def _shared(m: int) -> Monoid:
+    """Recurrences of ``m`` values under one coefficient: ``(c, v_1..v_m)``, applied in order.
+
+    ``(c1, u) . (c2, w) = (c1 c2, c2 u + w)``, flushed below the smallest
+    normal as :data:`~propopt.linear_recurrence` is (a gradient that decays
+    along the scan would otherwise run on subnormals).
+    """
+    u, w = [f"u{i}" for i in range(m)], [f"w{i}" for i in range(m)]
+    src = (
+        f"def shared{m}(c, {', '.join(u)}, d, {', '.join(w)}):\n"
+        f"    return (c * d, {', '.join(f'd * {x} + {y}' for x, y in zip(u, w))})\n"
+    )
+    mod = jit.load_module(src, f"grad_shared_{m}")
+    return Monoid(getattr(mod, f"shared{m}"), (1.0,) + (0.0,) * m, name=f"shared{m}",
+                  kinds="f", flush_subnormals=True)  # fmt: skip
 
 
 def _np(x: Any) -> Any:
@@ -233,7 +257,10 @@ def _linear(
 ) -> Leaves:  # fmt: skip
     """mul and linear_recurrence: ``J_t = a_t`` on every component, ``K_t`` from ``y_{t-1}``."""
     coef = order.moved(rest[0], xs[0])
-    g = [None if v is None else _reverse_recurrence(coef, v, order) for v in gz]
+    live = [i for i, v in enumerate(gz) if v is not None]
+    g: list[Any] = [None] * len(gz)
+    for i, h in zip(live, _reverse_recurrence(coef, [gz[i] for i in live], order)):
+        g[i] = h
     if fn is mul:  # K_t = y_{t-1}
         r = np.multiply(prev[0], order.at(g[0], order.rest))
         return [order.joined(order.at(g[0], order.first), r, xs[0])]
@@ -320,8 +347,7 @@ def _general(
             live = sorted(set(live) | reached)
         diagonal = all(not _nonzero(rows[j][i]) for j in live for i in live if i != j)
         if diagonal:
-            g = {j: _reverse_recurrence(order.moved(_np(rows[j][j]), xs[j]),
-                                        _or_zeros(gz[j], xs[j]), order) for j in live}  # fmt: skip
+            g = _diagonal_recurrences(rows, live, gz, xs, order)
         else:
             g = _matrix_recurrence(rows, live, gz, xs, order)
         wanted = [i for i in range(k) if needs[i]]
@@ -351,6 +377,36 @@ def _same(x: Any, y: np.ndarray) -> bool:
         and x.strides == y.strides
         and x.__array_interface__["data"][0] == y.__array_interface__["data"][0]
     )
+
+
+def _diagonal_recurrences(
+    rows: dict[int, list[Any]], live: list[int], gz: list[Any], xs: Leaves, order: _Order
+) -> dict[int, Any]:
+    """``g_t = gz_t + J_{t+1} g_{t+1}`` per component; equal coefficients share one scan."""
+    import torch
+
+    groups: list[list[int]] = []  # components whose J_jj are equal (affine maps: all)
+    for j in live:
+        d = rows[j][j]
+        for grp in groups:
+            e = rows[grp[0]][grp[0]]
+            if len(grp) < SHARED_UP_TO and (d is e or (d is not None and e is not None
+                                                       and torch.equal(d, e))):  # fmt: skip
+                grp.append(j)
+                break
+        else:
+            groups.append([j])
+    g: dict[int, Any] = {}
+    for grp in groups:
+        coef = order.moved(_np(rows[grp[0]][grp[0]]), xs[grp[0]])
+        vs = [_or_zeros(gz[j], xs[j]) for j in grp]
+        g.update(zip(grp, _reverse_recurrence(coef, vs, order)))
+    return g
+
+
+#: at most this many recurrences share one scan (its combine's arguments stay
+#: under the 30 that numba inlines, see SCAN_MATRICES_UP_TO)
+SHARED_UP_TO = 13
 
 
 def _row(ci: Any, a: Leaves) -> list[Any]:
