@@ -24,7 +24,8 @@ from propopt import (  # noqa: E402
     maximum,
     mul,
 )
-from propopt.associativity.scan import _generic  # noqa: E402
+from propopt.associativity.scan import _backends  # noqa: E402
+from propopt.dispatch import Backend, takes_any  # noqa: E402
 
 
 def _affine(a1, b1, a2, b2):  # type: ignore[no-untyped-def]
@@ -115,7 +116,8 @@ def no_generic(monkeypatch):  # type: ignore[no-untyped-def]
     def refuse(plan):  # type: ignore[no-untyped-def]
         raise AssertionError("the generic path ran")
 
-    monkeypatch.setattr(_generic, "scan", refuse)
+    for key in (("generic", "cpu"), ("reference", "cpu")):
+        monkeypatch.setitem(_backends.BACKENDS, key, Backend(takes_any, refuse))
 
 
 CASES = [
