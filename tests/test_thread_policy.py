@@ -80,8 +80,23 @@ def test_every_parallel_kernel_runs_sized(calls):
     assert calls and outside == [], f"parallel kernels run outside threads.sized: {outside}"
 
 
-def test_the_hf_decode_kernels_run_sized(calls):
+@pytest.fixture
+def hf_compiled():
+    """The decode kernels compiled (or loaded) before ``calls`` wraps the parallel ones: a
+    kernel that calls a wrapped one (``_mamba_block`` calls ``_gemv``) cannot be typed."""
     pytest.importorskip("transformers")
+    from propopt_case_studies.mamba import hf
+
+    from .case_studies.mamba.test_hf import _build
+
+    for which in ("mamba", "mamba2"):
+        model = _build(which)
+        ids = torch.randint(0, model.config.vocab_size, (1, 8))
+        with torch.no_grad():
+            hf.accelerate(model).generate(ids, max_new_tokens=3, do_sample=False)
+
+
+def test_the_hf_decode_kernels_run_sized(hf_compiled, calls):
     from propopt_case_studies.mamba import exps_only, hf
 
     from .case_studies.mamba.test_hf import _build
