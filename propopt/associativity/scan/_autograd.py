@@ -50,6 +50,7 @@ from .. import _cpu
 from ..monoid import Monoid, add, flush_leaves, linear_recurrence, mul
 from ..segmented import Segmented, _ArrayCombine
 from ._arrays import take
+from ._grad_kernels import diagonal
 
 Leaves = list[Any]
 
@@ -230,6 +231,10 @@ def backward(state: _State, xs: Leaves, ys: Leaves, gys: list[Any], needs: list[
         return [torch.zeros_like(x) if need else None for x, need in zip(xs, needs)]
     order = _Order(n, axis, state.reverse)
     X, Y, G = [_np(x) for x in xs], [_np(y) for y in ys], [_np(g) for g in gys]
+    if fn is mul or fn is linear_recurrence:  # one fused pass where the layout allows
+        fused = diagonal(X, Y, G, needs, axis, state.reverse, state.exclusive)
+        if fused is not None:
+            return _tensors(xs, fused, needs)
     if state.exclusive:  # out_t = z_{t-1}: the inclusive z_t gets out_{t+1}'s gradient
         gz = [None if g is None else order.moved(order.at(g, order.rest), X[0]) for g in G]
         prev = [order.at(y, order.rest) for y in Y]  # z_{t-1} at each t of rest
@@ -245,6 +250,13 @@ def backward(state: _State, xs: Leaves, ys: Leaves, gys: list[Any], needs: list[
         grads = _linear(fn, X, rest, prev, gz, needs, order)
     else:
         grads = _general(fn, X, rest, prev, gz, needs, order)
+    return _tensors(xs, grads, needs)
+
+
+def _tensors(xs: Leaves, grads: Leaves, needs: list[bool]) -> Leaves:
+    """Torch gradients: None where not needed, zeros where ``grads`` holds None."""
+    import torch
+
     return [
         None if not need else torch.zeros_like(x) if g is None else torch.from_numpy(g)
         for x, g, need in zip(xs, grads, needs)
