@@ -242,10 +242,11 @@ def backward(state: _State, xs: Leaves, ys: Leaves, gys: list[Any], needs: list[
         gz = G
         prev = [order.at(y, order.prev) for y in Y]
     rest = [order.at(x, order.rest) for x in X]
+    grads: list[Any]
     if n == 1:
         grads = gz
     elif fn is add:
-        grads = _cpu.scan(add, [gz[0]], axis, not order.reverse, False)
+        grads = list(_cpu.scan(add, [gz[0]], axis, not order.reverse, False))  # type: ignore[list-item]
     elif fn is mul or fn is linear_recurrence:
         grads = _linear(fn, X, rest, prev, gz, needs, order)
     else:

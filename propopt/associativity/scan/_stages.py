@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -209,7 +209,8 @@ def _transforms(req: ScanRequest) -> list[Callable[[Leaves], tuple[Leaves, Undo]
     if differentiable(req.fn, req.leaves, req.method, req.device):
         # last: the kernels scan detached leaves; its undo attaches the gradient first
         seg = req.reset is not None
-        steps.append(partial(grad_enter, fn=segmented(req.fn) if seg else req.fn,
+        mono = cast(Monoid, req.fn)  # differentiable() takes monoids only
+        steps.append(partial(grad_enter, fn=segmented(mono) if seg else mono,
                              axis=req.axis, reverse=req.reverse,
                              exclusive=req.exclusive and not seg))  # fmt: skip
     return steps
