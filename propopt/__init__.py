@@ -31,7 +31,7 @@ Auditing (:mod:`propopt.audit`)
     :func:`propopt.audit.check_associative` tests the law a primitive relies on.
 """
 
-from . import _jit, _numba_policy
+from . import _jit, _numba_policy, _numba_startup
 from .associativity import (
     Monoid,
     TopK,
@@ -53,6 +53,7 @@ from .symmetry import direct_gravity, pairwise_sum
 from .threads import get_num_threads, set_num_threads
 
 _numba_policy.install()
+_numba_startup.install()
 _jit.install_compile_notice()
 
 __version__ = "0.1.0"
