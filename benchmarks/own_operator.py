@@ -18,8 +18,8 @@ the steady call (the median of 15 more).  A third child against that cache
 first calls a trivial cached numba function, which times numba's own
 start-up (its typing and lowering registries; propopt keeps SciPy's
 ``scipy.linalg`` out of it), paid once per process by the first compiled
-function of any library; the rest of that child's first call is the load of the kernels.  The grad table
-(``benchmarks.scan_grad``) follows with ``--grad``.  It prints the CPU
+function of any library; the rest of that child's first call is the load of
+the kernels.  The grad table (``benchmarks.scan_grad``) follows with ``--grad``.  It prints the CPU
 (``lscpu`` model, llvmlite's host CPU name) with the figures.
 """
 
