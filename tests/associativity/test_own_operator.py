@@ -100,6 +100,7 @@ def test_main_closure_and_lambda_compile_once_per_machine(tmp_path):
 _EDITS = {
     "body": ("return a1 * a2, a2 * b1 + b2", "return a1 * a2, a2 * b1 + 2.0 * b2"),
     "constant": ("CAP = 5.0", "CAP = 3.25"),
+    "captured": ("cap = 5.0", "cap = 3.25"),
     "helper": ("return v", "return 2.0 * v"),
 }
 
@@ -117,6 +118,14 @@ def test_an_edit_between_processes_gives_a_new_kernel(tmp_path, what):
 
     def capped(a1, b1, a2, b2):
         return a1 * a2, min(a2 * b1 + scale(b2), CAP)
+
+    def make():
+        cap = 5.0
+
+        def closed(a1, b1, a2, b2):
+            return a1 * a2, min(a2 * b1 + b2, cap)
+
+        return closed
     """
     module = module.replace(
         "return a1 * a2, min(a2 * b1 + scale(b2), CAP)",
@@ -125,11 +134,14 @@ def test_an_edit_between_processes_gives_a_new_kernel(tmp_path, what):
         else "return a1 * a2, a2 * b1 + b2",
     )
     script = """
-    from usermod import capped
+    from usermod import capped, make
+    if WHAT == "captured":
+        capped = make()
     RESULT = [pp.associative_scan(pp.Monoid(capped, identity=(1.0, 0.0)), (a, b))[1][-1]]
     """
     cache = tmp_path / "cache"
     (tmp_path / "usermod.py").write_text(textwrap.dedent(module))
+    script = f"WHAT = {what!r}\n" + textwrap.dedent(script)
     before = _run(tmp_path, script, cache)["last"][0]
     old, new = _EDITS[what]
     edited = textwrap.dedent(module).replace(old, new)
@@ -138,7 +150,7 @@ def test_an_edit_between_processes_gives_a_new_kernel(tmp_path, what):
     after = _run(tmp_path, script, cache)["last"][0]
     if what == "body":
         assert (before, after) == pytest.approx((_affine_loop(), _affine_loop(scale=2.0)))
-    elif what == "constant":
+    elif what in ("constant", "captured"):
         assert (before, after) == pytest.approx((_affine_loop(5.0), _affine_loop(3.25)))
     else:
         assert (before, after) == pytest.approx((_affine_loop(5.0), _affine_loop(5.0, 2.0)))
