@@ -49,6 +49,7 @@ from ...threads import get_num_threads, torch_threads
 from .. import _cpu
 from ..monoid import Monoid, add, flush_leaves, linear_recurrence, mul
 from ..segmented import Segmented, _ArrayCombine
+from . import _grad_traced
 from ._arrays import take
 from ._grad_kernels import diagonal
 
@@ -235,6 +236,10 @@ def backward(state: _State, xs: Leaves, ys: Leaves, gys: list[Any], needs: list[
         fused = diagonal(X, Y, G, needs, axis, state.reverse, state.exclusive)
         if fused is not None:
             return _tensors(xs, fused, needs)
+    elif fn is not add:  # a combine of arithmetic: its Jacobians derived once, one fused pass
+        traced = _grad_traced.backward(fn, X, Y, G, needs, axis, state.reverse, state.exclusive)
+        if traced is not None:
+            return _tensors(xs, traced, needs)
     if state.exclusive:  # out_t = z_{t-1}: the inclusive z_t gets out_{t+1}'s gradient
         gz = [None if g is None else order.moved(order.at(g, order.rest), X[0]) for g in G]
         prev = [order.at(y, order.rest) for y in Y]  # z_{t-1} at each t of rest
