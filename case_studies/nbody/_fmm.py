@@ -16,15 +16,11 @@ from numba import njit
 from propopt.separability.expansions import l2l, l2p, m2l_many_scaled, m2m, p2m
 from propopt.threads import take
 
-from ._walk import CLOSE, TINY, near_field, near_field_checked, near_field_spline
+from ._near import CLOSE, TINY, near_field, near_field32, near_field_spline
 
 # numba keys the on-disk cache of this file's kernels on this file alone: after editing
-# _walk.near_field (inlined into _near here), change this line so that they recompile.
-DEPENDS_ON = (
-    "_walk.near_field, near_field_checked (psi, grad, close count), near_field_spline, "
-    "CLOSE, TINY; "
-    "propopt.threads.take"
-)
+# _near.py (its kernels are compiled into solve), change this line so that they recompile.
+DEPENDS_ON = "_near.near_field, near_field32, near_field_spline, CLOSE, TINY; propopt.threads.take"
 
 # kernels called only from other kernels: no wrappers for calls from Python (each
 # took ~0.05 s of the first call to compile)
@@ -280,21 +276,6 @@ def _group(pairs, npairs, a0, k, ptr, cols):  # pragma: no cover - numba
 CHUNK = 64  # sources per batched M2L: two (nterms, 64) scratch blocks stay in L2
 
 
-@njit(cache=True, fastmath=True, error_model="numpy", **_INTERNAL)
-def _near(px, py, pz, e, nb, nq, c):  # pragma: no cover - numba
-    """Direct sum over the gathered near bodies ``nb[:, :nq]``: :func:`._walk.near_field`.
-
-    Arithmetic in ``c.dtype`` (``c = (0, 0.5, 1)``): float32 runs twice the SIMD lanes.
-    """
-    return near_field(px, py, pz, e, nb, nq, c)
-
-
-@njit(cache=True, fastmath=True, error_model="numpy", **_INTERNAL)
-def _near_checked(px, py, pz, e, nb, nq, c, thr2):  # pragma: no cover - numba
-    """:func:`._walk.near_field_checked`: the float32 sum and its count of close pairs."""
-    return near_field_checked(px, py, pz, e, nb, nq, c, thr2)
-
-
 @njit(cache=True, nogil=True, error_model="numpy")
 def solve(counter, items, trec, srec, T, S, M, theta, cheap, rec, mono, trip, mtrip, mptr, grad,
           c, checked, selfpairs, th, sh, spline, L, out):  # fmt: skip  # pragma: no cover
@@ -322,14 +303,15 @@ def solve(counter, items, trec, srec, T, S, M, theta, cheap, rec, mono, trip, mt
     write the same cell or target.  ``out[t] = (dpsi/dx, dpsi/dy, dpsi/dz, psi)``.
 
     With ``spline`` (float64 only, ``checked`` off) the near field is
-    :func:`._walk.near_field_spline`, the tree's ``e2`` hold ``h^2`` and the far field
+    :func:`._near.near_field_spline`, the tree's ``e2`` hold ``h^2`` and the far field
     is Newtonian (the traversal keeps pairs of cells within their largest
     ``h`` of each other for the near field; ``th``, ``sh``).
 
     In float32 the near field counts each target's pairs closer than
-    ``CLOSE`` times its leaf's radius (:mod:`._walk`); a target with any but
-    itself (``selfpairs``: the targets are the sources, in the same order) has
-    its near field summed again in float64, from a float64 copy of the buffer.
+    ``CLOSE`` times its leaf's radius; a target with any but itself
+    (``selfpairs``: the targets are the sources, in the same order) has its
+    near field summed again in float64, from a float64 copy of the buffer
+    (:func:`._near.near_field32`).
     """
     tctr, trad, tleaf, tnxt, tstart, tend, tparent, tme2, tx, ty, tz, te2 = T
     sctr, _, _, _, sstart, send, _, sme2, sx, sy, sz, sm, se2 = S
@@ -381,7 +363,7 @@ def solve(counter, items, trec, srec, T, S, M, theta, cheap, rec, mono, trip, mt
         for a in range(a0, a0 + k):
             if not tleaf[a]:
                 continue
-            nq = np.int64(0)  # not a literal 0: _near would also compile for Literal[int](0)
+            nq = np.int64(0)  # not a literal 0: near_field would also compile for Literal[int](0)
             own = False  # the leaf's own bodies are among its near bodies
             for r in range(nptr[a - a0], nptr[a - a0 + 1]):
                 b = ncols[r]
@@ -430,13 +412,11 @@ def solve(counter, items, trec, srec, T, S, M, theta, cheap, rec, mono, trip, mt
                 if spline:
                     p2, g2x, g2y, g2z = near_field_spline(px, py, pz, te2[t], nb, nq)
                 elif checked:
-                    p2, g2x, g2y, g2z, close = _near_checked(
-                        tb[0], tb[1], tb[2], tb[3], nb, nq, c, tb[4]
-                    )
-                    if close > allowed:
-                        p2, g2x, g2y, g2z = _near(px, py, pz, te2[t], nb64, nq, c64)
+                    p2, g2x, g2y, g2z = near_field32(tb[0], tb[1], tb[2], tb[3], nb, nq, c, tb[4],
+                                                     allowed, (px, py, pz, te2[t]), nb64,
+                                                     c64)  # fmt: skip
                 else:
-                    p2, g2x, g2y, g2z = _near(tb[0], tb[1], tb[2], tb[3], nb, nq, c)
+                    p2, g2x, g2y, g2z = near_field(tb[0], tb[1], tb[2], tb[3], nb, nq, c)
                 out[t, 0] = gx + g2x
                 out[t, 1] = gy + g2y
                 out[t, 2] = gz + g2z

@@ -46,18 +46,14 @@ from propopt.separability.expansions import expansion_tables, l2l, l2p
 from propopt.symmetry import spline_kernel
 from propopt.threads import take
 
-from ._walk import CLOSE, TINY, near_field_checked
+from ._near import CLOSE, TINY, near_field_checked
 
 _INTERNAL = dict(no_cpython_wrapper=True, no_cfunc_wrapper=True)
 
 # numba keys the on-disk cache of this file's kernels on this file alone: after editing
-# _walk.near_field_checked (inlined into _near32 here), change this line so that they recompile.
-DEPENDS_ON = "_walk.near_field_checked, CLOSE, TINY; propopt.threads.take"
-
-
-@njit(cache=True, fastmath=True, error_model="numpy", **_INTERNAL)
-def _near32(tx, ty, tz, te2, nb, nq, c, thr2):  # pragma: no cover - numba
-    return near_field_checked(tx, ty, tz, te2, nb, nq, c, thr2)
+# _near.py (near_field_checked is compiled into near_bodies), change this line so that
+# they recompile.
+DEPENDS_ON = "_near.near_field_checked, CLOSE, TINY; propopt.threads.take"
 
 
 @njit(cache=True, fastmath=True, error_model="numpy", **_INTERNAL)
@@ -104,7 +100,7 @@ def near_bodies(near, nn, lo, hi, start, rec, x, y, z, w, e2, out, nb,
     (a counting sort).  Per target cell the bodies of all its partners are
     gathered into one buffer (``nb``: x, y, z relative to the cell's centre,
     m, eps^2), and each of its bodies runs down it in one loop that LLVM
-    vectorizes (:func:`._walk.near_field_checked`, float32).  A body with a
+    vectorizes (:func:`._near.near_field_checked`, float32).  A body with a
     partner closer than ``CLOSE`` times its cell's radius, besides itself,
     is summed again in float64, as in the tree walk and the one-way FMM;
     with ``spline`` every body is (:func:`_near64`).  A body's own entry in
@@ -174,9 +170,10 @@ def near_bodies(near, nn, lo, hi, start, rec, x, y, z, w, e2, out, nb,
                 if mine >= 0:  # the body itself weighs nothing in its own sum
                     wt = nb[3, mine + t - start[a]]
                     nb[3, mine + t - start[a]] = 0.0
-                p, gx, gy, gz, close = _near32(np.float32(x[t] - ox), np.float32(y[t] - oy),
-                                               np.float32(z[t] - oz), np.float32(e2[t]), nb,
-                                               nq, c, thr2)  # fmt: skip
+                p, gx, gy, gz, close = near_field_checked(
+                    np.float32(x[t] - ox), np.float32(y[t] - oy), np.float32(z[t] - oz),
+                    np.float32(e2[t]), nb, nq, c, thr2,
+                )  # fmt: skip
                 if mine >= 0:
                     nb[3, mine + t - start[a]] = wt
             if spline or close > allowed:
@@ -278,7 +275,7 @@ def m2l_source(p: int) -> str:
 def source(p: int) -> str:
     """The module of order ``p``: its ``m2l`` and the traversal ``interact`` that calls it."""
     head = (
-        f"# the mutual traversal of order {p}; sources of _mutual, _fmm, _walk: {_SELF_HASH}\n"
+        f"# the mutual traversal of order {p}; sources of _mutual, _fmm, _near: {_SELF_HASH}\n"
         "import numpy as np\n"
         "from numba import njit\n"
         "from propopt.threads import take\n"
@@ -296,11 +293,11 @@ def kernels(p: int) -> Any:
     return jit.load_module(source(p), f"nbody_mutual_p{p}")
 
 
-# the generated modules call this file's kernels and, through them, _fmm's and _walk's:
+# the generated modules call this file's kernels and, through them, _fmm's and _near's:
 # their source carries a hash of all three, so that an edit to any recompiles them
 _SELF_HASH = hashlib.sha256(
     b"".join(
-        (Path(__file__).parent / f).read_bytes() for f in ("_mutual.py", "_fmm.py", "_walk.py")
+        (Path(__file__).parent / f).read_bytes() for f in ("_mutual.py", "_fmm.py", "_near.py")
     )
 ).hexdigest()[:16]
 

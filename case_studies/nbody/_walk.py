@@ -13,17 +13,10 @@ accepted nodes and the near particles are copied into contiguous buffers and
 then every target of the group runs down both buffers: two dense loops that
 LLVM vectorizes, with the tree's pointer chasing paid once per group.
 
-Close pairs in float32.  The float32 loops hold coordinates relative to the
-group's centre, rounded to ~6e-8 of the group's size ``R``: a pair closer
-than ``1e-7 R`` would round to one point (and be dropped as coincident), one
-at ``r`` carries a relative error ``~2.4e-7 R / r``.  The near loop
-therefore counts the pairs closer than :data:`CLOSE` ``R``
-(:func:`near_field_checked`); a target with any pair but itself that close
-(rare: measured 3e-4 to 7e-4 of the targets of Plummer spheres of 10^4 to
-10^6 bodies here, 4e-5 to 9e-4 in the FMM's leaves) has its near field summed
-again in float64 from the tree's coordinates, so float32 errs by at most
-~2.4e-7 / CLOSE on any pair and only bodies at identical positions with
-``eps = 0`` are skipped.
+The near field is :mod:`._near`'s kernel.  In
+float32 (``relative``) it counts each target's pairs closer than
+:data:`._near.CLOSE` of the group's radius and sums a target that has one
+again in float64 (:func:`._near.near_field32`).
 """
 
 from __future__ import annotations
@@ -31,7 +24,11 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from propopt.symmetry import spline_kernel
+from ._near import CLOSE, TINY, near_field, near_field32, near_field_spline
+
+# numba keys the on-disk cache of this file's kernels on this file alone: after editing
+# _near.py (its kernels are compiled into the walk), change this line so that they recompile.
+DEPENDS_ON = "_near.near_field, near_field32, near_field_spline, CLOSE, TINY"
 
 FAR_CAP = 2048
 NEAR_CAP = 4096
@@ -40,13 +37,6 @@ PAD = 16
 of 4 KiB apart alias in the core's memory disambiguation (a load waits for an unrelated
 store whose address matches in its low 12 bits): with the far buffer's 13 rows 8 KiB
 apart, the walk at 10^6 bodies ran 15% slower on one thread."""
-CLOSE = 1e-2
-"""Pairs closer than this fraction of the group's (or FMM leaf's) radius are summed in
-float64 when the loops run in float32: rounding then errs by at most ~2.4e-5 relative
-on any pair summed in float32."""
-TINY = 1e-15
-"""Pairs closer than this (tree units, the root box ~1) are always re-summed in float64:
-their ``r^2`` would be subnormal in float32."""
 
 
 @njit(cache=True, fastmath=True, error_model="numpy", inline="always")
@@ -104,72 +94,8 @@ def _far(tx, ty, tz, te, fb, nf, quad, pot, c, out):  # pragma: no cover - numba
 
 
 @njit(cache=True, fastmath=True, error_model="numpy", inline="always")
-def near_field(tx, ty, tz, te2, nb, nq, c):  # pragma: no cover - numba
-    """Direct sum over the gathered near bodies ``nb[:, :nq]`` (x, y, z, m, eps^2 rows).
-
-    ``(sum m / s, sum m d / s^3)`` with ``d`` the offset to each body and
-    ``s^2 = |d|^2 + (te2 + eps^2) / 2``; a pair at ``s = 0`` adds nothing.
-    Arithmetic in ``c.dtype`` (``c = (0, 0.5, 1, ...)``): a dense loop LLVM
-    vectorizes.  The tree walk here and the FMM's near field (``_fmm.py``)
-    both run it, inlined.
-    """
-    psi = c[0]
-    gx = c[0]
-    gy = c[0]
-    gz = c[0]
-    zero = c[0]
-    half = c[1]
-    one = c[2]
-    for k in range(nq):
-        dx = nb[0, k] - tx
-        dy = nb[1, k] - ty
-        dz = nb[2, k] - tz
-        s2 = dx * dx + dy * dy + dz * dz + half * (te2 + nb[4, k])
-        inv = one / np.sqrt(s2) if s2 > zero else zero
-        w = nb[3, k] * inv
-        g = w * inv * inv
-        psi += w
-        gx += g * dx
-        gy += g * dy
-        gz += g * dz
-    return psi, gx, gy, gz
-
-
-@njit(cache=True, fastmath=True, error_model="numpy", inline="always")
-def near_field_checked(tx, ty, tz, te2, nb, nq, c, thr2):  # pragma: no cover - numba
-    """:func:`near_field` and the number of bodies with ``|d|^2 < thr2`` (in ``c.dtype``).
-
-    The float32 loops' test for pairs too close for float32 (see the module
-    docstring): the caller sums the target's near field again in float64 when
-    it finds more than the target itself.
-    """
-    psi = c[0]
-    gx = c[0]
-    gy = c[0]
-    gz = c[0]
-    close = c[0]
-    zero = c[0]
-    half = c[1]
-    one = c[2]
-    for k in range(nq):
-        dx = nb[0, k] - tx
-        dy = nb[1, k] - ty
-        dz = nb[2, k] - tz
-        r2 = dx * dx + dy * dy + dz * dz
-        s2 = r2 + half * (te2 + nb[4, k])
-        inv = one / np.sqrt(s2) if s2 > zero else zero
-        close += one if r2 < thr2 else zero
-        w = nb[3, k] * inv
-        g = w * inv * inv
-        psi += w
-        gx += g * dx
-        gy += g * dy
-        gz += g * dz
-    return psi, gx, gy, gz, close
-
-
-@njit(cache=True, fastmath=True, error_model="numpy", inline="always")
-def _near(tx, ty, tz, te2, nb, nq, c, out):  # pragma: no cover - numba
+def _add_near(tx, ty, tz, te2, nb, nq, c, out):  # pragma: no cover - numba
+    """:func:`._near.near_field`, added into ``out`` (``out[3]``: the potential, negative)."""
     psi, gx, gy, gz = near_field(tx, ty, tz, te2, nb, nq, c)
     out[0] += gx
     out[1] += gy
@@ -178,8 +104,8 @@ def _near(tx, ty, tz, te2, nb, nq, c, out):  # pragma: no cover - numba
 
 
 @njit(cache=True, fastmath=True, error_model="numpy", inline="always")
-def _near_acc(tx, ty, tz, te2, nb, nq, c, out):  # pragma: no cover - numba
-    """:func:`_near` without the potential (LLVM drops its sum)."""
+def _add_near_acc(tx, ty, tz, te2, nb, nq, c, out):  # pragma: no cover - numba
+    """:func:`_add_near` without the potential (LLVM drops its sum)."""
     _, gx, gy, gz = near_field(tx, ty, tz, te2, nb, nq, c)
     out[0] += gx
     out[1] += gy
@@ -187,18 +113,17 @@ def _near_acc(tx, ty, tz, te2, nb, nq, c, out):  # pragma: no cover - numba
 
 
 @njit(cache=True, fastmath=True, error_model="numpy", inline="always")
-def _near_checked(t, tb, nb, nq, c, thr2, own, tg64, nb64, c64, out):  # pragma: no cover
-    """:func:`_near` in float32 for target ``t``; in float64 when it has a too-close pair.
+def _add_near32(t, tb, nb, nq, c, thr2, own, tg64, nb64, c64, out):  # pragma: no cover
+    """:func:`._near.near_field32` for target ``t``, added into ``out``.
 
     ``own[t]``: the target's own body is among the gathered ``nb`` (it is
     the one close pair expected).  ``tg64``, ``nb64``: the target and the
     bodies in the tree's float64 coordinates.
     """
-    psi, gx, gy, gz, close = near_field_checked(
-        tb[0, t], tb[1, t], tb[2, t], tb[3, t], nb, nq, c, thr2
-    )
-    if close > (c[2] if own[t] else c[0]):
-        psi, gx, gy, gz = near_field(tg64[0, t], tg64[1, t], tg64[2, t], tg64[3, t], nb64, nq, c64)
+    psi, gx, gy, gz = near_field32(
+        tb[0, t], tb[1, t], tb[2, t], tb[3, t], nb, nq, c, thr2, c[2] if own[t] else c[0],
+        (tg64[0, t], tg64[1, t], tg64[2, t], tg64[3, t]), nb64, c64,
+    )  # fmt: skip
     out[0] += gx
     out[1] += gy
     out[2] += gz
@@ -206,38 +131,7 @@ def _near_checked(t, tb, nb, nq, c, thr2, own, tg64, nb64, c64, out):  # pragma:
 
 
 @njit(cache=True, fastmath=True, error_model="numpy")
-def near_field_spline(tx, ty, tz, th2, nb, nq):  # pragma: no cover - numba
-    """The near field with pytreegrav's cubic-spline softening, ``h = max(h_t, h_j)`` (float64).
-
-    ``th2`` and ``nb[4]`` hold ``h^2``; beyond ``h`` a pair is Newtonian
-    (:func:`propopt.symmetry.spline_kernel`); a pair at one point with
-    ``h = 0`` adds nothing.  Returns ``(psi, gx, gy, gz)`` as
-    :func:`near_field` does: ``psi = -sum m p`` (positive), ``grad = sum m g d``.
-    The FMM's near field uses it too.
-    """
-    psi = 0.0
-    gx = 0.0
-    gy = 0.0
-    gz = 0.0
-    for k in range(nq):
-        dx = nb[0, k] - tx
-        dy = nb[1, k] - ty
-        dz = nb[2, k] - tz
-        r2 = dx * dx + dy * dy + dz * dz
-        h2 = max(th2, nb[4, k])
-        if r2 == 0.0 and h2 == 0.0:
-            continue
-        g, p = spline_kernel(r2, np.sqrt(h2))
-        w = nb[3, k]
-        psi -= w * p
-        gx += w * g * dx
-        gy += w * g * dy
-        gz += w * g * dz
-    return psi, gx, gy, gz
-
-
-@njit(cache=True, fastmath=True, error_model="numpy")
-def _near_spline(tx, ty, tz, th2, nb, nq, out):  # pragma: no cover - numba
+def _add_near_spline(tx, ty, tz, th2, nb, nq, out):  # pragma: no cover - numba
     """:func:`near_field_spline`, added into ``out`` (``out[3]``: the potential, negative)."""
     psi, gx, gy, gz = near_field_spline(tx, ty, tz, th2, nb, nq)
     out[0] += gx
@@ -252,7 +146,7 @@ def _flush(
 ):  # fmt: skip  # pragma: no cover - numba
     """Far nodes ``fb[:, :nf]`` and near bodies ``nb[:, :nq]`` at the group's ``ng`` targets.
 
-    With ``checked`` (float32 loops) the near field is :func:`_near_checked`
+    With ``checked`` (float32 loops) the near field is :func:`_add_near32`
     (the float64 copies ``tg64``, ``nb64`` for targets with a too-close pair),
     and the spline's near field reads the float64 copies.
     """
@@ -272,15 +166,15 @@ def _flush(
         elif nf:
             _far(x, y, z, te, fb, nf, False, False, c, o)
         if nq and spline and checked:
-            _near_spline(tg64[0, t], tg64[1, t], tg64[2, t], tg64[3, t], nb64, nq, o)
+            _add_near_spline(tg64[0, t], tg64[1, t], tg64[2, t], tg64[3, t], nb64, nq, o)
         elif nq and spline:
-            _near_spline(x, y, z, tb[3, t], nb, nq, o)
+            _add_near_spline(x, y, z, tb[3, t], nb, nq, o)
         elif nq and checked:
-            _near_checked(t, tb, nb, nq, c, thr2, own, tg64, nb64, c64, o)
+            _add_near32(t, tb, nb, nq, c, thr2, own, tg64, nb64, c64, o)
         elif nq and pot:
-            _near(x, y, z, tb[3, t], nb, nq, c, o)
+            _add_near(x, y, z, tb[3, t], nb, nq, c, o)
         elif nq:
-            _near_acc(x, y, z, tb[3, t], nb, nq, c, o)
+            _add_near_acc(x, y, z, tb[3, t], nb, nq, c, o)
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -307,7 +201,7 @@ def walk(
     ``nodes[:, 13]`` each node's largest ``h``, and a node is used whole only
     when every pair it holds is beyond its support (then Newtonian).
     With ``relative`` the near field is checked for pairs too close for
-    float32 (:func:`_near_checked`; ``selfpairs``: the targets are the
+    float32 (:func:`._near.near_field32`; ``selfpairs``: the targets are the
     sources, in the same order, so each meets itself once).
     """
     ng = gstart.shape[0]
@@ -319,7 +213,7 @@ def walk(
         nb = np.empty((5, NEAR_CAP + PAD), c.dtype)
         tb = np.empty((4, gmax), c.dtype)
         acc = np.empty((gmax, 4))
-        # float64 copies for the float32 loops' close pairs (see _near_checked)
+        # float64 copies for the float32 loops' close pairs (see _add_near32)
         nb64 = np.empty((5, cap64 + PAD))
         tg64 = np.empty((4, gmax if relative else 1))
         own = np.zeros(gmax, np.bool_)

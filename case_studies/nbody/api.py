@@ -241,13 +241,13 @@ def _refuse_dask(p: _Plan) -> Exception | None:
     return None
 
 
-def _direct(p: _Plan) -> tuple[Any, Any]:
+def _run_direct(p: _Plan) -> tuple[Any, Any]:
     return direct_gravity(p.pos, p.mass, eps=p.eps, G=p.G, targets=p.targets,  # type: ignore[no-any-return]
                           target_eps=p.target_eps, softening=p.softening, device=p.device,
                           potential=p.potential)  # fmt: skip
 
 
-def _fmm(p: _Plan) -> tuple[Any, Any]:
+def _run_fmm(p: _Plan) -> tuple[Any, Any]:
     from .fmm import LEAF_SIZE, TOL, fmm
 
     o = p.options
@@ -279,12 +279,12 @@ def _tree_and_options(p: _Plan) -> tuple[Any, dict[str, Any]]:
     return tree, kw
 
 
-def _tree(p: _Plan) -> tuple[Any, Any]:
+def _run_tree(p: _Plan) -> tuple[Any, Any]:
     tree, kw = _tree_and_options(p)
     return tree.field(p.targets, device=p.device, **kw)  # type: ignore[no-any-return]
 
 
-def _tree_dask(p: _Plan) -> tuple[Any, Any]:
+def _run_tree_dask(p: _Plan) -> tuple[Any, Any]:
     from .distributed import field_dask
 
     tree, kw = _tree_and_options(p)
@@ -372,12 +372,12 @@ def _no_auto(p: _Plan) -> Exception:
 
 
 BACKENDS: dict[tuple[str, str], dispatch.Backend[_Plan, tuple[Any, Any]]] = {
-    ("tree", "cpu"): dispatch.Backend(_options_of("tree"), _tree),
-    ("tree", "cuda"): dispatch.Backend(_options_of("tree"), _tree),
-    ("tree", "dask"): dispatch.Backend(_either(_options_of("tree"), _refuse_dask), _tree_dask),
-    ("fmm", "cpu"): dispatch.Backend(_options_of("fmm"), _fmm),
-    ("direct", "cpu"): dispatch.Backend(_options_of("direct"), _direct),
-    ("direct", "cuda"): dispatch.Backend(_options_of("direct"), _direct),
+    ("tree", "cpu"): dispatch.Backend(_options_of("tree"), _run_tree),
+    ("tree", "cuda"): dispatch.Backend(_options_of("tree"), _run_tree),
+    ("tree", "dask"): dispatch.Backend(_either(_options_of("tree"), _refuse_dask), _run_tree_dask),
+    ("fmm", "cpu"): dispatch.Backend(_options_of("fmm"), _run_fmm),
+    ("direct", "cpu"): dispatch.Backend(_options_of("direct"), _run_direct),
+    ("direct", "cuda"): dispatch.Backend(_options_of("direct"), _run_direct),
 }
 """Every ``(method, device)`` that :func:`field` runs; each row refuses the options of
 another method."""

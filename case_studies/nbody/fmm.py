@@ -65,6 +65,7 @@ import functools
 import heapq
 import math
 import warnings
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numba
@@ -98,7 +99,7 @@ NEAR32_TOL = 1e-4
 this ``tol``'s (:func:`_coarse`), the near field and the M2L sums run in float32
 (near-field coordinates relative to each target leaf's centre, M2L in units of each
 batch's nearest distance; rounding ~1e-6 relative, 100x below the tolerance).  A target
-with a body closer than ``_walk.CLOSE`` (1e-2) of its leaf's radius, where float32 would
+with a body closer than ``_near.CLOSE`` (1e-2) of its leaf's radius, where float32 would
 err by more (by 100% at 1e-7), has its near field summed again in float64."""
 DEGENERATE = 1e-3
 """Bodies whose smallest principal extent is below this fraction of the largest are
@@ -322,30 +323,64 @@ def _check_tol(tol: Any) -> float:
     return tol
 
 
-def _tree(Ps: np.ndarray, ws: np.ndarray, es: np.ndarray, order: np.ndarray,
-          topology: tuple[np.ndarray, ...], spline: bool = False) -> dict:  # fmt: skip
+@dataclass(frozen=True)
+class _Tree:
     """The FMM's view of an octree over sorted points (tree units): each node's geometry.
 
-    ``Ps`` (n, 3), ``ws``, ``es`` are in Morton order (``order``), with the
-    nodes ``topology = (start, end, nxt, leaf)`` over them
-    (:func:`._units.bodies` for the sources).  ``es``: each point's ``eps^2``
-    (Plummer) or ``h^2`` (``spline``: the far field is then Newtonian,
-    ``me2 = 0``, and ``hmax`` holds each node's largest ``h`` for the
-    traversal).
+    Points (Morton order) and nodes (the pre-order octree of :mod:`._build`,
+    node ``i``'s points ``start[i]:end[i]``); :meth:`build` makes one.
     """
-    start, end, nxt, leaf = topology
-    Ps = np.ascontiguousarray(Ps)
-    x, y, z = (np.ascontiguousarray(Ps[:, a]) for a in range(3))
-    ws, es = np.ascontiguousarray(ws), np.ascontiguousarray(es)
-    ctr, rad, wsum, me2, depth, parent = _fmm.geometry(x, y, z, ws, es, start, end, nxt, leaf)
-    nodes, ptr = _fmm.by_depth(depth)
-    hmax = np.zeros(start.shape[0])
-    if spline and start.shape[0]:
-        me2[:] = 0.0
-        hmax = np.sqrt(_segment_max(es, start, end))
-    return dict(order=order, pos=Ps, x=x, y=y, z=z, w=ws, e2=es, start=start, end=end, nxt=nxt,
-                leaf=leaf, ctr=ctr, rad=rad, wsum=wsum, me2=me2, parent=parent, nodes=nodes,
-                ptr=ptr, hmax=hmax)  # fmt: skip
+
+    order: np.ndarray  # (n,) each sorted point's index among the caller's points
+    pos: np.ndarray  # (n, 3) positions
+    x: np.ndarray  # (n,) each coordinate, contiguous
+    y: np.ndarray
+    z: np.ndarray
+    w: np.ndarray  # (n,) weights: masses of sources, 1 for targets
+    e2: np.ndarray  # (n,) eps^2 (Plummer) or h^2 (spline)
+    start: np.ndarray  # (k,) each node's first point
+    end: np.ndarray  # (k,) one past its last point
+    nxt: np.ndarray  # (k,) the next node after its subtree
+    leaf: np.ndarray  # (k,) whether it is a leaf
+    ctr: np.ndarray  # (k, 3) expansion centres (:func:`._fmm.geometry`)
+    rad: np.ndarray  # (k,) radii about them
+    wsum: np.ndarray  # (k,) total weight
+    me2: np.ndarray  # (k,) weighted mean eps^2 (0 with spline: the far field is Newtonian)
+    parent: np.ndarray  # (k,) parent node (-1 at the root)
+    nodes: np.ndarray  # nodes grouped by depth: nodes[ptr[d]:ptr[d + 1]] at depth d
+    ptr: np.ndarray
+    hmax: np.ndarray  # (k,) largest spline support h in each node (0 without spline)
+
+    @classmethod
+    def build(cls, Ps: np.ndarray, ws: np.ndarray, es: np.ndarray, order: np.ndarray,
+              topology: tuple[np.ndarray, ...], spline: bool = False) -> _Tree:  # fmt: skip
+        """The tree over sorted points ``Ps`` (n, 3) with weights ``ws`` and ``es``.
+
+        ``Ps``, ``ws``, ``es`` are in Morton order (``order``), with the
+        nodes ``topology = (start, end, nxt, leaf)`` over them
+        (:func:`._units.bodies` for the sources).  ``es``: each point's ``eps^2``
+        (Plummer) or ``h^2`` (``spline``: the far field is then Newtonian,
+        ``me2 = 0``, and ``hmax`` holds each node's largest ``h`` for the
+        traversal).
+        """
+        start, end, nxt, leaf = topology
+        Ps = np.ascontiguousarray(Ps)
+        x, y, z = (np.ascontiguousarray(Ps[:, a]) for a in range(3))
+        ws, es = np.ascontiguousarray(ws), np.ascontiguousarray(es)
+        ctr, rad, wsum, me2, depth, parent = _fmm.geometry(x, y, z, ws, es, start, end, nxt,
+                                                           leaf)  # fmt: skip
+        nodes, ptr = _fmm.by_depth(depth)
+        hmax = np.zeros(start.shape[0])
+        if spline and start.shape[0]:
+            me2[:] = 0.0
+            hmax = np.sqrt(_segment_max(es, start, end))
+        return cls(order, Ps, x, y, z, ws, es, start, end, nxt, leaf, ctr, rad, wsum, me2,
+                   parent, nodes, ptr, hmax)  # fmt: skip
+
+    def records(self) -> np.ndarray:
+        """The packed node records of :func:`._fmm.records` (one cache line a node)."""
+        return _fmm.records(self.ctr, self.rad, self.wsum, self.leaf, self.nxt,
+                            self.end - self.start)  # fmt: skip
 
 
 @threads.parallel
@@ -538,15 +573,15 @@ def fmm(
     th = th if theta is None else float(theta)
     given = order is not None or theta is not None
     near32 = (_coarse(p, th, quantile) if given else eff >= NEAR32_TOL) and not spline
-    src = _tree(b.pos, b.src[3], b.src[4], b.order, (b.start, b.end, b.nxt, b.leaf), spline)
+    src = _Tree.build(b.pos, b.src[3], b.src[4], b.order, (b.start, b.end, b.nxt, b.leaf), spline)
     if T is None:
         tgt = src
     else:
         Ts, torder, tkeys = targets_in(b, T)
         start, end, nxt, leaf, _ = build_topology(tkeys, leaf_size)
         te2 = np.ldexp(te[torder], -lexp) ** 2
-        tgt = _tree(Ts, np.ones(T.shape[0]), te2, torder, (start, end, nxt, leaf), spline)
-    mt = tgt["x"].shape[0]
+        tgt = _Tree.build(Ts, np.ones(T.shape[0]), te2, torder, (start, end, nxt, leaf), spline)
+    mt = tgt.x.shape[0]
     res = np.zeros((mt, 4))
     mutual, p, th = _mutual_choice(T is None, eff, quantile, given, shape, p, th)
     if mt and n:
@@ -568,15 +603,15 @@ def fmm(
     res[:, 3] = -res[:, 3]  # the expansions sum +m/r: the potential is its negative
     self_m = self_e2 = np.zeros(0)
     if T is None and mt and n and not mutual:  # the one-way P2P counted each body's own 1/eps
-        self_m, self_e2 = src["w"], src["e2"]
-    acc, pot = to_user(res, tgt["order"], G, lexp, mexp, dtype, self_m, self_e2,
+        self_m, self_e2 = src.w, src.e2
+    acc, pot = to_user(res, tgt.order, G, lexp, mexp, dtype, self_m, self_e2,
                        2.8 if spline else 1.0)  # fmt: skip
     return acc, (pot if potential else None)
 
 
-def _items(tgt: dict, want: int) -> np.ndarray:
+def _items(tgt: _Tree, want: int) -> np.ndarray:
     """Disjoint target subtrees covering every target: split the largest until ``want``."""
-    start, end, nxt, leaf = tgt["start"], tgt["end"], tgt["nxt"], tgt["leaf"]
+    start, end, nxt, leaf = tgt.start, tgt.end, tgt.nxt, tgt.leaf
     heap = [(-(int(end[0] - start[0])), 0)]
     done = []
     while heap and len(heap) + len(done) < want:
@@ -619,15 +654,15 @@ class _Passes(NamedTuple):
     mutual: bool = False  # self-gravity by mutual cell-pair interactions (_run_mutual)
 
 
-def _upward(src: dict, tab: Any) -> np.ndarray:
+def _upward(src: _Tree, tab: Any) -> np.ndarray:
     """Every node's multipole about its centre of mass, deepest nodes first, on threads."""
-    M = np.zeros((src["start"].shape[0], tab.nterms))
+    M = np.zeros((src.start.shape[0], tab.nterms))
     nthreads = numba.get_num_threads()
-    ptr = src["ptr"]
+    ptr = src.ptr
     for d in range(ptr.shape[0] - 2, -1, -1):  # deepest first: children before parents
         threads.run_threads(_fmm.upward, min(nthreads, int(ptr[d + 1] - ptr[d])), ptr[d],
-                         ptr[d + 1], src["pos"], src["w"], src["start"], src["end"], src["nxt"],
-                         src["leaf"], src["ctr"], src["nodes"], tab.mono, tab.trip, M)  # fmt: skip
+                         ptr[d + 1], src.pos, src.w, src.start, src.end, src.nxt,
+                         src.leaf, src.ctr, src.nodes, tab.mono, tab.trip, M)  # fmt: skip
     return M
 
 
@@ -637,35 +672,34 @@ MUTUAL_ITEMS = 64
 the result does not depend on the thread count."""
 
 
-def _run_mutual(src: dict, how: _Passes, counts: list | None = None) -> np.ndarray:
+def _run_mutual(src: _Tree, how: _Passes, counts: list | None = None) -> np.ndarray:
     """Self-gravity by mutual interactions (:mod:`._mutual`): ``(n, 4)`` grad psi and psi."""
     p, theta = how.p, how.theta
     tab = expansion_tables(p)
     M = _upward(src, tab)
-    k, n = src["start"].shape[0], src["x"].shape[0]
+    k, n = src.start.shape[0], src.x.shape[0]
     L = np.zeros((k, tab.nterms))
     out = np.zeros((4, n))
     items = np.sort(_items(src, MUTUAL_ITEMS))  # pre-order: disjoint subtrees, left to right
-    rec = _fmm.records(src["ctr"], src["rad"], src["wsum"], src["leaf"], src["nxt"],
-                       src["end"] - src["start"])  # fmt: skip
+    rec = src.records()
     # body pairs that cost less than one mutual M2L, in units of a pair (~25 flops)
     cheap = MUTUAL_CHEAP * (2 * tab.trip.shape[0] + 8 * tab.nterms) / 25.0
     interact = _mutual.kernels(p).interact
     # theta = 0: nothing is separated, every pair is summed directly
-    rcrit = src["rad"] / theta if theta > 0 else np.full_like(src["rad"], np.inf)
+    rcrit = src.rad / theta if theta > 0 else np.full_like(src.rad, np.inf)
     nthreads = numba.get_num_threads()
     for tasks, serial in _schedule(items, rec, rcrit):
         cnt = np.zeros((tasks.shape[0], 2), np.int64)
         nt = 1 if serial else min(nthreads, tasks.shape[0])
         threads.run_threads(interact, nt, tasks, items, rec,
-                         src["start"], src["me2"], src["hmax"], M, L, src["x"], src["y"],
-                         src["z"], src["w"], src["e2"], rcrit, cheap, how.spline, out,
+                         src.start, src.me2, src.hmax, M, L, src.x, src.y,
+                         src.z, src.w, src.e2, rcrit, cheap, how.spline, out,
                          cnt)  # fmt: skip
         if counts is not None:
             counts.append(cnt.sum(axis=0))
-    threads.run_threads(_mutual.downward, min(nthreads, items.shape[0]), items, src["nxt"],
-                     src["leaf"], src["parent"], src["ctr"], src["start"], src["end"], L,
-                     src["x"], src["y"], src["z"], tab.mono, tab.trip, tab.grad, out)  # fmt: skip
+    threads.run_threads(_mutual.downward, min(nthreads, items.shape[0]), items, src.nxt,
+                     src.leaf, src.parent, src.ctr, src.start, src.end, L,
+                     src.x, src.y, src.z, tab.mono, tab.trip, tab.grad, out)  # fmt: skip
     return np.ascontiguousarray(out.T)
 
 
@@ -723,26 +757,24 @@ MUTUAL_CHEAP = 1.0
 this many mutual M2L translations."""
 
 
-def _run(src: dict, tgt: dict, how: _Passes) -> np.ndarray:
+def _run(src: _Tree, tgt: _Tree, how: _Passes) -> np.ndarray:
     """The passes of the method on two trees in tree units: ``(m, 4)`` grad psi and psi."""
     if how.mutual:
         return _run_mutual(src, how)
     p, theta, near32, selfpairs, spline, _ = how
     tab = expansion_tables(p)
-    kt = tgt["start"].shape[0]
+    kt = tgt.start.shape[0]
     M = _upward(src, tab)
     nthreads = numba.get_num_threads()
     L = np.zeros((kt, tab.nterms))
-    out = np.empty((tgt["x"].shape[0], 4))
+    out = np.empty((tgt.x.shape[0], 4))
     items = _items(tgt, ITEMS)
-    T = tuple(tgt[k] for k in ("ctr", "rad", "leaf", "nxt", "start", "end", "parent", "me2",
-                               "x", "y", "z", "e2"))  # fmt: skip
-    S = tuple(src[k] for k in ("ctr", "rad", "leaf", "nxt", "start", "end", "wsum", "me2",
-                               "x", "y", "z", "w", "e2"))  # fmt: skip
-    trec = _fmm.records(tgt["ctr"], tgt["rad"], tgt["wsum"], tgt["leaf"], tgt["nxt"],
-                        tgt["end"] - tgt["start"])  # fmt: skip
-    srec = _fmm.records(src["ctr"], src["rad"], src["wsum"], src["leaf"], src["nxt"],
-                        src["end"] - src["start"])  # fmt: skip
+    T = (tgt.ctr, tgt.rad, tgt.leaf, tgt.nxt, tgt.start, tgt.end, tgt.parent, tgt.me2, tgt.x,
+         tgt.y, tgt.z, tgt.e2)  # fmt: skip
+    S = (src.ctr, src.rad, src.leaf, src.nxt, src.start, src.end, src.wsum, src.me2, src.x,
+         src.y, src.z, src.w, src.e2)  # fmt: skip
+    trec = tgt.records()
+    srec = src.records()
     # body pairs that cost less than one M2L (and the descent below it), in
     # units of a pair interaction (~20 flops): measured break-even ~ CHEAP
     cheap = CHEAP * (tab.trip.shape[0] + 6 * tab.nterms)
@@ -753,6 +785,6 @@ def _run(src: dict, tgt: dict, how: _Passes) -> np.ndarray:
            tab.rec2[:, :, 1].astype(c.dtype))  # fmt: skip
     threads.run_threads(_fmm.solve, min(nthreads, items.shape[0]), items, trec,
                      srec, T, S, M, theta, cheap, rec, tab.mono, tab.trip, mtrip, mptr,
-                     tab.grad, c, near32, selfpairs, tgt["hmax"], src["hmax"], spline, L,
+                     tab.grad, c, near32, selfpairs, tgt.hmax, src.hmax, spline, L,
                      out)  # fmt: skip
     return out

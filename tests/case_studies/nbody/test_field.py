@@ -399,7 +399,7 @@ def test_auto_picks_by_accuracy_and_size(monkeypatch):
 
     api = importlib.import_module("propopt_case_studies.nbody.api")
     ran = []
-    for name in ("_tree", "_fmm", "_direct"):
+    for name in ("_run_tree", "_run_fmm", "_run_direct"):
         real = getattr(api, name)
         monkeypatch.setitem(
             api.BACKENDS,
@@ -411,14 +411,14 @@ def test_auto_picks_by_accuracy_and_size(monkeypatch):
     rng = np.random.default_rng(3)
     small, big = rng.normal(size=(500, 3)), rng.normal(size=(1500, 3))
     cases = [
-        (dict(pos=small), "_direct"),  # 2.5e5 pairs: the exact sum is as fast
-        (dict(pos=big), "_tree"),  # 2.25e6 pairs
-        (dict(pos=small, targets=big[:1000]), "_direct"),
-        (dict(pos=big, tol=1e-4), "_fmm"),  # below the tree's own error
-        (dict(pos=big, tol=1e-2), "_tree"),  # the tree at its defaults meets it
-        (dict(pos=small, theta=0.5), "_tree"),
-        (dict(pos=small, order=4), "_fmm"),
-        (dict(pos=small, group_size=64), "_tree"),
+        (dict(pos=small), "_run_direct"),  # 2.5e5 pairs: the exact sum is as fast
+        (dict(pos=big), "_run_tree"),  # 2.25e6 pairs
+        (dict(pos=small, targets=big[:1000]), "_run_direct"),
+        (dict(pos=big, tol=1e-4), "_run_fmm"),  # below the tree's own error
+        (dict(pos=big, tol=1e-2), "_run_tree"),  # the tree at its defaults meets it
+        (dict(pos=small, theta=0.5), "_run_tree"),
+        (dict(pos=small, order=4), "_run_fmm"),
+        (dict(pos=small, group_size=64), "_run_tree"),
     ]
     for kw, want in cases:
         ran.clear()

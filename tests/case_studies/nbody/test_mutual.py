@@ -189,13 +189,12 @@ def test_net_force_vanishes(n, seed, spread, eps, p, theta):
 def test_schedule_pairs_every_subtree_once_and_never_twice_in_a_round():
     pos, m = DISTRIBUTIONS["clusters+disc"](20000, seed=1)
     b = F.bodies(pos, m, np.full(len(m), 1e-3), F.LEAF_SIZE)
-    src = F._tree(b.pos, b.src[3], b.src[4], b.order, (b.start, b.end, b.nxt, b.leaf))
+    src = F._Tree.build(b.pos, b.src[3], b.src[4], b.order, (b.start, b.end, b.nxt, b.leaf))
     items = np.sort(F._items(src, F.MUTUAL_ITEMS))
-    rec = F._fmm.records(src["ctr"], src["rad"], src["wsum"], src["leaf"], src["nxt"],
-                         src["end"] - src["start"])  # fmt: skip
+    rec = src.records()
     for theta in (0.3, 0.8):
         seen = []
-        rounds = F._schedule(items, rec, src["rad"] / theta)
+        rounds = F._schedule(items, rec, src.rad / theta)
         assert sum(serial for _, serial in rounds) <= 1
         for tasks, serial in rounds:
             if not serial:
