@@ -1,9 +1,12 @@
-"""The fused backward of mul and linear_recurrence scans (``scan/_grad_kernels.py``).
+"""The fused backward of mul and linear_recurrence scans.
 
-The gradients are checked against torch autograd of a float64 sequential
-loop written here, and at a length that takes the threaded kernel against a
-plain Python float64 loop, with the scan's other backward routes patched to
-fail so that only the fused kernel can have produced them.
+Two kernels take them: the one generated from the traced combine
+(``scan/_grad_traced.py``), and the written-out one (``scan/_grad_kernels.py``)
+that runs where sympy is missing.  Each test runs on each, the other and
+the scan's remaining backward routes patched to fail so that only that
+kernel can have produced the gradients.  They are checked against torch
+autograd of a float64 sequential loop written here, and at a length that
+takes the threaded kernel against a plain Python float64 loop.
 """
 
 from __future__ import annotations
@@ -16,21 +19,31 @@ torch = pytest.importorskip("torch")
 
 import propopt  # noqa: E402
 from propopt import associative_scan, linear_recurrence, mul  # noqa: E402
-from propopt.associativity.scan import _autograd, _backends, _grad_kernels  # noqa: E402
+from propopt.associativity.scan import (  # noqa: E402
+    _autograd,
+    _backends,
+    _grad_kernels,
+    _grad_traced,
+)
 from propopt.dispatch import Backend, takes_any  # noqa: E402
 
 
-@pytest.fixture
-def fused_only(monkeypatch):  # type: ignore[no-untyped-def]
-    """The scan runs on the kernels and its backward on the fused kernel alone."""
+@pytest.fixture(params=["traced", "written"])
+def fused_only(request, monkeypatch):  # type: ignore[no-untyped-def]
+    """The scan runs on the kernels and its backward on one fused kernel alone."""
 
     def fail(*args, **kwargs):  # type: ignore[no-untyped-def]
         raise AssertionError("a backward route other than the fused kernel ran")
 
     for name in ("_linear", "_general", "_reverse_recurrence"):
         monkeypatch.setattr(_autograd, name, fail)
+    if request.param == "traced":
+        monkeypatch.setattr(_autograd, "diagonal", fail)
+    else:
+        monkeypatch.setattr(_grad_traced, "backward", lambda *args, **kwargs: None)
     for key in (("generic", "cpu"), ("reference", "cpu")):
         monkeypatch.setitem(_backends.BACKENDS, key, Backend(takes_any, fail))
+    return request.param
 
 
 def _loop(a, b, reverse, exclusive):  # type: ignore[no-untyped-def]
@@ -120,13 +133,26 @@ def test_threads_one_and_two(reverse, exclusive, fused_only, monkeypatch):  # ty
     if numba.config.NUMBA_NUM_THREADS < 2:
         pytest.skip("numba has one thread")
     chunks = []
-    rows = _grad_kernels._rows
+    if fused_only == "written":
+        rows = _grad_kernels._rows
 
-    def spy(*args):  # type: ignore[no-untyped-def]
-        chunks.append(args[13])
-        return rows(*args)
+        def spy(*args):  # type: ignore[no-untyped-def]
+            chunks.append(args[13])
+            return rows(*args)
 
-    monkeypatch.setattr(_grad_kernels, "_rows", spy)
+        monkeypatch.setattr(_grad_kernels, "_rows", spy)
+    else:
+        module = _grad_traced._module
+
+        class Spy:
+            def __init__(self, mod):  # type: ignore[no-untyped-def]
+                self.walk, self.mod = mod.walk, mod
+
+            def chunked(self, *args):  # type: ignore[no-untyped-def]
+                chunks.append(args[6])
+                return self.mod.chunked(*args)
+
+        monkeypatch.setattr(_grad_traced, "_module", lambda *args: Spy(module(*args)))
     n = 200_003  # above SERIAL_UP_TO, and not a multiple of the lanes
     rng = np.random.default_rng(3)
     a0 = 0.5 + 0.5 * rng.random(n)

@@ -232,14 +232,14 @@ def backward(state: _State, xs: Leaves, ys: Leaves, gys: list[Any], needs: list[
         return [torch.zeros_like(x) if need else None for x, need in zip(xs, needs)]
     order = _Order(n, axis, state.reverse)
     X, Y, G = [_np(x) for x in xs], [_np(y) for y in ys], [_np(g) for g in gys]
+    if fn is not add:  # a combine of arithmetic: its Jacobians derived once, one fused pass
+        traced = _grad_traced.backward(fn, X, Y, G, needs, axis, state.reverse, state.exclusive)
+        if traced is not None:
+            return _tensors(xs, traced, needs)
     if fn is mul or fn is linear_recurrence:  # one fused pass where the layout allows
         fused = diagonal(X, Y, G, needs, axis, state.reverse, state.exclusive)
         if fused is not None:
             return _tensors(xs, fused, needs)
-    elif fn is not add:  # a combine of arithmetic: its Jacobians derived once, one fused pass
-        traced = _grad_traced.backward(fn, X, Y, G, needs, axis, state.reverse, state.exclusive)
-        if traced is not None:
-            return _tensors(xs, traced, needs)
     if state.exclusive:  # out_t = z_{t-1}: the inclusive z_t gets out_{t+1}'s gradient
         gz = [None if g is None else order.moved(order.at(g, order.rest), X[0]) for g in G]
         prev = [order.at(y, order.rest) for y in Y]  # z_{t-1} at each t of rest
