@@ -16,11 +16,15 @@ from numba import njit
 from propopt.separability.expansions import l2l, l2p, m2l_many_scaled, m2m, p2m
 from propopt.threads import take
 
+from ._control import bound
 from ._near import CLOSE, TINY, near_field, near_field32, near_field_spline
 
 # numba keys the on-disk cache of this file's kernels on this file alone: after editing
-# _near.py (its kernels are compiled into solve), change this line so that they recompile.
-DEPENDS_ON = "_near.near_field, near_field32, near_field_spline, CLOSE, TINY; propopt.threads.take"
+# _near.py or _control.bound (compiled into solve), change this line so that they recompile.
+DEPENDS_ON = (
+    "_near.near_field, near_field32, near_field_spline, CLOSE, TINY; _control.bound (error "
+    "bound of an M2L); propopt.threads.take"
+)
 
 # kernels called only from other kernels: no wrappers for calls from Python (each
 # took ~0.05 s of the first call to compile)
@@ -175,8 +179,8 @@ def _grow(a, n):  # pragma: no cover - numba
 
 
 @njit(cache=True, **_INTERNAL)
-def _traverse(a0, trec, srec, theta, cheap, far, near, st, th, sh,
-              spline):  # fmt: skip  # pragma: no cover - numba
+def _traverse(a0, trec, srec, theta, cheap, far, near, st, th, sh, spline, allow, spow,
+              binom):  # fmt: skip  # pragma: no cover - numba
     """Dual-tree traversal of target subtree ``a0`` against the source tree.
 
     ``trec``, ``srec`` (k, 8): per node ``cx, cy, cz, radius, weight, leaf,
@@ -184,7 +188,8 @@ def _traverse(a0, trec, srec, theta, cheap, far, near, st, th, sh,
     separated (one M2L, into ``far``) when ``r_a + r_b < theta |z_a - c_b|``
     and, with ``spline``, ``r_a + r_b + max(h_a, h_b) < |z_a - c_b|`` (``th``,
     ``sh``: each node's largest spline support, so that every pair of the two
-    cells is Newtonian);
+    cells is Newtonian), and its error bound (:func:`._control.bound`, source
+    multipole powers ``spow``, ``binom[k] = C(p, k)``) is at most ``allow[a]``;
     a pair of leaves that is not goes to ``near`` (P2P); otherwise the larger
     cell (a leaf never) is split.  A target leaf takes any source cell
     directly (``near``: its bodies are contiguous) when ``n_a n_b <= cheap``,
@@ -218,8 +223,10 @@ def _traverse(a0, trec, srec, theta, cheap, far, near, st, th, sh,
             near[nn, 0] = a
             near[nn, 1] = b
             nn += 1
-        elif r * r < th2 * (dx * dx + dy * dy + dz * dz) and (
-            not spline or (r + max(th[a], sh[b])) ** 2 < dx * dx + dy * dy + dz * dz
+        elif (
+            r * r < th2 * (dx * dx + dy * dy + dz * dz)
+            and (not spline or (r + max(th[a], sh[b])) ** 2 < dx * dx + dy * dy + dz * dz)
+            and bound(ra, rb, dx * dx + dy * dy + dz * dz, spow[b], binom) <= allow[a]
         ):
             if nf == far.shape[0]:
                 far = _grow(far, nf)
@@ -278,7 +285,8 @@ CHUNK = 64  # sources per batched M2L: two (nterms, 64) scratch blocks stay in L
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def solve(counter, items, trec, srec, T, S, M, theta, cheap, rec, mono, trip, mtrip, mptr, grad,
-          c, checked, selfpairs, th, sh, spline, L, out):  # fmt: skip  # pragma: no cover
+          c, checked, selfpairs, th, sh, spline, L, out, allow, spow,
+          binom):  # fmt: skip  # pragma: no cover
     """Everything after the upward pass, one target subtree per item, until no item is left.
 
     Serial and GIL-free: every thread that runs it takes the next item from the
@@ -307,6 +315,10 @@ def solve(counter, items, trec, srec, T, S, M, theta, cheap, rec, mono, trip, mt
     is Newtonian (the traversal keeps pairs of cells within their largest
     ``h`` of each other for the near field; ``th``, ``sh``).
 
+    ``allow``, ``spow``, ``binom``: the error control of :mod:`._control` (a pair is
+    translated only if its bound is at most ``allow`` of its target cell; ``inf``
+    there leaves the opening angle alone to decide).
+
     In float32 the near field counts each target's pairs closer than
     ``CLOSE`` times its leaf's radius; a target with any but itself
     (``selfpairs``: the targets are the sources, in the same order) has its
@@ -326,7 +338,7 @@ def solve(counter, items, trec, srec, T, S, M, theta, cheap, rec, mono, trip, mt
         near = np.empty((256, 2), np.int64)
         st = np.empty((256, 2), np.int64)
         far, nf, near, nn, st = _traverse(a0, trec, srec, theta, cheap, far, near, st, th, sh,
-                                          spline)  # fmt: skip
+                                          spline, allow, spow, binom)  # fmt: skip
         fptr = np.empty(k + 1, np.int64)
         fcols = np.empty(nf, np.int64)
         _group(far, nf, a0, k, fptr, fcols)

@@ -275,11 +275,13 @@ def m2l_source(p: int) -> str:
 def source(p: int) -> str:
     """The module of order ``p``: its ``m2l`` and the traversal ``interact`` that calls it."""
     head = (
-        f"# the mutual traversal of order {p}; sources of _mutual, _fmm, _near: {_SELF_HASH}\n"
+        f"# the mutual traversal of order {p}; sources of _mutual, _fmm, _near, _control: "
+        f"{_SELF_HASH}\n"
         "import numpy as np\n"
         "from numba import njit\n"
         "from propopt.threads import take\n"
         "from propopt_case_studies.nbody import _mutual\n"
+        "from propopt_case_studies.nbody._control import bound\n"
         "from propopt_case_studies.nbody._fmm import _grow\n\n\n"
     )
     if not 1 <= p <= UNROLLED:
@@ -297,13 +299,14 @@ def kernels(p: int) -> Any:
 # their source carries a hash of all three, so that an edit to any recompiles them
 _SELF_HASH = hashlib.sha256(
     b"".join(
-        (Path(__file__).parent / f).read_bytes() for f in ("_mutual.py", "_fmm.py", "_near.py")
+        (Path(__file__).parent / f).read_bytes()
+        for f in ("_mutual.py", "_fmm.py", "_near.py", "_control.py")
     )
 ).hexdigest()[:16]
 
 _INTERACT = '''@njit(cache=True, nogil=True, error_model="numpy")
 def interact(counter, tasks, items, rec, start, me2, hmax, M, L, x, y, z, w, e2, rcrit, cheap,
-             spline, out, counts):
+             spline, out, counts, allow, spow, binom):
     """The tasks of one round, each a pair ``(i, j)`` of subtrees ``items[i]``, ``items[j]``.
 
     Serial and GIL-free, the next task taken from the shared ``counter``
@@ -311,8 +314,10 @@ def interact(counter, tasks, items, rec, start, me2, hmax, M, L, x, y, z, w, e2,
     cz, radius, weight, leaf, next, count`` (:func:`._fmm.records`); bodies
     ``start[a]:start[a] + count`` of node ``a``.  With ``spline`` a pair is
     translated only when its radii plus the larger support ``hmax`` is below
-    the distance (every pair it covers is Newtonian).  ``counts[task]``:
-    M2L pairs and body pairs.
+    the distance (every pair it covers is Newtonian).  A pair is translated only if
+    the error bound of each side (:func:`._control.bound`, multipole powers ``spow``,
+    ``binom[k] = C(p, k)``) is at most ``allow`` of the cell it is added to.
+    ``counts[task]``: M2L pairs and body pairs.
     """
     st = np.empty((512, 2), np.int64)
     buf = np.empty((5, 1024), np.float32)
@@ -367,8 +372,11 @@ def interact(counter, tasks, items, rec, start, me2, hmax, M, L, x, y, z, w, e2,
             ra = rec[a, 3]
             rb = rec[b, 3]
             r = ra + rb
-            separated = (rcrit[a] + rcrit[b]) ** 2 < d2 and (
-                not spline or (r + max(hmax[a], hmax[b])) ** 2 < d2
+            separated = (
+                (rcrit[a] + rcrit[b]) ** 2 < d2
+                and (not spline or (r + max(hmax[a], hmax[b])) ** 2 < d2)
+                and bound(ra, rb, d2, spow[b], binom) <= allow[a]
+                and bound(rb, ra, d2, spow[a], binom) <= allow[b]
             )
             aleaf = rec[a, 5] != 0.0
             bleaf = rec[b, 5] != 0.0

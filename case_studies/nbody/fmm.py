@@ -35,16 +35,17 @@ Measured (N = 2 10^4, the three distributions, ``h`` 2.8e-3 and 3e-2, tol
 time of Plummer softening at tol 1e-3 (the float32 near field is Plummer's
 only).
 
-The knob ``tol`` is a target relative force error; ``(p, theta)`` come from
-:data:`TOL_TABLE`, calibrated by measurement (see its comment) on 3-D bodies.
-On bodies along a line or in a plane the expansions' errors do not average
-out, and on a softened line the net force is a small difference of the far
-pulls: the table's parameters gave p99 errors of 1.3 ``tol`` (planes) up to
-300 ``tol`` (lines, eps 20-200x their spacing).  Such inputs are detected
-from the principal extents (:func:`_shape`) and get stricter parameters;
-lines are verified against a stricter run (:func:`_verified`).  A fixed
-tightening for lines was tried and rejected: the factor needed went from 1
-to over 1000 with the spacing and the distribution.
+The knob ``tol`` is a target relative force error, held by error control
+(:mod:`._control`): a first pass estimates each target's force; every pair of
+cells within the opening angle of a first guess of ``(p, theta)`` (the row
+of :data:`TOL_TABLE` at ``GUESS * tol``) is translated only if an a priori
+bound of its error, from the source's multipole power and both radii, is at
+most ``ETA * tol`` times the smallest estimate among the target cell's
+bodies; otherwise the larger cell is split.  This replaced the stricter
+parameters and the verifying re-runs that bodies on a line or a plane took
+(the table, calibrated on 3-D bodies, gave p99 errors of 1.3 ``tol`` on
+planes and up to 300 ``tol`` on softened lines): the bound sees the cancelling
+pulls through the small force estimate, whatever the shape.
 
 Tried and kept (2 cores, Plummer sphere): expansion centres at the centre
 of mass with the exact largest distance as radius, instead of the tight
@@ -64,7 +65,6 @@ from __future__ import annotations
 import functools
 import heapq
 import math
-import warnings
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -77,14 +77,14 @@ from propopt.separability.expansions import MAX_ORDER, expansion_tables
 from propopt.symmetry import SOFTENINGS
 from propopt.symmetry.gravity import check_masses
 
-from . import _fmm, _mutual
+from . import _control, _fmm, _mutual
 from ._args import check_theta, result_dtype
 from ._build import build_topology
 from ._units import bodies, targets_in, to_user
 from .barnes_hut import _check_G, _segment_max, per_body
 
 __all__ = [
-    "DEGENERATE", "LEAF_SIZE", "MUTUAL_TABLES", "MUTUAL_TOL_TABLE", "MUTUAL_TOL_TABLE_MEDIAN",
+    "ETA", "GUESS", "LEAF_SIZE", "MUTUAL_TABLES", "MUTUAL_TOL_TABLE", "MUTUAL_TOL_TABLE_MEDIAN",
     "QUANTILES", "TOL", "TOL_TABLE", "TOL_TABLE_MEDIAN", "fmm", "fmm_parameters",
 ]  # fmt: skip
 
@@ -101,15 +101,19 @@ this ``tol``'s (:func:`_coarse`), the near field and the M2L sums run in float32
 batch's nearest distance; rounding ~1e-6 relative, 100x below the tolerance).  A target
 with a body closer than ``_near.CLOSE`` (1e-2) of its leaf's radius, where float32 would
 err by more (by 100% at 1e-7), has its near field summed again in float64."""
-DEGENERATE = 1e-3
-"""Bodies whose smallest principal extent is below this fraction of the largest are
-coplanar (collinear with the two smallest) for :func:`fmm`'s choice of ``(p, theta)``."""
-DEGENERATE_TIGHTEN = 10.0
-"""Coplanar and collinear bodies get the ``(p, theta)`` of ``tol`` divided by this: on
-them every far cell pulls along the same one or two directions, the expansions'
-errors add up instead of averaging out, and :data:`TOL_TABLE` (calibrated on 3-D
-bodies) gave p99 errors up to 1.3 ``tol`` (2000 bodies, uniform and Gaussian lines
-and planes, eps 0 to 3x their spacing); with it, at most 0.4 ``tol``."""
+GUESS = 3.0
+"""A ``tol`` takes the table row of ``GUESS * tol`` as its first guess of ``(p, theta)``:
+its order, and its angle as the widest a pair may open; the error control
+(:mod:`._control`) then splits every pair whose error bound exceeds its share."""
+ETA = {0.99: 0.5, 0.5: 4.0}
+"""Per quantile, the share ``eta`` of ``tol`` times a target cell's smallest force estimate
+that one pair's error bound may take (:func:`._control.allowance`).  The bound is a worst
+case for one interaction; a body's errors add over its ~100-600 interactions, mostly in
+different directions: the nine distributions of ``benchmarks.fmm_tol`` (N = 2 10^4, tol
+1e-2 to 1e-5) came to at most 0.56 ``tol`` at the 99th percentile and 0.51 at the median
+with these (docs/nbody.md, section 6)."""
+FIRST = (2, 0.7)
+"""``(p, theta)`` of the first pass whose forces scale the allowances (float32)."""
 CHEAP = 0.5
 """A target leaf sums a source cell directly when ``n_a n_b <= CHEAP * (M2L flops)``."""
 ITEMS = 256
@@ -219,56 +223,6 @@ def _table(quantile: Any) -> tuple[tuple[float, int, float], ...]:
     return QUANTILES[float(quantile)]
 
 
-def _shape(P: np.ndarray, e: np.ndarray) -> str | None:
-    """``'line'``, ``'plane'`` or None (spread in 3-D): the bodies' shape for ``(p, theta)``.
-
-    ``P``, ``e``: positions and softening lengths in tree units.  A plane:
-    the smallest principal extent below :data:`DEGENERATE` of the largest; a
-    line: the two smallest, or the middle one below half the median
-    softening and a tenth of the largest (a filament thinner than ``eps`` sums
-    like a line).  An ``O(n)`` pass.
-    """
-    n = P.shape[0]
-    if n < 3:
-        return None
-    X = P - P.mean(axis=0)
-    ext = np.sqrt(np.maximum(np.linalg.eigvalsh(X.T @ X / n), 0.0))  # ascending
-    if ext[2] == 0.0:
-        return None  # coincident
-    if ext[1] <= max(DEGENERATE * ext[2], 0.5 * float(np.median(e))) and ext[1] <= 0.1 * ext[2]:
-        return "line"
-    return "plane" if ext[0] <= DEGENERATE * ext[2] else None
-
-
-def _verified(run: Any, res: np.ndarray, tol: float, eff: float,
-              quantile: float = 0.99) -> tuple[np.ndarray, bool]:  # fmt: skip
-    """The field of a line of bodies, checked against a 30x stricter ``(p, theta)``.
-
-    On a line every far cell pulls along one axis, and with ``eps`` above
-    the bodies' spacing the pulls within ``eps`` cancel: the net force was
-    measured 100-1000x smaller than the far cells' pulls (3-D bodies: ~10x),
-    and the relative error of the tolerance's ``(p, theta)`` grew with it,
-    to 300 ``tol`` (no fixed tightening covered every spacing and
-    distribution).  So the result ``res`` (computed at ``eff``) is compared
-    with one at ``eff / 30``; while their p99 relative difference exceeds
-    ``tol``, tighten again.  Returns the stricter field and whether ``tol``
-    was verified (False: the orders ran out at ``MAX_ORDER``).
-    """
-    while True:
-        eff /= 30.0
-        p, th = _parameters(eff, quantile)
-        if p > MAX_ORDER:
-            return res, False
-        res2 = run(p, th, eff >= NEAR32_TOL)
-        a, b = res[:, :3], res2[:, :3]
-        den = np.linalg.norm(b, axis=1)
-        diff = np.linalg.norm(a - b, axis=1)
-        rel = np.where(den > 0, diff / np.where(den > 0, den, 1.0), np.where(diff > 0, np.inf, 0))
-        res = res2
-        if not rel.size or np.quantile(rel, quantile) <= tol:
-            return res, True
-
-
 def _parameters(tol: float, quantile: float = 0.99) -> tuple[int, float]:
     """:func:`fmm_parameters`, and beyond the table's smallest tolerance one order more
     per factor 3 at its ``theta`` (the table's own step there); the order may then exceed
@@ -288,16 +242,14 @@ def _coarse(p: int, theta: float, quantile: float) -> bool:
     return any(p <= rp and theta >= rt for t, rp, rt in rows if t >= NEAR32_TOL)
 
 
-def _mutual_choice(selfgravity: bool, tol: float, quantile: float, given: bool,
-                   shape: str | None, p: int, theta: float) -> tuple[bool, int, float]:  # fmt: skip
+def _mutual_choice(selfgravity: bool, tol: float, quantile: float, given: bool, p: int,
+                   theta: float) -> tuple[bool, int, float]:  # fmt: skip
     """Whether self-gravity runs the mutual method (:func:`_run_mutual`), and its ``(p, theta)``.
 
     For a ``tol``: where :data:`MUTUAL_TOL_TABLE` (or its median table) has a row for the
     tolerance :func:`fmm_parameters` lands on, that row, whose calibrated error meets ``tol``
     in less time than the one-way method's row; a given ``order`` and ``theta`` run as the
-    tolerance whose row they are (so they give its result, bit for bit).  Separate targets,
-    and bodies on a line or a plane (verified against a stricter one-way run), take the
-    one-way method.
+    tolerance whose row they are.  Separate targets take the one-way method.
     """
     if not selfgravity or _FORCE_MUTUAL is False:
         return False, p, theta
@@ -305,8 +257,6 @@ def _mutual_choice(selfgravity: bool, tol: float, quantile: float, given: bool,
         return 1 <= p <= _mutual.UNROLLED, p, theta
     if given:  # the parameters of a tol give that tol's result
         return (p, theta) in MUTUAL_TABLES[quantile].values(), p, theta
-    if shape is not None:
-        return False, p, theta
     rows = MUTUAL_TABLES[quantile]
     for t, _, _ in _table(quantile):
         if t <= tol:
@@ -417,14 +367,14 @@ def fmm(
         :func:`propopt.pairwise_sum`).
     tol : float
         Target relative force error ``|a - a_exact| / |a_exact|``: the
-        expansion order and opening angle are chosen from it
-        (:func:`fmm_parameters`, calibrated so that the ``quantile`` of the
-        error stays below ``tol``).  From 1e-1 to 1e-7.  Bodies on a plane or a line
-        (:data:`DEGENERATE`) get the parameters of ``tol / 10``, and on a
-        line, where with softening the pulls nearly cancel, the result is
-        checked against a 30x stricter one and tightened until they agree
-        to ``tol`` (about 2.5x the time of 3-D bodies; a ``RuntimeWarning``
-        if order ``MAX_ORDER`` cannot confirm it).  From 1e-4 up the near field and the
+        error is controlled pair by pair: the table row of ``GUESS * tol``
+        (:func:`fmm_parameters`) gives the order and the widest opening angle,
+        and a pair is translated only if an a priori bound of its force error
+        is at most ``ETA[quantile] * tol`` times the smallest force, estimated
+        by a cheap first pass, among its target cell's bodies (:mod:`._control`;
+        lines, planes and cusps alike; docs/nbody.md, section 6, gives the
+        measured slack).  From 1e-1 to 1e-7.
+        From 1e-4 up the near field and the
         M2L sums run in float32 (:data:`NEAR32_TOL`); a target with a body
         closer than 1e-2 of its leaf's radius has its near field summed in
         float64 (rare), so close pairs keep their pull.  Only bodies at one
@@ -457,8 +407,8 @@ def fmm(
         The near field and the M2L sums run in float32 when ``(order, theta)``
         is no more accurate, at ``quantile``, than the parameters of a ``tol``
         from :data:`NEAR32_TOL` up (:func:`fmm_parameters`), in float64
-        otherwise; so for bodies spread in 3-D the parameters of a ``tol``
-        give that ``tol``'s result (at the same ``quantile``), bit for bit.
+        otherwise.  Given parameters run without the error control: the
+        opening angle alone decides, and ``tol`` is not checked.
         ``theta`` is a real number in ``[0, 1)`` (a NumPy scalar or 0-d array
         too): the expansions of two cells converge only while their radii sum
         to less than their distance; ``theta = 0`` sums every pair directly
@@ -565,14 +515,14 @@ def fmm(
     # 2**mexp) and Morton order, with their octree: the tree's own (_units.bodies)
     b = bodies(P, m, e, leaf_size)
     lexp, mexp = b.lexp, b.mexp
-    # (p, theta) from tol, or from a stricter tolerance for bodies on a line or a plane
-    shape = _shape(b.pos, np.sqrt(b.src[4])) if order is None and theta is None else None
-    eff = float(tol) / DEGENERATE_TIGHTEN if shape else float(tol)
-    p, th = _parameters(eff, quantile)  # below the table for a line or plane at tol 1e-7
+    # (p, theta) given, or for a tol the first guess of the row of GUESS * tol, which the
+    # error control then checks pair by pair
+    given = order is not None or theta is not None
+    guess = float(tol) if given else min(GUESS * float(tol), _table(quantile)[0][0])
+    p, th = _parameters(guess, quantile)
     p = p if order is None else int(order)
     th = th if theta is None else float(theta)
-    given = order is not None or theta is not None
-    near32 = (_coarse(p, th, quantile) if given else eff >= NEAR32_TOL) and not spline
+    near32 = (_coarse(p, th, quantile) if given else tol >= NEAR32_TOL) and not spline
     src = _Tree.build(b.pos, b.src[3], b.src[4], b.order, (b.start, b.end, b.nxt, b.leaf), spline)
     if T is None:
         tgt = src
@@ -583,23 +533,12 @@ def fmm(
         tgt = _Tree.build(Ts, np.ones(T.shape[0]), te2, torder, (start, end, nxt, leaf), spline)
     mt = tgt.x.shape[0]
     res = np.zeros((mt, 4))
-    mutual, p, th = _mutual_choice(T is None, eff, quantile, given, shape, p, th)
+    mutual, p, th = _mutual_choice(T is None, guess, quantile, given, p, th)
     if mt and n:
-        res = _run(src, tgt, _Passes(p, th, near32, T is None, spline, mutual))
-        if shape == "line":
-
-            def run(p: int, th: float, near32: bool) -> np.ndarray:
-                return _run(src, tgt, _Passes(p, th, near32 and not spline, T is None, spline))
-
-            res, ok = _verified(run, res, float(tol), eff, quantile)
-            if not ok:
-                warnings.warn(
-                    f"fmm: on these collinear bodies the pulls nearly cancel and order "
-                    f"{MAX_ORDER} could not confirm tol={float(tol):g}; check a sample against "
-                    "propopt.direct_gravity (on a line it is cheap)",
-                    RuntimeWarning,
-                    stacklevel=3,
-                )
+        how = _Passes(p, th, near32, T is None, spline, mutual)
+        if not given:
+            how = how._replace(ctl=_controls(src, tgt, how, float(tol), quantile))
+        res = _run(src, tgt, how)
     res[:, 3] = -res[:, 3]  # the expansions sum +m/r: the potential is its negative
     self_m = self_e2 = np.zeros(0)
     if T is None and mt and n and not mutual:  # the one-way P2P counted each body's own 1/eps
@@ -652,6 +591,27 @@ class _Passes(NamedTuple):
     selfpairs: bool = False  # targets are the sources: skip each body's pull on itself
     spline: bool = False  # Gadget's spline softening instead of Plummer's
     mutual: bool = False  # self-gravity by mutual cell-pair interactions (_run_mutual)
+    ctl: tuple | None = None  # error control (allow, spow, binom): _controls; None: theta only
+    first: bool = False  # the first pass of the error control
+
+
+def _controls(src: _Tree, tgt: _Tree, how: _Passes, tol: float, quantile: float) -> tuple:
+    """The error control of a ``tol`` (:mod:`._control`): a first pass at :data:`FIRST` for
+    each target's force, then per target node the allowance ``ETA tol a_min``, per source
+    node its multipole powers to the order ``how.p``, and ``C(p, k)``."""
+    first = _run(src, tgt, how._replace(p=FIRST[0], theta=FIRST[1], near32=not how.spline,
+                                        first=True))  # fmt: skip
+    allow = _control.allowance(np.sqrt((first[:, :3] ** 2).sum(axis=1)), tgt.start, tgt.end,
+                               tgt.nxt, tgt.leaf, tol, ETA[quantile], quantile)  # fmt: skip
+    spow = _control.power(src.x, src.y, src.z, src.w, src.start, src.end, src.nxt, src.leaf,
+                          src.ctr, src.rad, src.wsum, how.p)  # fmt: skip
+    return allow, spow, _control.binomials(how.p)
+
+
+def _no_control(src: _Tree, tgt: _Tree, p: int) -> tuple:
+    """Allowances that let every pair within the opening angle through."""
+    return (np.full(tgt.start.shape[0], np.inf), np.zeros((src.start.shape[0], p + 1)),
+            np.ones(p + 1))  # fmt: skip
 
 
 def _upward(src: _Tree, tab: Any) -> np.ndarray:
@@ -688,13 +648,14 @@ def _run_mutual(src: _Tree, how: _Passes, counts: list | None = None) -> np.ndar
     # theta = 0: nothing is separated, every pair is summed directly
     rcrit = src.rad / theta if theta > 0 else np.full_like(src.rad, np.inf)
     nthreads = numba.get_num_threads()
+    ctl = how.ctl if how.ctl is not None else _no_control(src, src, p)
     for tasks, serial in _schedule(items, rec, rcrit):
         cnt = np.zeros((tasks.shape[0], 2), np.int64)
         nt = 1 if serial else min(nthreads, tasks.shape[0])
         threads.run_threads(interact, nt, tasks, items, rec,
                          src.start, src.me2, src.hmax, M, L, src.x, src.y,
                          src.z, src.w, src.e2, rcrit, cheap, how.spline, out,
-                         cnt)  # fmt: skip
+                         cnt, *ctl)  # fmt: skip
         if counts is not None:
             counts.append(cnt.sum(axis=0))
     threads.run_threads(_mutual.downward, min(nthreads, items.shape[0]), items, src.nxt,
@@ -761,7 +722,8 @@ def _run(src: _Tree, tgt: _Tree, how: _Passes) -> np.ndarray:
     """The passes of the method on two trees in tree units: ``(m, 4)`` grad psi and psi."""
     if how.mutual:
         return _run_mutual(src, how)
-    p, theta, near32, selfpairs, spline, _ = how
+    p, theta, near32, selfpairs, spline = how[:5]
+    ctl = how.ctl if how.ctl is not None else _no_control(src, tgt, p)
     tab = expansion_tables(p)
     kt = tgt.start.shape[0]
     M = _upward(src, tab)
@@ -786,5 +748,5 @@ def _run(src: _Tree, tgt: _Tree, how: _Passes) -> np.ndarray:
     threads.run_threads(_fmm.solve, min(nthreads, items.shape[0]), items, trec,
                      srec, T, S, M, theta, cheap, rec, tab.mono, tab.trip, mtrip, mptr,
                      tab.grad, c, near32, selfpairs, tgt.hmax, src.hmax, spline, L,
-                     out)  # fmt: skip
+                     out, *ctl)  # fmt: skip
     return out

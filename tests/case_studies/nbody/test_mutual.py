@@ -206,8 +206,9 @@ def test_schedule_pairs_every_subtree_once_and_never_twice_in_a_round():
 
 
 def test_fmm_picks_the_mutual_method_for_its_rows(monkeypatch):
-    """Self-gravity at a tol of MUTUAL_TOL_TABLE runs the mutual method with that row's
-    parameters; separate targets, and other tolerances, the one-way method."""
+    """Self-gravity at a tol whose first guess (the row of GUESS * tol) is a row of
+    MUTUAL_TOL_TABLE runs the mutual method with that row's parameters, after a first pass
+    of the error control; separate targets the one-way method."""
     calls = []
     run = F._run_mutual
     monkeypatch.setattr(F, "_run_mutual", lambda *a, **k: calls.append(a[1]) or run(*a, **k))
@@ -215,8 +216,9 @@ def test_fmm_picks_the_mutual_method_for_its_rows(monkeypatch):
     for q, rows in F.MUTUAL_TABLES.items():
         for tol, (p, theta) in rows.items():
             calls.clear()
-            fmm(pos, m, eps=1e-3, tol=tol, quantile=q)
-            assert [(c.p, c.theta) for c in calls] == [(p, theta)]
+            fmm(pos, m, eps=1e-3, tol=tol / F.GUESS, quantile=q)
+            assert [(c.p, c.theta) for c in calls if not c.first] == [(p, theta)]
+            assert [(c.p, c.theta) for c in calls if c.first] == [F.FIRST]
             calls.clear()
             fmm(pos, m, eps=1e-3, tol=tol, quantile=q, targets=pos[:10])
             assert calls == []
@@ -239,5 +241,5 @@ def test_field_reaches_the_mutual_method(monkeypatch):
     run = F._run_mutual
     monkeypatch.setattr(F, "_run_mutual", lambda *a, **k: calls.append(a[1]) or run(*a, **k))
     pos, m = DISTRIBUTIONS["plummer"](3000, seed=1)
-    field(pos, m, eps=1e-3, tol=1e-4, quantile=0.5)  # below the tree's error: the FMM
-    assert [(c.p, c.theta) for c in calls] == [F.MUTUAL_TOL_TABLE_MEDIAN[1e-4]]
+    field(pos, m, eps=1e-3, tol=1e-4 / F.GUESS, quantile=0.5)  # below the tree's error
+    assert [(c.p, c.theta) for c in calls if not c.first] == [F.MUTUAL_TOL_TABLE_MEDIAN[1e-4]]
