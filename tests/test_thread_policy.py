@@ -75,7 +75,7 @@ def test_every_parallel_kernel_runs_sized(calls):
     Octree.build(pos, mass, eps=0.01).field(potential=True)
     fmm(pos, mass, eps=0.01)
     ran = {w for w, _ in calls}
-    assert len(ran) >= 10 and "propopt_case_studies.mamba._complex.backward" in ran, ran
+    assert len(ran) >= 10 and "propopt_case_studies.mamba.scan._complex.backward" in ran, ran
     outside = sorted({w for w, sized in calls if not sized})
     assert calls and outside == [], f"parallel kernels run outside threads.sized: {outside}"
 
@@ -110,7 +110,7 @@ def test_the_hf_decode_kernels_run_sized(hf_compiled, calls):
             hf.accelerate(model).generate(ids, max_new_tokens=3, do_sample=False)
     ran = {w for w, _ in calls}
     assert {
-        w for w in ran if "_hf_kernels" in w
+        w for w in ran if "mamba.hf._kernels" in w
     } and "propopt_case_studies.mamba.floor._exps" in ran
     outside = sorted({w for w, sized in calls if not sized})
     assert outside == [], f"parallel kernels run outside threads.sized: {outside}"

@@ -32,6 +32,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic, overload
 
 from . import _exp as E
+from ._compute import FASTMATH
 from ._exp import fexp
 
 #: Channels per LLVM vector; the lane width ``W`` must be a multiple of it.
@@ -454,7 +455,7 @@ def token_io(typingctx, h, at, dsrc, usrc, osrc, zsrc, r, c, bias, Dv, e0, Brow,
     return sig, codegen
 
 
-@njit(cache=True, fastmath={"contract", "reassoc", "nsz", "arcp"})
+@njit(cache=True, fastmath=FASTMATH)
 def _token_io_loops(h, at, dsrc, usrc, osrc, zsrc, r, c, bias, Dv, e0, Brow, Crow, scale_b,
                     finish, has_z):  # type: ignore[no-untyped-def]  # fmt: skip
     # a function of its own, called (not inlined) from the overload below:
@@ -476,7 +477,7 @@ def _token_io_loops(h, at, dsrc, usrc, osrc, zsrc, r, c, bias, Dv, e0, Brow, Cro
         osrc[r, c + j] = o
 
 
-@njit(cache=True, fastmath={"contract", "reassoc", "nsz", "arcp"})
+@njit(cache=True, fastmath=FASTMATH)
 def _finish_loops(yb, k0, j0, u2, z2, o2, d0, t0, Dv, has_z):  # type: ignore[no-untyped-def]
     for c in range(VL):
         ch = d0 + j0 + c

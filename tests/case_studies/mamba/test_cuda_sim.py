@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from propopt_case_studies.mamba import _host, reference
+from propopt_case_studies.mamba import reference
+from propopt_case_studies.mamba.scan import _host
 
 from ._data import inputs
 
@@ -19,7 +20,7 @@ from ._data import inputs
     ],
 )
 def test_cuda_kernel_matches_reference(b_kind, c_kind, dtype, dim, L, N):
-    from propopt_case_studies.mamba import _cuda
+    from propopt_case_studies.mamba.scan import _cuda
 
     d = inputs(batch=2, dim=dim, L=L, N=N, b_kind=b_kind, c_kind=c_kind, dtype=dtype)
     p = _host.prepare(**d, softplus=True, scale_b=True, dtype=np.dtype(dtype))
@@ -35,7 +36,7 @@ def test_cuda_kernel_matches_reference(b_kind, c_kind, dtype, dim, L, N):
 
 
 def test_cuda_rejects_too_large_state():
-    from propopt_case_studies.mamba import _cuda
+    from propopt_case_studies.mamba.scan import _cuda
 
     a = np.zeros((1, 1, 1), np.float32)
     with pytest.raises(ValueError, match="d_state=300: the CUDA kernel holds at most 256"):

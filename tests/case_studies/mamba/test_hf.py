@@ -24,7 +24,7 @@ from transformers import (  # noqa: E402
 from transformers.models.mamba import modeling_mamba  # noqa: E402
 from transformers.models.mamba2 import modeling_mamba2  # noqa: E402
 
-from propopt_case_studies.mamba import hf  # noqa: E402
+from propopt_case_studies.mamba.hf import core as hf  # noqa: E402
 
 MAMBA_130M = dict(vocab_size=50280, hidden_size=768, state_size=16, num_hidden_layers=24,
                   expand=2, conv_kernel=4)  # fmt: skip
@@ -308,7 +308,7 @@ def test_chunked_prefill_continues_the_cache(which):
     """Tokens fed in two forwards with the cache give the logits of one forward.
 
     transformers' Mamba-2 does the same; its Mamba-1 restarts the SSM state from
-    zero in the second forward (hf.py's module docstring).
+    zero in the second forward (hf/core.py's module docstring).
     """
     model = hf.accelerate(model_for(which))
     ids = _ids(model, 2, 40)

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from propopt_case_studies.mamba import _hf_kernels as K
+from propopt_case_studies.mamba.hf import _kernels as K
 
 
 def _reference(W, bias, x):

@@ -146,7 +146,8 @@ def test_mamba1_packed_gradients_equal_each_sequence_alone(method):
 
 
 def test_mamba1_cuda_kernel_resets_on_the_simulator():
-    from propopt_case_studies.mamba import _cuda, _host, reference
+    from propopt_case_studies.mamba import reference
+    from propopt_case_studies.mamba.scan import _cuda, _host
 
     d = inputs(batch=1, dim=4, L=9, N=3, b_kind="step", c_kind="shared", seed=5)
     starts = np.zeros((1, 9), bool)

@@ -58,7 +58,7 @@ def test_lane_blocks_split_over_tasks(batch, dim, token_major, threads, cap, dty
     # then a partial one (element by element); float32 tokens go through
     # _lanes.token_io (in place in the chapter's layout, without the softplus;
     # in mamba_ssm's layout a whole tile's softplus is taken first).
-    from propopt_case_studies.mamba import _host
+    from propopt_case_studies.mamba.scan import _host
 
     if cap is not None:
         monkeypatch.setattr(_host, "RUN_STATE_BYTES", cap)
@@ -82,7 +82,7 @@ def test_lane_blocks_split_over_tasks(batch, dim, token_major, threads, cap, dty
 def test_lane_kernels_have_their_own_names_and_cache_files():
     # The variants share a signature: were two of them in one cache index,
     # two processes compiling both at once could swap their entries.
-    from propopt_case_studies.mamba import _cpu
+    from propopt_case_studies.mamba.scan import _cpu
 
     flags = [(t, s, f) for t in (False, True) for s in (False, True) for f in (False, True)]
     kernels = [_cpu.lane_kernel(*f) for f in flags]

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from propopt_case_studies.mamba import _ssd_cpu, _ssd_host, ssd_scan
+from propopt_case_studies.mamba import ssd_scan
+from propopt_case_studies.mamba.ssd import _cpu as _ssd_cpu, _host as _ssd_host
 
 torch = pytest.importorskip("torch")
 
@@ -394,7 +395,7 @@ def test_workspace_reuse_is_invisible(cap, monkeypatch):
 
 def test_carry_pass_gradients():
     # The chunk carry on CPU: a numba pass with its adjoint written out.
-    from propopt_case_studies.mamba import _ssd_carry
+    from propopt_case_studies.mamba.ssd import _carry as _ssd_carry
 
     rng = np.random.default_rng(30)
     a = torch.from_numpy(rng.uniform(0, 1, (1, 3, 2, 2))).requires_grad_()
@@ -407,7 +408,7 @@ def test_carry_pass_gradients():
 def test_torch_carry_off_cpu_path(monkeypatch):
     # Other devices run the carry as torch operations: same values, and
     # differentiable (checked here on CPU by switching the numba pass off).
-    from propopt_case_studies.mamba import _ssd_torch
+    from propopt_case_studies.mamba.ssd import _torch as _ssd_torch
 
     d = as_torch(make(nb=1, L=5, H=2, P=1, G=1, N=2, seed=31))
     si = torch.tensor([[0, 0, 1, 1, 1]])

@@ -40,15 +40,15 @@ from numba import njit, prange
 
 from propopt import threads
 
-from ._exp import fexp, fsoftplus
+from .._compute import FASTMATH
+from .._exp import fexp, fsoftplus
 
 #: numba keys its on-disk cache on this file only: change this line when
 #: editing what the kernels compile in from ``_exp``.
 DEPENDS_ON = "_exp: fexp, fsoftplus"
 
-# As the scan's kernels: no nnan/ninf, so NaN and inf propagate; 'reassoc'
-# vectorizes the dot products and sums (rounding order, not the math).
-FASTMATH = {"contract", "reassoc", "nsz", "arcp"}
+# FASTMATH (.._compute), as the scan's kernels: no nnan/ninf, so NaN and inf propagate;
+# 'reassoc' vectorizes the dot products and sums (rounding order, not the math).
 
 #: Tokens per task of :func:`conv_silu`: 2048 tokens of one sequence make
 #: 64 tasks, enough to balance two to sixteen threads.

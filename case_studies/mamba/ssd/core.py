@@ -4,10 +4,10 @@ Methods:
 
 * ``'fused'``: BLAS GEMMs for the chunk states and their outputs (all heads
   at once), numba kernels for the rest, the intra-chunk products in
-  explicit vector code (:mod:`._ssd_host`, :mod:`._ssd_cpu`, :mod:`._ssd_tile`);
+  explicit vector code (:mod:`._host`, :mod:`._cpu`, :mod:`._tile`);
 * ``'ops'``: the same three phases in torch operations (explicit mask),
-  differentiable by autograd and usable on any torch device (:mod:`._ssd_torch`);
-* ``'reference'``: the recurrence token by token (:mod:`._ssd_reference`).
+  differentiable by autograd and usable on any torch device (:mod:`._torch`);
+* ``'reference'``: the recurrence token by token (:mod:`._reference`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,9 @@ import numpy as np
 from propopt import dispatch
 from propopt.arrays import PLACES, flag, shown
 
-from . import _checks, _ssd_cpu, _ssd_host, _ssd_nonfinite, _ssd_reference
+from .. import _checks
+from .._compute import compute_dtype, needs_grad
+from . import _cpu, _host, _nonfinite, _reference
 
 SsdMethod = Literal["auto", "fused", "ops", "reference"]
 
@@ -85,7 +87,7 @@ def ssd_scan(
         depend on it beyond rounding).  Work is ``O(seqlen chunk_size)`` per
         head for the chunks and ``O(seqlen headdim dstate)`` for the states.
         ``method='fused'`` takes it as an upper bound and uses chunks of at most
-        ``_ssd_host.CPU_CHUNK`` (64) tokens, its fastest (see docs/mamba.md).
+        ``_host.CPU_CHUNK`` (64) tokens, its fastest (see docs/mamba.md).
     D : array (nheads,) or (nheads, headdim), optional
         Skip connection ``D x``.
     z : array like ``x``, optional
@@ -141,13 +143,13 @@ def ssd_scan(
     triangle) and ``O(seqlen / chunk_size nheads headdim dstate)`` extra
     memory for the chunk states.  Decays ``exp(dt_{s+1} A + ... + dt_t A)``
     below 2^-64 (float32; 2^-512 in float64) are taken as 0
-    (``_ssd_cpu.DECAY_FLOOR``: subnormal numbers slow the products ten-fold).
+    (``_cpu.DECAY_FLOOR``: subnormal numbers slow the products ten-fold).
     float32 results agree with a float64 recurrence to within 1e-6 of
     ``max |y|``.  An inf or nan in the inputs gives the recurrence's infs and nans:
     it reaches no earlier token and no other packed sequence, forward or
     backward (each (row, head, sequence) that holds one is recomputed token
     by token, at the cost of ``method='reference'`` for that sequence; see
-    ``_ssd_nonfinite``).  A decay ``exp(dt A)`` that is exactly 0 (``dt A``
+    ``_nonfinite``).  A decay ``exp(dt A)`` that is exactly 0 (``dt A``
     below -746 in float64: ``A = -inf``, or a float32 ``A = -1e38`` whose
     float32 ``dt A`` would overflow) cuts the head's run, as in the recurrence.
 
@@ -185,8 +187,8 @@ def ssd_scan(
     if return_varlen_states and cu is None:
         raise ValueError("return_varlen_states=True needs cu_seqlens (the packed sequences' "
                          "boundaries)")  # fmt: skip
-    needs_grad = kind != "numpy" and _needs_grad(named)
-    cdt = _compute_dtype(kind, x.dtype)
+    grad = kind != "numpy" and needs_grad(named.values())
+    cdt = compute_dtype(kind, x.dtype)
     plan = _Plan(
         args={k: None if v is None else _cast(v, cdt, kind) for k, v in named.items()},
         chunk=Q,
@@ -194,7 +196,7 @@ def ssd_scan(
         starts=starts,
         state_cu=cu if return_varlen_states else None,  # the sequences whose states are returned
         kind=kind,
-        needs_grad=needs_grad,
+        needs_grad=grad,
     )
     name = dispatch.choose_on(BACKENDS, method, device, plan, PLACES[kind], AUTO,
                               {("ops", "cpu"): _auto_ops}, "x, dt, ...")  # fmt: skip
@@ -251,21 +253,21 @@ def _backend_cpu(p: _Plan) -> tuple[Any, Any, Any]:
 
 
 def _backend_torch(p: _Plan) -> tuple[Any, Any, Any]:
-    from . import _ssd_torch
+    from . import _torch
 
     a = p.args
     f = p.flags
-    y, final, varlen, bad = _ssd_torch.forward(
+    y, final, varlen, bad = _torch.forward(
         a["x"], a["dt"], a["A"], a["B"], a["C"], p.chunk, a["D"], a["z"], a["dt_bias"],
         f["softplus"], f["dt_limit"], a["initial_states"], p.starts, p.state_cu)  # fmt: skip
-    bad = bad | _ssd_nonfinite.nonfinite_outputs(y, final, varlen, p.state_cu)
-    return _ssd_nonfinite.repair(y, final, varlen, bad, a, starts=p.starts, cu=p.state_cu,
+    bad = bad | _nonfinite.nonfinite_outputs(y, final, varlen, p.state_cu)
+    return _nonfinite.repair(y, final, varlen, bad, a, starts=p.starts, cu=p.state_cu,
                                  **p.flags)  # fmt: skip
 
 
 def _backend_reference(p: _Plan) -> tuple[Any, Any, Any]:
     a, f = p.args, p.flags
-    return _ssd_reference.ssd_reference(  # type: ignore[no-any-return]
+    return _reference.ssd_reference(  # type: ignore[no-any-return]
         a["x"], a["dt"], a["A"], a["B"], a["C"], a["D"], a["z"], a["dt_bias"],
         f["softplus"], f["dt_limit"], a["initial_states"], p.starts, p.state_cu)  # fmt: skip
 
@@ -342,22 +344,6 @@ def _check_limit(dt_limit: Any) -> tuple[float, float]:
     return lo, hi
 
 
-def _needs_grad(named: dict[str, Any]) -> bool:
-    import torch
-
-    return torch.is_grad_enabled() and any(
-        v is not None and v.requires_grad for v in named.values()
-    )
-
-
-def _compute_dtype(kind: str, dtype: Any) -> Any:
-    if kind == "numpy":
-        return np.dtype(np.float64 if dtype == np.float64 else np.float32)
-    import torch
-
-    return torch.float64 if dtype == torch.float64 else torch.float32
-
-
 def _cast(v: Any, cdt: Any, kind: str) -> Any:
     return v.astype(cdt, copy=False) if kind == "numpy" else v.to(cdt)
 
@@ -381,16 +367,16 @@ def _run_cpu(args: dict[str, Any], Q: int, flags: dict[str, Any], starts: Any, c
          for k, v in args.items()}  # fmt: skip
     st = starts if kind == "numpy" else starts.cpu().numpy()
     y, final, varlen, clean = _host_forward(a, Q, flags, st, cu)
-    if not clean:  # an inf or nan: keep it in its sequence (see _ssd_nonfinite)
-        dtp = _ssd_nonfinite.processed_dt(a["dt"], a["dt_bias"], **flags)
-        bad = _ssd_nonfinite.bad_tokens(a["x"], dtp, a["A"], a["B"], a["C"],
+    if not clean:  # an inf or nan: keep it in its sequence (see _nonfinite)
+        dtp = _nonfinite.processed_dt(a["dt"], a["dt_bias"], **flags)
+        bad = _nonfinite.bad_tokens(a["x"], dtp, a["A"], a["B"], a["C"],
                                         a["initial_states"], st)  # fmt: skip
         fix = ("x", "B", "C", "initial_states")
-        zeroed = {k: _ssd_nonfinite.finite_or_zero(a[k]) for k in fix}
+        zeroed = {k: _nonfinite.finite_or_zero(a[k]) for k in fix}
         if any(zeroed[k] is not a[k] for k in zeroed):  # (prep already zeroes dt and dt A)
             y, final, varlen, _ = _host_forward(dict(a, **zeroed), Q, flags, st, cu)
-        bad |= _ssd_nonfinite.nonfinite_outputs(y, final, varlen, cu)
-        y, final, varlen = _ssd_nonfinite.repair(y, final, varlen, bad, a, starts=st, cu=cu,
+        bad |= _nonfinite.nonfinite_outputs(y, final, varlen, cu)
+        y, final, varlen = _nonfinite.repair(y, final, varlen, bad, a, starts=st, cu=cu,
                                                  **flags)  # fmt: skip
     if kind == "torch":
         import torch
@@ -402,7 +388,7 @@ def _run_cpu(args: dict[str, Any], Q: int, flags: dict[str, Any], starts: Any, c
 
 def _host_forward(a: dict[str, Any], Q: int, flags: dict[str, Any], st: np.ndarray,
                   cu: Any) -> tuple[Any, Any, Any, bool]:  # fmt: skip
-    Q = min(Q, _ssd_host.CPU_CHUNK)
+    Q = min(Q, _host.CPU_CHUNK)
     x = np.ascontiguousarray(a["x"])
     T = x.dtype
     H, P = x.shape[2], x.shape[3]
@@ -413,7 +399,7 @@ def _host_forward(a: dict[str, Any], Q: int, flags: dict[str, Any], st: np.ndarr
     h0 = a["initial_states"]
     h0 = None if h0 is None else np.ascontiguousarray(h0)
     bias = np.zeros(H, T) if a["dt_bias"] is None else np.ascontiguousarray(a["dt_bias"])
-    return _ssd_host.forward(
+    return _host.forward(
         x, np.ascontiguousarray(a["dt"]), np.ascontiguousarray(a["A"]),
         np.ascontiguousarray(a["B"]), np.ascontiguousarray(a["C"]), Q, Dv,
         None if a["z"] is None else np.ascontiguousarray(a["z"]), bias, flags["softplus"],
@@ -430,8 +416,8 @@ def phase_times(fn: Any, rounds: int = 3) -> dict[str, float]:
     names = ("prep", "pass_states", "finish")
     acc: dict[str, list[float]] = {}
     cur: dict[str, float] = {}
-    saved = {n: getattr(_ssd_cpu, n) for n in names}
-    saved_mm = _ssd_host._matmul
+    saved = {n: getattr(_cpu, n) for n in names}
+    saved_mm = _host._matmul
 
     def wrap(name: str, f: Any) -> Any:
         def g(*a: Any) -> Any:
@@ -444,8 +430,8 @@ def phase_times(fn: Any, rounds: int = 3) -> dict[str, float]:
 
     try:
         for n in names:
-            setattr(_ssd_cpu, n, wrap(n, saved[n]))
-        _ssd_host._matmul = wrap("GEMMs", saved_mm)
+            setattr(_cpu, n, wrap(n, saved[n]))
+        _host._matmul = wrap("GEMMs", saved_mm)
         fn()
         for _ in range(rounds):
             cur.clear()
@@ -456,11 +442,11 @@ def phase_times(fn: Any, rounds: int = 3) -> dict[str, float]:
                 acc.setdefault(k, []).append(v)
     finally:
         for n in names:
-            setattr(_ssd_cpu, n, saved[n])
-        _ssd_host._matmul = saved_mm
+            setattr(_cpu, n, saved[n])
+        _host._matmul = saved_mm
     return {k: float(np.median(v)) for k, v in acc.items()}
 
 
-gemm_profile = _ssd_host.gemm_profile
+gemm_profile = _host.gemm_profile
 """Record ``(seconds, flops)`` of every GEMM :func:`ssd_scan` issues inside the block."""
-GEMM_BACKEND = _ssd_host.GEMM_BACKEND
+GEMM_BACKEND = _host.GEMM_BACKEND

@@ -1,6 +1,6 @@
 """Infs and nans in the chunked SSD scan: each stays in its sequence, after its token.
 
-The chunked scans (:mod:`._ssd_host`, :mod:`._ssd_torch`) multiply a chunk's
+The chunked scans (:mod:`._host`, :mod:`._torch`) multiply a chunk's
 tokens at once, in matrix products whose operands are masked by zeros (the
 causal mask, the sequence starts, the carry's reach).  A matrix product
 cannot select, and ``0 * nan`` is nan: one inf or nan in a chunk would reach
@@ -8,7 +8,7 @@ the outputs of the chunk's earlier tokens and of the other sequences packed
 in it, and, through the chunk's state, every later chunk (seen: a nan at
 token 40 of ``cu_seqlens=[0, 36, 48]``, chunk 16, made tokens 32-35 of
 sequence 0 nan).  The recurrence token by token has none of this: its reset
-at a sequence start is a selection (:mod:`._ssd_reference`).  So:
+at a sequence start is a selection (:mod:`._reference`).  So:
 
 1. the chunked scan runs with every non-finite entry of ``x``, ``B``, ``C``,
    ``initial_states`` and the processed ``dt``, and every nan or ``+inf``
@@ -21,11 +21,11 @@ at a sequence start is a selection (:mod:`._ssd_reference`).  So:
    (:func:`repair`).
 
 A decay ``exp(dt A)`` that is exactly zero (``A = -inf``, or ``dt A`` below
-``_ssd_cpu.CUT_BELOW``) is not such an entry: the chunked scans cut the
+``_cpu.CUT_BELOW``) is not such an entry: the chunked scans cut the
 head's run there, as a sequence start does, and stay exact.
 
 ``method='fused'`` does step 1 only when its first pass flags something
-(:func:`._ssd_cpu.prep` and :func:`._ssd_cpu.finish` flag as they go), so
+(:func:`._cpu.prep` and :func:`._cpu.finish` flag as they go), so
 finite inputs cost one comparison per output; ``method='ops'`` checks its
 inputs first, so that the gradients of the other sequences never meet a nan
 either (gradients through the recomputed sequences are the recurrence's).
@@ -46,7 +46,7 @@ import numpy as np
 
 from propopt.arrays import array_module
 
-from . import _ssd_reference
+from . import _reference
 
 
 def processed_dt(dt: Any, dt_bias: Any, softplus: bool, dt_limit: tuple[float, float]) -> Any:
@@ -180,7 +180,7 @@ def _recurrence(a: dict[str, Any], b: int, s0: int, s1: int, idx: Any, use_h0: b
     h0 = a["initial_states"]
     h0 = f64(h0[b : b + 1][:, idx]) if use_h0 and h0 is not None else None
     with np.errstate(all="ignore"):  # overflow and nan are the point here
-        ys, last, _ = _ssd_reference.ssd_reference(
+        ys, last, _ = _reference.ssd_reference(
             tok(x, idx), tok(a["dt"], idx), head(a["A"]), tok(a["B"], groups),
             tok(a["C"], groups), head(a["D"]), tok(a["z"], idx), head(a["dt_bias"]),
             softplus, dt_limit, h0)  # fmt: skip

@@ -5,15 +5,15 @@ written out with the SSD's chunk as the piece (the carry pass over a few
 dozen chunks is sequential; there is no depth to win):
 
 1. **local** (every chunk on its own): the decays and the state products'
-   right operand ``w o X`` (:func:`._ssd_cpu.prep`), ``C B^T`` of the chunk
+   right operand ``w o X`` (:func:`._cpu.prep`), ``C B^T`` of the chunk
    (a GEMM, shared by the heads of a group) and the chunk's end state from
    zero ``S_c = B_c^T (w o X_c)`` (a GEMM for all heads);
 2. **carry**: ``H_c = a_c H_{c-1} + S_c`` over the chunks, the
    linear-recurrence monoid ``(a1, S1) . (a2, S2) = (a1 a2, a2 S1 + S2)``
-   (:func:`._ssd_cpu.pass_states`, parallel over the state, in place);
+   (:func:`._cpu.pass_states`, parallel over the state, in place);
 3. **fix-up**: the carried states' outputs ``C_c H_{c-1}`` (a GEMM for all
    heads, straight into ``y``), then per chunk the intra-chunk term, ``D``
-   and the gate (:func:`._ssd_cpu.finish`, tiles of rows in vector code).
+   and the gate (:func:`._cpu.finish`, tiles of rows in vector code).
 
 Only the intra-chunk term is per head, and it is the one product outside
 BLAS: ``(C B^T o L_h) X_h`` with ``L_h`` the head's decays.  Tried and
@@ -23,7 +23,7 @@ the 2-core machine shared with other work):
 * ``M_h = C B^T o L_h o dt`` built per (chunk, head) and ``M_h X_h`` as small
   BLAS products, as mamba_ssm's kernels do: 22-24 GFLOP/s (64 x 64 x 64 and
   128 x 128 x 64), building ``M`` cost 27-53 ms and writing and reading it 4
-  more passes over 32-64 MB.  The tiles of :mod:`._ssd_tile` read ``C B^T``
+  more passes over 32-64 MB.  The tiles of :mod:`._tile` read ``C B^T``
   as it is, take one ``exp`` per token and tile, and run at 70-80 GFLOP/s.
 * The mask's rank-one factors ``exp(cs_i - r) exp(r - cs_j)`` over a whole
   chunk, which fold the intra-chunk term into the carried state's GEMM
@@ -56,7 +56,7 @@ import numpy as np
 from propopt import threads
 from propopt.arrays import frozen, mapped_empty
 
-from . import _ssd_cpu
+from . import _cpu
 
 try:  # torch is optional: the GEMM backend of choice when present
     import torch as _torch
@@ -185,8 +185,8 @@ def forward(x: np.ndarray, dt: np.ndarray, A: np.ndarray, B: np.ndarray, C: np.n
 
     Returns ``(y, final_states, varlen_states or None, clean)``: ``clean`` is
     False when a ``dt`` or decay was not finite (taken as 0,
-    :func:`._ssd_cpu.prep`) or an output or state came out inf or nan; the
-    caller then recomputes (:mod:`._ssd_nonfinite`).  ``h0`` None: the
+    :func:`._cpu.prep`) or an output or state came out inf or nan; the
+    caller then recomputes (:mod:`._nonfinite`).  ``h0`` None: the
     state before the sequence is zero.
 
     The numba kernels run under propopt's thread policy
@@ -227,11 +227,11 @@ def _forward(x: np.ndarray, dt: np.ndarray, A: np.ndarray, B: np.ndarray, C: np.
     mono, flagged = np.empty((nb, nck, H), np.uint8), np.empty((nb, nck, H), np.uint8)
     lo, hi = (T.type(v) for v in dt_limit)
     tiny = float(np.finfo(T).tiny)
-    floor = _ssd_cpu.DECAY_FLOOR[T]
+    floor = _cpu.DECAY_FLOOR[T]
     # y holds w o X (the state products' right operand) until the carry-in
     # products overwrite it with C H_{c-1}
     y = mapped_empty((nb, L, H, P), T)  # mapped here, not by the threads at once
-    _ssd_cpu.prep(dt, A, bias, softplus, lo, hi, starts, run0, first, Q, _ssd_cpu.FACTORED,
+    _cpu.prep(dt, A, bias, softplus, lo, hi, starts, run0, first, Q, _cpu.FACTORED,
                   tiny, floor, x, y, dtp, cs, e, a, mono, flagged)  # fmt: skip
     Ct = np.ascontiguousarray(C.transpose(0, 2, 1, 3))  # (b, g, l, n)
     Bt = np.ascontiguousarray(B.transpose(0, 2, 1, 3))
@@ -258,7 +258,7 @@ def _forward(x: np.ndarray, dt: np.ndarray, A: np.ndarray, B: np.ndarray, C: np.
     zero_h0 = h0 is None or not h0.any()
     if h0 is None:
         h0 = np.zeros((nb, H, P, N), T)
-    _ssd_cpu.pass_states(S, a, h0, final)  # the carries: S becomes H_{c-1}
+    _cpu.pass_states(S, a, h0, final)  # the carries: S becomes H_{c-1}
     if zero_h0:  # the first chunk carries nothing: no product, and e = 0 discards y there
         e[:, : min(Q, L)] = 0
     varlen = None
@@ -281,7 +281,7 @@ def _forward(x: np.ndarray, dt: np.ndarray, A: np.ndarray, B: np.ndarray, C: np.
     Dz = Dv if Dv is not None else np.zeros((1, 1), T)
     # inputs read-only whatever the caller passed: one compiled kernel (propopt.arrays.frozen)
     xr, zr, Dr, CBr, csr, dtr, Ar, r0, er = map(frozen, (x, zz, Dz, CB, cs, dtp, A, run0, e))
-    _ssd_cpu.finish(y, xr, zr, z is not None, Dv is not None, Dr, CBr, csr, dtr, Ar, r0, er,
+    _cpu.finish(y, xr, zr, z is not None, Dv is not None, Dr, CBr, csr, dtr, Ar, r0, er,
                     mono, Q, T.type(1), floor, nonfinite)  # fmt: skip
     release(CB)
     clean = not (flagged.any() or nonfinite.any() or not np.isfinite(final).all()
@@ -333,7 +333,7 @@ def varlen_states(x: np.ndarray, B: np.ndarray, A: np.ndarray, cs: np.ndarray,
         jm = int(run0[0, t])
         # each head's last cut in the chunk up to t (-1 if none), found as prep finds it
         la = dtp[0, :, c * Q : t + 1].astype(np.float64) * a64
-        cut = np.where(la < _ssd_cpu.CUT_BELOW, np.arange(c * Q, t + 1), -1).max(axis=1)
+        cut = np.where(la < _cpu.CUT_BELOW, np.arange(c * Q, t + 1), -1).max(axis=1)
         run = np.arange(jm, t + 1) >= np.maximum(jm, cut)[:, None]  # (h, k)
         gap = np.where(run, cs[0, :, t, None] - cs[0, :, jm : t + 1], -np.inf)
         wt = (np.exp(gap) * dtp[0, :, jm : t + 1]).T

@@ -43,8 +43,9 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from ._exp import fexp, fsoftplus
-from ._lanes import (
+from .._compute import FASTMATH
+from .._exp import fexp, fsoftplus
+from .._lanes import (
     VL,
     finish_update,
     prefetch,
@@ -83,9 +84,8 @@ TILE_CHANNEL_MAJOR = 64
 #: balance the load).
 SEQ_SPLIT_PAIRS_PER_THREAD = 4
 
-# No nnan/ninf: NaN and inf must propagate.  'reassoc' lets LLVM vectorize
-# the sum over d_state (rounding order changes, not the math).
-FASTMATH = {"contract", "reassoc", "nsz", "arcp"}
+# FASTMATH (.._compute): no nnan/ninf, NaN and inf propagate; 'reassoc' lets LLVM
+# vectorize the sum over d_state (rounding order changes, not the math).
 
 
 @njit(fastmath=FASTMATH, cache=True)

@@ -1,11 +1,11 @@
 """The chunked SSD scan in torch operations: ``method='ops'`` of :func:`.ssd_scan`.
 
-The same three phases as :mod:`._ssd_host`, written with torch tensor
+The same three phases as :mod:`._host`, written with torch tensor
 operations so that autograd differentiates them and they run on any torch
 device.  Within a chunk it uses the explicit per-head mask
 ``L[i, j] = exp(cs_i - cs_j)`` (no range limit).  The carry across chunks is
 one pass over the chunks, ``H_c = a_c H_{c-1} + S_c`` (on CPU a numba kernel
-with an explicit adjoint, :mod:`._ssd_carry`).  :func:`propopt.associative_scan` with
+with an explicit adjoint, :mod:`._carry`).  :func:`propopt.associative_scan` with
 :data:`propopt.linear_recurrence` (``method='generic'``, which autograd also
 differentiates) was tried first: at the 2.7B shape (64 chunks of 32 x 64 x
 128 states) it took 2.5 s of a 2.6 s forward, its log-depth passes copying
@@ -19,7 +19,7 @@ state reaches only the chunk's first run, only the last run feeds the
 chunk's end state, and a chunk that holds a start passes no state on
 (``a_c = 0``): a segmented scan expressed through the monoid's own zero.  A
 token whose decay ``exp(dt A)`` is exactly zero (``dt A`` below
-``_ssd_cpu.CUT_BELOW``, ``A = -inf`` included) ends its head's run the
+``_cpu.CUT_BELOW``, ``A = -inf`` included) ends its head's run the
 same way, and its ``dt A`` is taken as 0 in the cumulative sums, so that no
 two infinities are subtracted (``-inf - -inf`` is nan where the recurrence
 has ``exp(-inf) = 0``), and ``dt A`` is formed in float64 (a float32
@@ -27,7 +27,7 @@ has ``exp(-inf) = 0``), and ``dt A`` is formed in float64 (a float32
 selection: the exponent is set to ``-inf`` before the ``exp``, never a
 product with 0 after it, so neither values nor gradients meet ``0 * inf``.
 Non-finite inputs are zeroed before the scan and their sequences
-recomputed afterwards (:mod:`._ssd_nonfinite`).
+recomputed afterwards (:mod:`._nonfinite`).
 """
 
 from __future__ import annotations
@@ -37,11 +37,11 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from ._ssd_carry import CarryFn
-from ._ssd_cpu import CUT_BELOW
-from ._ssd_nonfinite import bad_tokens, finite_or_zero
+from ._carry import CarryFn
+from ._cpu import CUT_BELOW
+from ._nonfinite import bad_tokens, finite_or_zero
 
-#: Run the carry pass as one numba kernel each way (:class:`._ssd_carry.CarryFn`)
+#: Run the carry pass as one numba kernel each way (:class:`._carry.CarryFn`)
 #: for CPU tensors; other devices (and tests of that path) use torch operations.
 NUMBA_CARRY = True
 
@@ -53,7 +53,7 @@ def forward(x: Any, dt: Any, A: Any, B: Any, C: Any, Q: int, D: Any, z: Any, dt_
 
     ``starts`` (b, l) bool marks sequence starts; ``h0`` (b, h, p, n) or None.
     ``bad`` (b, l, h) bool: the tokens whose inputs were not finite (taken as
-    zero here; the caller recomputes their sequences, :func:`._ssd_nonfinite.repair`).
+    zero here; the caller recomputes their sequences, :func:`._nonfinite.repair`).
     """
     nb, L, H, P = x.shape
     G, N = B.shape[2], B.shape[3]

@@ -160,7 +160,7 @@ def scan_torch(u: Any, delta: Any, A: Any, B: Any, C: Any, D: Any, z: Any, delta
     """Forward on torch CUDA tensors; returns (out in the compute dtype, last state)."""
     import torch
 
-    from ._checks import complex_cuda_error
+    from .._checks import complex_cuda_error
 
     err = complex_cuda_error(dict(A=A, B=B, C=C, initial_state=initial_state))
     if err is not None:  # the kernel is real only

@@ -42,9 +42,10 @@ from numba import njit, prange
 
 from propopt import threads
 
+from .._compute import FASTMATH
+from .._exp import fexp
 from ._cpu import (
     CHUNK,
-    FASTMATH,
     _dt,
     channel,
     gate_grad,
@@ -52,7 +53,6 @@ from ._cpu import (
     through_softplus,
     token,
 )
-from ._exp import fexp
 from ._host import Prepared, grad_buffers, gradients, options, token_major
 
 

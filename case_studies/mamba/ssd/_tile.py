@@ -1,6 +1,6 @@
 """The SSD scan's intra-chunk product for a tile of rows, as explicit LLVM vector code.
 
-:func:`._ssd_cpu.finish` computes, for each (row, chunk, head) and a tile
+:func:`._cpu.finish` computes, for each (row, chunk, head) and a tile
 of ``R <= 6`` consecutive output rows ``r``::
 
     acc_r  = sum_{j in [jlo, jhi)} Lm[lr0 + r, lc0 + j] v[vo + j] x_j
@@ -29,14 +29,13 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic, overload
 
-from ._exp import fexp
-from ._lanes import VL, _bcast, _is_f32_c, _vexp, _vptr
+from .._compute import FASTMATH
+from .._exp import fexp
+from .._lanes import VL, _bcast, _is_f32_c, _vexp, _vptr
 
 #: Largest tile height: 6 rows x 4 vectors = 24 accumulators, with the 4
 #: vectors of ``x`` and a broadcast, within AVX-512's 32 registers.
 ROWS = 6
-
-FASTMATH = {"contract", "reassoc", "nsz", "arcp"}
 
 
 def _codegen(R: int) -> Any:

@@ -16,7 +16,7 @@ there: ``cs`` restarts at it, as at a sequence start, so that no two
 infinities are ever subtracted (``-inf - -inf`` is nan, where the
 recurrence has ``exp(-inf) = 0``).
 
-Per chunk ``c`` and head ``h`` the scan needs (:mod:`._ssd_host` runs the
+Per chunk ``c`` and head ``h`` the scan needs (:mod:`._host` runs the
 matrix products over all heads at once)::
 
     y_i = e_i (C_i H_{c-1}) + sum_{j <= i, same run} (C_i . B_j) exp(cs_i - cs_j) dt_j x_j
@@ -39,7 +39,7 @@ takes an ``exp`` per entry.  When every decay of the (chunk, head) is at
 most 1 (``dt A <= 0``: ``cs`` never increases inside a run) both factors
 are at most 1 and nothing overflows; otherwise (``A > 0``, or negative
 ``dt`` with ``dt_limit`` allowing them) the tile's coefficients are built
-one ``exp(cs_i - cs_j)`` each.  The products run in :func:`._ssd_tile.tile`.
+one ``exp(cs_i - cs_j)`` each.  The products run in :func:`._tile.tile`.
 """
 
 from __future__ import annotations
@@ -50,15 +50,13 @@ import numpy as np
 from numba import njit, prange, types
 from numba.extending import overload
 
-from ._exp import fexp
-from ._ssd_tile import ROWS, epilogue, tile
-
-# No nnan/ninf: NaN and inf must propagate.
-FASTMATH = {"contract", "reassoc", "nsz", "arcp"}
+from .._compute import FASTMATH
+from .._exp import fexp
+from ._tile import ROWS, epilogue, tile
 
 #: numba keys its on-disk cache on this file only: change this line when
-#: editing what the kernels compile in from ``_exp``, ``_lanes`` or ``_ssd_tile``.
-DEPENDS_ON = "_ssd_tile: tile, epilogue + loops (R x 4 vector accumulators); _exp: fexp"
+#: editing what the kernels compile in from ``_exp``, ``_lanes`` or ``_tile``.
+DEPENDS_ON = "_tile: tile, epilogue + loops (R x 4 vector accumulators); _exp: fexp"
 
 #: Whether (chunk, head) pairs whose decays are all at most 1 use the
 #: factored decays (one ``exp`` per token and tile; see the module).  False
@@ -144,7 +142,7 @@ def prep(dt, A, bias, softplus, lo, hi, starts, run0, first, Q, factored, tiny, 
     A processed ``dt`` that is not finite, or a decay ``dt A`` that is nan or
     ``+inf``, is taken as 0 here (so that it reaches no other token) and
     flagged in ``bad``: the caller recomputes its sequence
-    (:mod:`._ssd_nonfinite`).  The decays are evaluated in float64 and
+    (:mod:`._nonfinite`).  The decays are evaluated in float64 and
     rounded once, those below ``exp(floor)`` taken as 0 (:data:`DECAY_FLOOR`);
     a weight ``w`` below ``tiny`` (the dtype's smallest normal number) is
     taken as 0, as :func:`._exp.fexp` takes its results.
@@ -298,7 +296,7 @@ def finish(y, x, z, has_z, has_d, Dv, CB, cs, dtp, A, run0, e, mono, Q, one, flo
     On entry ``y[b, t, h]`` holds ``C_t H_{c-1}`` (the carried state's
     output); ``CB[b, g, c]`` (Q, Q) is ``C B^T`` of the chunk (its first
     ``Qc x Qc`` for a shorter last chunk).  Parallel over (b, c); each task
-    goes by tiles of :data:`._ssd_tile.ROWS` rows, every head of a tile in
+    goes by tiles of :data:`._tile.ROWS` rows, every head of a tile in
     turn, so that the rows of ``x``, ``y`` and ``z`` it reads are contiguous
     (per head, rows lie ``H P`` numbers apart, which the hardware prefetchers
     do not follow).  ``nonfinite[b, t, h]``: 1 where ``y[b, t, h]`` holds an

@@ -26,7 +26,7 @@ from numba import njit, prange
 
 from propopt import threads
 
-from ._ssd_cpu import FASTMATH
+from .._compute import FASTMATH
 
 
 @njit(parallel=True, fastmath=FASTMATH, cache=True)

@@ -24,7 +24,7 @@ import numpy as np
 import propopt
 from propopt.arrays import array_module as _xp
 
-from ._reference import _expand, complex_pairs, is_complex
+from .._reference import _expand, complex_pairs, is_complex
 
 
 def scan(

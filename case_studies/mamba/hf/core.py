@@ -8,7 +8,7 @@ treatment of ``attention_mask`` and the cache, on propopt's kernels:
 * prefill without gradients: ``in_proj`` as separate GEMMs for the gate,
   the conv channels and (Mamba-2) ``dt``, so that each is contiguous; the
   causal conv1d, its SiLU and the padding mask in one numba pass
-  (:mod:`._hf_kernels`); Mamba-1: ``x_proj`` and ``dt_proj`` GEMMs, then
+  (:mod:`._kernels`); Mamba-1: ``x_proj`` and ``dt_proj`` GEMMs, then
   :func:`selective_scan` with the softplus of ``dt``, ``D`` and the gate
   fused; Mamba-2: :func:`ssd_scan` with the softplus, ``dt_limit``, ``D``
   and the gate, then the grouped RMS norm in one numba pass;
@@ -55,14 +55,16 @@ undone by deleting one attribute.
 from __future__ import annotations
 
 import copy
+import itertools
 import weakref
 from typing import Any
 
 import numpy as np
 
-from . import _hf_kernels as K
-from .scan import selective_scan
-from .ssd import ssd_scan
+from .._compute import compute_dtype, needs_grad
+from ..scan import selective_scan
+from ..ssd import ssd_scan
+from . import _kernels as K
 
 __all__ = ["accelerate", "is_accelerated", "is_usable_for", "restore"]
 
@@ -150,7 +152,7 @@ def accelerate(model: Any) -> Any:
     The same ``model``.  Prefill, decoding with the model's cache
     (``generate``) and training (forward and backward) of each patched mixer
     then run on :func:`selective_scan` / :func:`ssd_scan` and the fused
-    kernels of :mod:`._hf_kernels`; a call that the fast forward does not
+    kernels of :mod:`._kernels`; a call that the fast forward does not
     cover (tensors moved off the CPU since, packed-sequence keyword
     arguments, a padding mask whose length is not the input's) goes to
     transformers' forward.
@@ -239,14 +241,6 @@ def _covered(self: Any, hidden_states: Any, attention_mask: Any, kwargs: dict[st
     )
 
 
-def _needs_grad(self: Any, hidden_states: Any) -> bool:
-    import torch
-
-    return torch.is_grad_enabled() and (
-        hidden_states.requires_grad or any(p.requires_grad for p in self.parameters())
-    )
-
-
 def _states(self: Any, cache: Any) -> tuple[Any, Any]:
     if cache is None:
         return None, None
@@ -265,12 +259,6 @@ def _mask(hidden_states: Any, attention_mask: Any) -> Any:
     if attention_mask is None:
         return hidden_states
     return (hidden_states * attention_mask[:, :, None]).to(hidden_states.dtype)
-
-
-def _compute_dtype(t: Any) -> Any:
-    import torch
-
-    return torch.float64 if t.dtype == torch.float64 else torch.float32
 
 
 def _np(t: Any, ct: Any) -> np.ndarray:
@@ -314,7 +302,7 @@ def _conv_prefill(self: Any, x: Any, cache: Any, L: int, attention_mask: Any, gr
                        groups=w.shape[0])[..., :T][..., -L:]  # fmt: skip
         out = _mask(F.silu(out).to(x.dtype).transpose(1, 2), attention_mask)
         return list(out.split(splits, dim=-1))
-    ct = _compute_dtype(x)
+    ct = compute_dtype("torch", x.dtype)
     b = self.conv1d.bias
     bias = _np(torch.zeros(w.shape[0]) if b is None else b, ct)
     mask = None if attention_mask is None else _np(attention_mask, ct)
@@ -335,7 +323,7 @@ def _mamba_forward(self: Any, hidden_states: Any, cache: Any = None, attention_m
     dtype = hidden_states.dtype
     Di, R, N = self.intermediate_size, self.time_step_rank, self.ssm_state_size
     conv_state, ssm_state = _states(self, cache)
-    grad = _needs_grad(self, hidden_states)
+    grad = needs_grad(itertools.chain((hidden_states,), self.parameters()))
     if not grad and _is_decode(self, cache, conv_state, ssm_state, L, attention_mask):
         return _mamba_token(self, hidden_states, conv_state, ssm_state)
     A = -torch.exp(self.A_log.float())
@@ -372,7 +360,7 @@ def _token(self: Any, hidden_states: Any, conv_state: Any, ssm_state: Any, step:
     import torch
 
     proj = self.in_proj(hidden_states[:, 0])
-    ct = _compute_dtype(proj)
+    ct = compute_dtype("torch", proj.dtype)
     cs, put_cs = _inout(conv_state, ct)
     hs, put_hs = _inout(ssm_state, ct)
     c = self.conv1d
@@ -411,7 +399,7 @@ def _mamba2_forward(self: Any, hidden_states: Any, cache: Any = None, attention_
     H, P, G, N = self.num_heads, self.head_dim, self.n_groups, self.ssm_state_size
     Di, conv_dim = self.intermediate_size, self.conv_dim
     conv_state, ssm_state = _states(self, cache)
-    grad = _needs_grad(self, hidden_states)
+    grad = needs_grad(itertools.chain((hidden_states,), self.parameters()))
     if not grad and _is_decode(self, cache, conv_state, ssm_state, L, attention_mask):
         return _mamba2_token(self, hidden_states, conv_state, ssm_state)
     A = -torch.exp(self.A_log.float())
@@ -424,7 +412,7 @@ def _mamba2_forward(self: Any, hidden_states: Any, cache: Any = None, attention_
         dt = _linear(h, self.in_proj, slice(Di + conv_dim, None))
     x, B, C = _conv_prefill(self, xBC, cache, L, attention_mask, grad, (Di, G * N, G * N))
     # transformers' scan computes in float32 (or float64): so does this one, gate included
-    ct = _compute_dtype(x)
+    ct = compute_dtype("torch", x.dtype)
     y, final = ssd_scan(
         x.to(ct).reshape(nb, L, H, P), dt, A, B.reshape(nb, L, G, N), C.reshape(nb, L, G, N),
         chunk_size=self.chunk_size, D=self.D, z=gate.to(ct).reshape(nb, L, H, P),

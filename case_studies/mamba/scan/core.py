@@ -9,7 +9,7 @@ Semantics are those of mamba_ssm's ``selective_scan_fn`` /
   :data:`propopt.linear_recurrence` on (batch, dim, L, d_state) arrays
   (the chapter's derivation; torch autograd differentiates it);
 * ``'cuda'``: the numba.cuda kernel, for torch CUDA tensors (forward);
-* ``'reference'``: a sequential loop over tokens (:mod:`._reference`).
+* ``'reference'``: a sequential loop over tokens (:mod:`.._reference`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,9 @@ import numpy as np
 from propopt import dispatch
 from propopt.arrays import PLACES, array_module, flag
 
-from . import _checks, _complex, _host, _parallel, _reference
+from .. import _checks, _reference
+from .._compute import compute_dtype, needs_grad
+from . import _complex, _host, _parallel
 
 Method = Literal["auto", "fused", "parallel", "reference"]
 Device = Literal["auto", "cpu", "cuda"]
@@ -350,8 +352,8 @@ def _dispatch(u: Any, delta: Any, A: Any, B: Any, C: Any, D: Any, z: Any, delta_
         starts = _checks.packing(*packed, nb, L, "numpy", u)[0]
     if starts is not None and not starts.any():
         starts = None  # one sequence per row: nothing to reset
-    needs_grad = kind != "numpy" and _needs_grad(named)
-    plan = _Plan(named, kind, cplx, needs_grad, softplus, scale_b, starts)
+    grad = kind != "numpy" and needs_grad(named.values())
+    plan = _Plan(named, kind, cplx, grad, softplus, scale_b, starts)
     name = dispatch.choose_on(BACKENDS, method, device, plan, PLACES[kind], AUTO,
                               what="u, delta, ...")  # fmt: skip
     assert name is not None  # 'parallel' takes every CUDA plan, 'fused' every host plan
@@ -361,24 +363,8 @@ def _dispatch(u: Any, delta: Any, A: Any, B: Any, C: Any, D: Any, z: Any, delta_
     return out.to(u.dtype), last
 
 
-def _needs_grad(named: dict[str, Any]) -> bool:
-    import torch
-
-    return torch.is_grad_enabled() and any(
-        v is not None and v.requires_grad for v in named.values()
-    )
-
-
-def _compute_dtype(kind: str, dtype: Any) -> Any:
-    if kind == "numpy":
-        return np.float64 if dtype == np.float64 else np.float32
-    import torch
-
-    return torch.float64 if dtype == torch.float64 else torch.float32
-
-
 def _to_compute(named: dict[str, Any], kind: str, complex_A: bool = False) -> dict[str, Any]:
-    cdt = _compute_dtype(kind, named["u"].dtype)
+    cdt = compute_dtype(kind, named["u"].dtype)
     if complex_A:  # A, B, C and the state complex (B, C from their (real, imag) pairs)
         if kind == "numpy":
             ct: Any = _complex.complex_dtype(np.dtype(cdt))

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _checks
+from .. import _checks
 
 
 def check_indices(idx: Any, batch: int, slots: int) -> np.ndarray:
