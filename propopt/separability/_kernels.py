@@ -43,13 +43,13 @@ NMOM = 20
 _S2 = ((4, 5, 6), (5, 7, 8), (6, 8, 9))
 
 
-@njit(cache=True)
-def moments_of_points(pos, mass, start, stop, out):  # pragma: no cover - numba
-    """Moment row of ``pos[start:stop]`` (``(n, 3)`` float64) with masses ``mass``.
+@njit(cache=True, inline="always")
+def _centre_of_mass(w, xyz, c0, start, stop, out):  # pragma: no cover - numba
+    """Zero ``out[:NMOM]`` and write the total weight and centre of items ``start:stop``.
 
-    Writes ``out[:NMOM]``.  Two passes (centre, then central moments) so that
-    the moments do not lose digits to a far-away origin.  An empty range or a
-    zero total mass gives the zero row.
+    Item ``j`` weighs ``w[j]`` and sits at ``xyz[j, c0:c0 + 3]``; ``out[0] = M``
+    and ``out[1:4]`` the weighted mean, unless ``M = 0`` (then ``out`` stays
+    the zero row).  Returns ``(M, cx, cy, cz)``.
     """
     for q in range(NMOM):
         out[q] = 0.0
@@ -58,13 +58,13 @@ def moments_of_points(pos, mass, start, stop, out):  # pragma: no cover - numba
     cy = 0.0
     cz = 0.0
     for j in range(start, stop):
-        w = mass[j]
-        M += w
-        cx += w * pos[j, 0]
-        cy += w * pos[j, 1]
-        cz += w * pos[j, 2]
+        wj = w[j]
+        M += wj
+        cx += wj * xyz[j, c0]
+        cy += wj * xyz[j, c0 + 1]
+        cz += wj * xyz[j, c0 + 2]
     if M == 0.0:
-        return
+        return M, cx, cy, cz
     cx /= M
     cy /= M
     cz /= M
@@ -72,6 +72,20 @@ def moments_of_points(pos, mass, start, stop, out):  # pragma: no cover - numba
     out[1] = cx
     out[2] = cy
     out[3] = cz
+    return M, cx, cy, cz
+
+
+@njit(cache=True)
+def moments_of_points(pos, mass, start, stop, out):  # pragma: no cover - numba
+    """Moment row of ``pos[start:stop]`` (``(n, 3)`` float64) with masses ``mass``.
+
+    Writes ``out[:NMOM]``.  Two passes (centre, then central moments) so that
+    the moments do not lose digits to a far-away origin.  An empty range or a
+    zero total mass gives the zero row.
+    """
+    M, cx, cy, cz = _centre_of_mass(mass, pos, 0, start, stop, out)
+    if M == 0.0:
+        return
     for j in range(start, stop):
         w = mass[j]
         x = pos[j, 0] - cx
@@ -153,27 +167,9 @@ def merge_rows(rows, start, stop, out):  # pragma: no cover - numba
     merge(moments(A), moments(B))`` holds up to rounding, and merging is
     associative and commutative.
     """
-    for q in range(NMOM):
-        out[q] = 0.0
-    M = 0.0
-    cx = 0.0
-    cy = 0.0
-    cz = 0.0
-    for r in range(start, stop):
-        w = rows[r, 0]
-        M += w
-        cx += w * rows[r, 1]
-        cy += w * rows[r, 2]
-        cz += w * rows[r, 3]
+    M, cx, cy, cz = _centre_of_mass(rows[:, 0], rows, 1, start, stop, out)
     if M == 0.0:
         return
-    cx /= M
-    cy /= M
-    cz /= M
-    out[0] = M
-    out[1] = cx
-    out[2] = cy
-    out[3] = cz
     for r in range(start, stop):
         shift_add(rows[r], cx, cy, cz, out)
 

@@ -62,64 +62,57 @@ NAN64 = uint64(0x7FF8000000000000)
 ALL64 = uint64(0xFFFFFFFFFFFFFFFF)
 
 
-@cuda.jit
-def _keys32(bits, keys, is_float, desc, nan_ignore, ignored):  # type: ignore[no-untyped-def]
-    per = cuda.gridDim.x // bits.shape[0]  # blocks per row: the grid is flat (rows > 65535)
-    r = cuda.blockIdx.x // per
-    n = bits.shape[1]
-    i = (cuda.blockIdx.x - r * per) * cuda.blockDim.x + cuda.threadIdx.x
-    c = 0
-    while i < n:
-        u = uint64(bits[r, i]) & M32
-        valid = True
-        if is_float:
-            if (u & ABS32) > INF32:
-                if nan_ignore:
-                    valid = False
-                u = NAN32
-            if u == SIGN32:
-                u = uint64(0)
-            u = (u ^ M32) if (u & SIGN32) != 0 else (u | SIGN32)
-        else:
-            u = u ^ SIGN32
-        if not desc:
-            u = u ^ M32
-        keys[r, i] = ((u << uint64(32)) | uint64(1)) if valid else uint64(0)
-        if not valid:
-            c += 1
-        i += per * cuda.blockDim.x
-    if c:
-        cuda.atomic.add(ignored, r, c)
+def _keys_kernel(wide: bool) -> Any:
+    """The kernel writing each row's sort keys, for 64-bit (``wide``) or 32-bit ``bits``.
+
+    ``keys[r, i]`` orders ``bits[r, i]`` (an integer, or a float's bits with
+    ``is_float``: -0 as +0, every NaN as one NaN above +inf) as unsigned
+    integers, largest first with ``desc`` and smallest first without; a
+    32-bit key sits in the high half with a 1 below it (a valid entry), a
+    64-bit key is the whole word.  With ``nan_ignore`` a NaN's key is 0 and
+    ``ignored[r]`` counts it.
+    """
+    mask = ALL64 if wide else M32
+    sign, absmask, inf, nan = (
+        (SIGN64, ABS64, INF64, NAN64) if wide else (SIGN32, ABS32, INF32, NAN32)
+    )
+    shift = uint64(0) if wide else uint64(32)
+    valid_bit = uint64(0) if wide else uint64(1)
+
+    @cuda.jit
+    def keys_kernel(bits, keys, is_float, desc, nan_ignore, ignored):  # type: ignore[no-untyped-def]
+        per = cuda.gridDim.x // bits.shape[0]  # blocks per row: the grid is flat (rows > 65535)
+        r = cuda.blockIdx.x // per
+        n = bits.shape[1]
+        i = (cuda.blockIdx.x - r * per) * cuda.blockDim.x + cuda.threadIdx.x
+        c = 0
+        while i < n:
+            u = uint64(bits[r, i]) & mask
+            valid = True
+            if is_float:
+                if (u & absmask) > inf:
+                    if nan_ignore:
+                        valid = False
+                    u = nan
+                if u == sign:
+                    u = uint64(0)
+                u = (u ^ mask) if (u & sign) != 0 else (u | sign)
+            else:
+                u = u ^ sign
+            if not desc:
+                u = u ^ mask
+            keys[r, i] = ((u << shift) | valid_bit) if valid else uint64(0)
+            if not valid:
+                c += 1
+            i += per * cuda.blockDim.x
+        if c:
+            cuda.atomic.add(ignored, r, c)
+
+    return keys_kernel
 
 
-@cuda.jit
-def _keys64(bits, keys, is_float, desc, nan_ignore, ignored):  # type: ignore[no-untyped-def]
-    per = cuda.gridDim.x // bits.shape[0]  # blocks per row: the grid is flat (rows > 65535)
-    r = cuda.blockIdx.x // per
-    n = bits.shape[1]
-    i = (cuda.blockIdx.x - r * per) * cuda.blockDim.x + cuda.threadIdx.x
-    c = 0
-    while i < n:
-        u = uint64(bits[r, i])
-        valid = True
-        if is_float:
-            if (u & ABS64) > INF64:
-                if nan_ignore:
-                    valid = False
-                u = NAN64
-            if u == SIGN64:
-                u = uint64(0)
-            u = (u ^ ALL64) if (u & SIGN64) != 0 else (u | SIGN64)
-        else:
-            u = u ^ SIGN64
-        if not desc:
-            u = u ^ ALL64
-        keys[r, i] = u if valid else uint64(0)
-        if not valid:
-            c += 1
-        i += per * cuda.blockDim.x
-    if c:
-        cuda.atomic.add(ignored, r, c)
+_keys32 = _keys_kernel(wide=False)
+_keys64 = _keys_kernel(wide=True)
 
 
 #: Warps per block whose histograms a block keeps apart (``THREADS / 32``).
