@@ -9,10 +9,11 @@ Prints, per case, the achieved quantile over ``tol`` and its sampling range:
 the order statistics of the sample that bracket the quantile with 95%
 confidence (the binomial ranks ``S q -+ 1.96 sqrt(S q (1 - q))``).
 
-``--base DIR`` also runs the ``fmm`` of another checkout (its
-``case_studies/nbody`` loaded by path) on the same bodies, interleaved, for
-the time ratio.  The machine this runs on may be shared: the times are
-medians of ``--rounds`` interleaved rounds.
+``--base DIR`` instead runs this checkout's ``fmm`` beside another
+checkout's (its ``case_studies`` loaded by path, so that the editable install
+of this one does not shadow it) on the same bodies, interleaved, and prints
+both times (medians of ``--rounds`` rounds; the machine may be shared), both
+achieved errors and the ratio.
 """
 
 from __future__ import annotations
@@ -129,13 +130,14 @@ def exact(pos: np.ndarray, m: np.ndarray, idx: np.ndarray) -> np.ndarray:
     """
     pos = np.asarray(pos, np.float64)
     out = np.zeros((idx.shape[0], 3))
-    for i0 in range(0, idx.shape[0], 64):
-        rows = idx[i0 : i0 + 64]
+    step = max(1, min(64, (1 << 22) // max(pos.shape[0], 1)))  # ~100 MB of temporaries
+    for i0 in range(0, idx.shape[0], step):
+        rows = idx[i0 : i0 + step]
         d = pos[None, :, :] - pos[rows, None, :]
         s = np.sqrt((d * d).sum(axis=2))
         s[np.arange(rows.shape[0]), rows] = np.inf  # the body itself
         s[s == 0.0] = np.inf  # coincident bodies pull nowhere
-        out[i0 : i0 + 64] = np.einsum("tj,tjk->tk", m[None, :] / (s * s), d / s[..., None])
+        out[i0 : i0 + step] = np.einsum("tj,tjk->tk", m[None, :] / (s * s), d / s[..., None])
     return out
 
 
@@ -204,6 +206,34 @@ def table(n: int, size: int, tols: tuple[float, ...], quantiles: tuple[float, ..
     return rows
 
 
+def side_by_side(n: int, size: int, tols: tuple[float, ...], quantiles: tuple[float, ...],
+                 names: list[str], fmm: Callable[..., Any], base: Callable[..., Any],
+                 rounds: int, seed: int = 1) -> None:  # fmt: skip
+    """This checkout's ``fmm`` against ``base``, interleaved: median times, achieved errors."""
+    for name in names:
+        pos, m = CASES[name](n, seed)
+        idx = sample(n, size)
+        a0 = exact(pos, m, idx)
+        for q in quantiles:
+            for tol in tols:
+                times: dict[str, list[float]] = {"new": [], "base": []}
+                errs = {}
+                for _ in range(rounds):
+                    for key, fn in (("base", base), ("new", fmm)):
+                        t = time.perf_counter()
+                        a, _ = fn(pos, m, tol=tol, quantile=q)
+                        times[key].append(time.perf_counter() - t)
+                        errs[key] = achieved(a[idx], a0, q)
+                tn, tb = float(np.median(times["new"])), float(np.median(times["base"]))
+                print(
+                    f"{name:26s} n {n} q {q:<4g} tol {tol:<6g} base {tb:7.3f} s "
+                    f"({errs['base'][0] / tol:.3f} tol)  new {tn:7.3f} s "
+                    f"({errs['new'][0] / tol:.3f} tol, range {errs['new'][1] / tol:.3f}-"
+                    f"{errs['new'][2] / tol:.3f})  new/base {tn / tb:.2f}",
+                    flush=True,
+                )
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=20000)
@@ -212,6 +242,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--quantiles", default="0.5,0.99")
     ap.add_argument("--cases", default=",".join(CASES), help="comma-separated names of CASES")
     ap.add_argument("--base", default=None, help="another checkout's root, for its fmm")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds with --base")
     args = ap.parse_args(argv)
     names = [c for c in args.cases.split(",") if c]
     for c in names:
@@ -219,7 +250,11 @@ def main(argv: list[str] | None = None) -> None:
             raise SystemExit(f"--cases: {c!r} is not one of {', '.join(CASES)}")
     tols = tuple(float(t) for t in args.tols.split(","))
     qs = tuple(float(q) for q in args.quantiles.split(","))
-    rows = table(args.n, args.sample, tols, qs, names, load_fmm(args.base))
+    if args.base is not None:
+        side_by_side(args.n, args.sample, tols, qs, names, load_fmm(None), load_fmm(args.base),
+                     args.rounds)  # fmt: skip
+        return
+    rows = table(args.n, args.sample, tols, qs, names, load_fmm(None))
     worst: dict[str, float] = {}
     for r in rows:
         worst[r["case"]] = max(worst.get(r["case"], 0.0), r["err"] / r["tol"])

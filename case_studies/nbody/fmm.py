@@ -112,8 +112,9 @@ case for one interaction; a body's errors add over its ~100-600 interactions, mo
 different directions: the nine distributions of ``benchmarks.fmm_tol`` (N = 2 10^4, tol
 1e-2 to 1e-5) came to at most 0.56 ``tol`` at the 99th percentile and 0.51 at the median
 with these (docs/nbody.md, section 6)."""
-FIRST = (2, 0.7)
-"""``(p, theta)`` of the first pass whose forces scale the allowances (float32)."""
+FIRST = (2, 0.9)
+"""``(p, theta)`` of the first pass whose forces scale the allowances (float32; the mutual
+method for self-gravity)."""
 CHEAP = 0.5
 """A target leaf sums a source cell directly when ``n_a n_b <= CHEAP * (M2L flops)``."""
 ITEMS = 256
@@ -600,7 +601,7 @@ def _controls(src: _Tree, tgt: _Tree, how: _Passes, tol: float, quantile: float)
     each target's force, then per target node the allowance ``ETA tol a_min``, per source
     node its multipole powers to the order ``how.p``, and ``C(p, k)``."""
     first = _run(src, tgt, how._replace(p=FIRST[0], theta=FIRST[1], near32=not how.spline,
-                                        first=True))  # fmt: skip
+                                        mutual=how.selfpairs, first=True))  # fmt: skip
     allow = _control.allowance(np.sqrt((first[:, :3] ** 2).sum(axis=1)), tgt.start, tgt.end,
                                tgt.nxt, tgt.leaf, tol, ETA[quantile], quantile)  # fmt: skip
     spow = _control.power(src.x, src.y, src.z, src.w, src.start, src.end, src.nxt, src.leaf,
