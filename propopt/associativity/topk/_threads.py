@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ... import threads
-from . import _cpu
+from . import _cpu, _filter
 from ._checks import kernel_view
 
 #: Each thread's piece of a row holds at least this many elements times k
@@ -82,6 +82,10 @@ def best_positions(
     with threads.sized():
         sampled = False
         if seed is None and not has_ids and x2.shape[0] == 1:
+            if n >= SAMPLE_ABOVE and n >= SAMPLE_PER_K * kk:
+                got = _filter.top_row(xv[0], kk, largest, nanbig, ordered, _pieces(1, n, kk))
+                if got is not None:
+                    return got.reshape(1, kk), np.array([kk])
             bound = _sample_bound(xv[0], kk, largest, nanbig)
             if bound is not None:
                 # pairs strictly beating a value just worse than the bound: every
