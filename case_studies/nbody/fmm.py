@@ -199,8 +199,11 @@ QUANTILES = {0.99: TOL_TABLE, 0.5: TOL_TABLE_MEDIAN}
 
 
 def fmm_parameters(tol: float, quantile: float = 0.99) -> tuple[int, float]:
-    """The order ``p`` and opening angle ``theta`` that :func:`fmm` uses for ``tol``: the
-    cheapest calibrated to keep that ``quantile`` of the relative error below ``tol``.
+    """The table row of ``tol``: the cheapest ``(p, theta)`` calibrated on three distributions
+    to keep that ``quantile`` of the relative error below ``tol``.
+
+    :func:`fmm` takes the row of ``GUESS * tol`` as its first guess (the order, and the widest
+    opening angle) and holds ``tol`` by its error control (:mod:`._control`).
 
     Self-gravity at a tolerance of :data:`MUTUAL_TABLES` runs the mutual method with that
     table's ``(p, theta)`` instead (docs/nbody.md, section 7)."""
