@@ -13,7 +13,14 @@ calls every variant once, in a rotated order; the figure is the median):
   combine, differentiated by torch: the path taken before the kernels were
   differentiable), up to ``2^20`` and for the built-in only;
 * ``jax``: ``jax.jit(jax.grad(loss, (0, 1)))`` of ``jax.lax.associative_scan``
-  with the same combine (its arguments are on the device before the rounds).
+  with the same combine (its arguments are on the device before the rounds,
+  it is compiled and run once before them, and each call ends with
+  ``jax.block_until_ready``).
+
+Both monoids' backward is the kernel generated from the traced combine
+(``propopt/associativity/scan/_grad_traced.py``): the affine monoid's
+combine is the built-in's arithmetic, so one generated module serves both
+rows' backward.
 
 torch is imported first, then jax; torch runs on 1 thread or on propopt's
 grant (:func:`propopt.get_num_threads`), whichever is faster here. The torch
