@@ -142,6 +142,7 @@ def test_threads_one_and_two(reverse, exclusive, fused_only, monkeypatch):  # ty
 
         monkeypatch.setattr(_grad_kernels, "_rows", spy)
     else:
+        monkeypatch.setattr(_grad_traced, "SERIAL_UP_TO", 1 << 16)
         module = _grad_traced._module
 
         class Spy:
@@ -153,7 +154,7 @@ def test_threads_one_and_two(reverse, exclusive, fused_only, monkeypatch):  # ty
                 return self.mod.chunked(*args)
 
         monkeypatch.setattr(_grad_traced, "_module", lambda *args: Spy(module(*args)))
-    n = 200_003  # above SERIAL_UP_TO, and not a multiple of the lanes
+    n = 200_003  # above SERIAL_UP_TO (2^16 for the traced kernel here), not a multiple of lanes
     rng = np.random.default_rng(3)
     a0 = 0.5 + 0.5 * rng.random(n)
     b0, wA, wh = rng.standard_normal(n), rng.standard_normal(n), rng.standard_normal(n)
