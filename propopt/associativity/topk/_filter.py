@@ -100,6 +100,8 @@ def threshold(x, k, desc, nanbig):  # type: ignore[no-untyped-def]
     n = x.shape[0]
     w = max(1, RUN_BYTES // x.itemsize)
     stride = n // RUNS
+    if stride < w:
+        return False, x[0]
     m_all = RUNS * w
     r = (SPEC * k * m_all + n - 1) // n
     rl = (SPEC * k * RUNS + n - 1) // n + 1
@@ -153,20 +155,15 @@ def threshold(x, k, desc, nanbig):  # type: ignore[no-untyped-def]
         # is at least as good as the r-th best run best u0; when fewer than r
         # values beat u0 strictly, u is u0, else it is among those few
         u0 = _kth(lb[:nl], r, desc)
-        g = np.empty(0 if nl == 0 else w * r, x.dtype)
+        g = np.empty(w * r, x.dtype)  # fewer than r runs have a best beating u0
         ng = 0
         for q in range(nl):
             if (lb[q] > u0) if desc else (lb[q] < u0):
                 end = at[q + 1] if q + 1 < nl else m
                 for t in range(at[q], end):
                     v = sv[t]
-                    if (v > u0) if desc else (v < u0):
-                        if ng == g.shape[0]:
-                            g2 = np.empty(2 * ng, x.dtype)
-                            g2[:ng] = g
-                            g = g2
-                        g[ng] = v
-                        ng += 1
+                    g[ng] = v
+                    ng += (v > u0) if desc else (v < u0)
         u = _kth(g[:ng], r, desc) if ng >= r else u0
     t = min(u, u_run) if desc else max(u, u_run)
     step = _step_worse(t, desc)

@@ -123,14 +123,19 @@ def topk(
     Notes
     -----
     ``O(n)`` work whatever the order of the input.  Each thread keeps its
-    current k-th best as a threshold and tests blocks of 2048 values against
+    current k-th best as a threshold and tests blocks of values against
     it with a vectorized compare-and-count; only blocks holding a winner are
     searched, and winners go to a buffer of ``2k + 4096`` candidates that is
     compacted when full by one pass against a sampled pivot just below the
     k-th best.  Each compaction frees thousands of slots, so even ascending
     input (every value a winner) costs ``O(1)`` amortized per element
-    (~5 ns measured), not the ``O(log k)`` of a heap.  On
-    random data the filter runs at close to memory speed.
+    (~5 ns measured), not the ``O(log k)`` of a heap.  A row of at least
+    2^22 values (and ``64 k``) starts from a threshold guessed from a
+    sample, which about ``3k`` values pass: the filter then reads the row
+    about as fast as ``x.max()`` does (1.05-1.25x on one thread, 10^7
+    float32, k = 1000, for normal, sorted, constant, NaN-heavy and
+    ``-inf``-heavy rows); when fewer than ``k`` pass the guess, the row is
+    filtered again from a safe threshold, with the same result.
 
     Examples
     --------
