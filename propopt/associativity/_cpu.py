@@ -4,10 +4,12 @@ One algorithm at two scales inside a machine.  An array is scanned in three
 phases: reduce each piece to its total, scan the (few) totals sequentially,
 then scan each piece again starting from its carry.  The pieces are
 
-* *lanes* inside one thread: a thread's block is cut into ``L`` contiguous
-  lanes that are reduced and scanned in an interleaved loop, so the CPU has
-  ``L`` independent dependency chains in flight instead of one (a plain
-  ``h = a*h + b`` loop is bound by the 4-cycle latency of one FMA);
+* *tiles* inside one thread (a plain ``h = a*h + b`` loop is bound by the
+  4-cycle latency of one FMA): for elements of at most 4 bytes and arity at
+  most 2, a tile of at most 2048 elements is scanned as a tree whose levels
+  are counted loops that vectorize to the SIMD width (``_cpu_tile.py``);
+  otherwise it is cut into ``L`` contiguous lanes scanned in one
+  interleaved loop, ``L`` independent chains in flight (``_cpu_lanes.py``);
 * *threads*: the array is walked in super-blocks of ``T * block`` elements;
   each thread reduces its block, the ``T`` totals are scanned, and each
   thread scans its block again while it is still in its L2 cache.  Main
@@ -34,6 +36,8 @@ import numpy as np
 from .. import _jit, threads
 from .._memory import mapped_empty, settle_allocator
 from ..arrays import frozen
+from ._cpu_lanes import lane_lines, lanes_for
+from ._cpu_tile import reduce_then_scan_source, tile_source
 
 
 class MonoidLike(Protocol):
@@ -60,18 +64,23 @@ BLOCK_BYTES = 2048 * 1024
 #: the other threads, so that all of them reach the barrier together.
 LEAD_SHARE = 0.3
 
-#: Elements per lane in a tile of ``L * LANE`` elements.  A compile-time
-#: constant so that every lane is addressed from one base pointer.  Longer
-#: lanes give the hardware prefetcher longer runs to follow: at N = 2^24 the
-#: float32 linear recurrence took 19.7-20.8 ms with 512 against 24.5-34 ms
-#: with 128 (interleaved runs, one process, 2 cores).  Not a power of two:
-#: with 512 float32 lanes, every other lane sat a multiple of 4 KiB from
-#: another, and on an AVX-512 Xeon (llvmlite ``rocketlake``) one thread's
-#: lane pass ran at the speed of the sequential loop (17.4 against 17.7 ms at
-#: 2^24; the cause is not settled, see docs/associativity.md).  With 1040 it
-#: takes 12-13 ms, and the whole scan with ``out=`` 13.3-13.7 ms against
-#: 17.6-18.5 on one thread, 9.2 against 10.4 ms on two.
+#: Elements per lane of the lane form of the in-block scan (``_cpu_lanes.py``):
+#: a compile-time constant, so that every lane is addressed from one base
+#: pointer.  Not a power of two: with 512 float32 lanes every other lane sat a
+#: multiple of 4 KiB from another, and on an AVX-512 Xeon one thread's lane
+#: pass ran at the sequential loop's speed (docs/associativity.md).
 LANE = 1040
+
+#: Bytes of input in one in-block tile (``_cpu_tile.py``), at most 2048
+#: elements: its levels are kept in scratch of the same size, which with the
+#: tile's input and output stays in the L1 and L2 caches.  Float32 linear
+#: recurrence at 2^22 on one thread: 9.2 ms with 512-element tiles, 9.0 ms
+#: with 2048, each run beside the sequential loop's 7.6 ms.
+TILE_BYTES = 16384
+
+#: ``LEAD_SHARE`` for scans that leave outputs out (``_cpu_tile.reduce_then_scan_source``):
+#: threads 1.. reduce a block and scan another in each parallel region, thread 0 scans one.
+REDUCE_LEAD_SHARE = 0.6
 
 #: Column-block width for scans whose elements are vectors (axis not last).
 COL_BLOCK = 256
@@ -87,9 +96,20 @@ SUPPORTED = frozenset(
 )  # fmt: skip
 
 
-def lanes_for(arity: int) -> int:
-    """Interleaved lanes per thread: about 8 dependency chains in flight."""
-    return max(2, 8 // arity)
+def uses_tree(arity: int, itemsize: int) -> bool:
+    """Whether the in-block scan is the tree of ``_cpu_tile.py`` (else the lanes of
+    ``_cpu_lanes.py``): for elements of at most 4 bytes and arity at most 2."""
+    return arity <= 2 and itemsize <= 4
+
+
+def tile_elements(arity: int, itemsize: int, tree: bool | None = None) -> int:
+    """Elements of one in-block tile: a power of two near ``TILE_BYTES`` for the tree,
+    ``LANE`` per lane for the lanes (``tree``: by :func:`uses_tree` when None)."""
+    if tree is None:
+        tree = uses_tree(arity, itemsize)
+    if not tree:
+        return LANE * lanes_for(arity)
+    return max(256, min(2048, 1 << (TILE_BYTES // (arity * itemsize)).bit_length() - 1))
 
 
 # ------------------------------------------------------------------ codegen
@@ -146,6 +166,7 @@ def _source(
     rev: bool,
     excl: bool,
     flush: Sequence[int] = (),
+    keep: Sequence[int] = (),
 ) -> str:
     """Python source of the CPU kernels for arity ``k``, ``dtype`` and one direction.
 
@@ -154,7 +175,8 @@ def _source(
     made numba compile four times the code on every first use, for the one
     that runs (``rev`` and ``excl`` remain arguments of the other loops).
     """
-    L = lanes_for(k)
+    tree = uses_tree(k, dtype.itemsize) or 0 < len(keep) < k
+    nt = tile_elements(k, dtype.itemsize, tree)
     X, O, E, C = _v("x", k), _v("o", k), _v("e", k), _v("c", k)
     A = [f"x{i}[u]" for i in range(k)]
     out: list[str] = [header]
@@ -164,9 +186,8 @@ def _source(
     w("from numba import prange")
     w(f"DT = np.{dtype.name}")
     w(f"CACHE = {cache}")
-    w(f"L = {L}")
+    w(f"TILE = {nt}")
     w(f"SL = {LANE}")
-    w("TILE = L * SL")
     w("FM = {'contract'}")
     w("_c = numba.njit(inline='always', fastmath=FM)(_py_combine)")
     w("")
@@ -184,13 +205,19 @@ def _source(
         # physical index of logical tile position ``off`` (an expression)
         return f"ub - np.uintp({off})" if rev else f"ub + np.uintp({off})"
 
-    lanes = [[f"s{j}_{i}" for i in range(k)] for j in range(L)]
-    XU = [f"x{i}[u]" for i in range(k)]
     OU = [f"o{i}[u]" for i in range(k)]
+    XU = [f"x{i}[u]" for i in range(k)]
+    WS = _v("wa", k) + _v("wb", k) + _v("e", k)
+
+    kept = list(keep) or list(range(k))
+    partial = len(kept) < k
 
     def store(indent: str, st: Sequence[str]) -> None:
-        w(indent + "; ".join(f"{o} = {v}" for o, v in zip(OU, st)))
+        w(indent + "; ".join(f"{OU[i]} = {st[i]}" for i in kept))
 
+    if tree:
+        for line in tile_source(k, rev, excl, nt, kept):
+            w(line)
     # _block: scan logical positions [lo, hi) from carry c; returns c . total.
     # fresh: there is no carry yet (c holds the identity as a placeholder), so
     # the first element is taken as it is.  No element is ever combined with
@@ -199,56 +226,17 @@ def _source(
     w("@numba.njit(nogil=True, cache=CACHE, fastmath=FM)")
     w(f"def _block({_j(X)}, {_j(O)}, lo, hi, N, rev, excl, {_j(C)}, {_j(E)}, fresh):")
     w("    nt = (hi - lo) // TILE")
-    w("    for t in range(nt):")
-    w("        b = lo + t * TILE")
-    w("        ub = np.uintp(N - 1 - b) if rev else np.uintp(b)")
-    w(f"        {_unpack(lanes[0])} = {_unpack(C)}")
-    for j in range(1, L):
-        w(f"        {_unpack(lanes[j])} = {_unpack(E)}")
-    # the first element of each lane: lanes 1.. always start fresh, lane 0 when
-    # no carry has been seen
-    for j in range(L):
-        w(f"        u = {idx(rev, f'{j}*SL')}")
-        if excl:
-            store("        ", lanes[j])
-        if j == 0:
-            w("        if fresh:")
-            w(f"            {_unpack(lanes[0])} = {_unpack(XU)}")
-            w("        else:")
-            w(f"            {_unpack(lanes[0])} = comb({_j(lanes[0] + XU)})")
-        else:
-            w(f"        {_unpack(lanes[j])} = {_unpack(XU)}")
-        if not excl:
-            store("        ", lanes[j])
-    w("        fresh = False")
-    w("        for i in range(1, SL):")
-    for j in range(L):
-        w(f"            u = {idx(rev, f'{j}*SL + i')}")
-        if excl:
-            store("            ", lanes[j])
-        w(f"            {_unpack(lanes[j])} = comb({_j(lanes[j] + XU)})")
-        if not excl:
-            store("            ", lanes[j])
-    # carries into lanes 1.., then a vectorizable fix-up of those lanes (an
-    # exclusive lane's first output is its carry itself)
-    kk = [[f"k{j}_{i}" for i in range(k)] for j in range(L)]
-    w(f"        {_unpack(kk[1])} = {_unpack(lanes[0])}")
-    for j in range(2, L):
-        w(f"        {_unpack(kk[j])} = comb({_j(kk[j - 1] + lanes[j - 1])})")
-    w(f"        {_unpack(C)} = comb({_j(kk[L - 1] + lanes[L - 1])})")
-    for j in range(1, L):
-        first = 1 if excl else 0
-        if excl:
-            w(f"        u = {idx(rev, f'{j}*SL')}")
-            store("        ", kk[j])
-        # logical offsets j*SL + first .. j*SL + SL - 1, in physical order
-        w(f"        for i in range(SL - {first}):")
+    if tree:
+        w("    if nt > 0:")
+        w("        " + "; ".join(f"{s} = np.empty(TILE, DT)" for s in WS))
+        w("        for t in range(nt):")
         w(
-            f"            u = ub - np.uintp({j}*SL + SL - 1 - i) if rev "
-            f"else ub + np.uintp({j}*SL + {first} + i)"
+            f"            {_unpack(C)} = _tile({_j(X)}, {_j(O)}, {_j(WS)}, lo + t * TILE, N, "
+            f"{_j(C)}, fresh)"
         )
-        w(f"            {_unpack(_v('r', k))} = comb({_j(kk[j] + OU)})")
-        store("            ", _v("r", k))
+        w("            fresh = False")
+    else:
+        lane_lines(k, rev, excl, w)
     w("    for l in range(lo + nt * TILE, hi):")
     w("        u = np.uintp(N - 1 - l if rev else l)")
     w("        if excl:")
@@ -282,14 +270,15 @@ def _source(
 
     # rows in parallel: each row of a (P, N) array scanned by one thread
     w("@numba.njit(parallel=True, nogil=True, cache=CACHE)")
-    w(f"def scan_rows({_j(X)}, {_j(O)}, rev, excl, {_j(E)}):")
+    # i: each row's carry into its first element (a (P,) array per component),
+    # unless fresh
+    I_ = _v("i", k)
+    w(f"def scan_rows({_j(X)}, {_j(O)}, rev, excl, {_j(E)}, {_j(I_)}, fresh):")
     w("    P, N = x0.shape")
-    # fresh is np.bool_(True), not the literal True: numba would compile _block once for
-    # the literal and once for the bool of the other call in scan_1d
     w("    for p in prange(P):")
     w(
         f"        _block({_j(x + '[p]' for x in X)}, {_j(o + '[p]' for o in O)}, "
-        f"np.int64(0), N, N, rev, excl, {_j(E)}, {_j(E)}, np.bool_(True))"
+        f"np.int64(0), N, N, rev, excl, {_j(i + '[p]' for i in I_)}, {_j(E)}, fresh)"
     )
     w("")
 
@@ -299,13 +288,16 @@ def _source(
     # still in cache.
     T_ = [f"tot{i}" for i in range(k)]
     K_ = [f"car{i}" for i in range(k)]
+    if partial:  # outputs left out: no _fix, blocks reduced then scanned
+        out.extend(reduce_then_scan_source(k, nt, rev, kept))
+        return "\n".join(out) + "\n"
     w("@numba.njit(parallel=True, nogil=True, cache=CACHE)")
-    w(f"def scan_1d({_j(X)}, {_j(O)}, rev, excl, T, BK, B0, {_j(E)}):")
+    w(f"def scan_1d({_j(X)}, {_j(O)}, rev, excl, T, BK, B0, {_j(E)}, {_j(I_)}, fresh):")
     w("    # thread 0 scans B0 elements per super-block, threads 1.. BK each")
     w("    N = x0.shape[0]")
     for t_, k_ in zip(T_, K_):
         w(f"    {t_} = np.empty(T, DT); {k_} = np.empty(T, DT)")
-    w(f"    {_unpack(C)} = {_unpack(E)}")
+    w(f"    {_unpack(C)} = {_unpack(I_)}")
     w("    SB = B0 + (T - 1) * BK")
     w("    nsb = (N + SB - 1) // SB")
     w("    for b in range(nsb + 1):")
@@ -324,7 +316,7 @@ def _source(
     w("                if t == 0:")
     w(
         f"                    r = _block({_j(X)}, {_j(O)}, lo, hi, N, rev, excl, {_j(C)}, "
-        f"{_j(E)}, b == 0)"
+        f"{_j(E)}, fresh and b == 0)"
     )
     w("                else:")
     w(
@@ -422,26 +414,54 @@ def _source(
     return "\n".join(out) + "\n"
 
 
-def kernels(monoid: MonoidLike, dtype: np.dtype, rev: bool = False, excl: bool = False) -> Any:
+def kernels(
+    monoid: MonoidLike,
+    dtype: np.dtype,
+    rev: bool = False,
+    excl: bool = False,
+    keep: tuple[int, ...] = (),
+) -> Any:
     """The compiled-on-demand kernel module for ``monoid``, ``dtype`` and one direction.
+
+    ``keep``: the components the scan writes (all when empty); a module
+    that leaves some out has the row kernels only (``scan_rows``,
+    ``scan_1d``, ``_block``).
 
     Keyed by what the combine computes (:func:`propopt._jit.splice`), not by
     the monoid object: a monoid made afresh around the same code shares the
     module, in this process and, through numba's disk cache, in the next.
     """
-    key = (np.dtype(dtype), bool(rev), bool(excl))
+    keep = () if len(keep) == monoid.arity else tuple(keep)
+    key = (np.dtype(dtype), bool(rev), bool(excl), keep)
     cache = _jit.kernel_cache(monoid, "cpu")
     if key in cache:
         return cache[key]
     dt = key[0]
     spliced = _jit.splice(monoid.scalar, "_py_combine")
     tag = f"cpu_{monoid.name}_{dt.name}".replace("-", "_")
-    src = _source(monoid.arity, dt, spliced.source, spliced.namespace is None, *key[1:],
-                  tuple(monoid.flush))  # fmt: skip
+    src = _source(monoid.arity, dt, spliced.source, spliced.namespace is None, key[1], key[2],
+                  tuple(monoid.flush), keep)  # fmt: skip
     mod = _jit.load_spliced(spliced, src, tag)
     if spliced.stable:  # nothing it reads can be rebound: keep it with the monoid
         cache[key] = mod
     return mod
+
+
+def inspectable(monoid: MonoidLike, dtype: np.dtype, rev: bool = False, excl: bool = False) -> Any:
+    """The kernels of :func:`kernels`, compiled afresh and kept off the disk cache.
+
+    For reading their machine code (``mod._block.inspect_asm(...)`` after a
+    call): numba does not inspect code it loaded from its cache.
+    """
+    import types
+
+    dt = np.dtype(dtype)
+    spliced = _jit.splice(monoid.scalar, "_py_combine")
+    src = _source(monoid.arity, dt, spliced.source, False, bool(rev), bool(excl),
+                  tuple(monoid.flush))  # fmt: skip
+    ns: dict[str, Any] = dict(spliced.namespace or {})
+    exec(compile(src, f"<propopt cpu kernels {monoid.name}>", "exec"), ns)
+    return types.SimpleNamespace(**ns)
 
 
 def identity(monoid: MonoidLike, dtype: np.dtype) -> tuple[Any, ...]:
@@ -449,9 +469,9 @@ def identity(monoid: MonoidLike, dtype: np.dtype) -> tuple[Any, ...]:
     return tuple(dtype.type(v) for v in monoid.identity(dtype))
 
 
-def block_elements(arity: int, itemsize: int) -> int:
+def block_elements(arity: int, itemsize: int, tree: bool | None = None) -> int:
     """Elements per thread per super-block for ``BLOCK_BYTES`` of input."""
-    tile = LANE * lanes_for(arity)
+    tile = tile_elements(arity, itemsize, tree)
     return max(tile, BLOCK_BYTES // (arity * itemsize) // tile * tile)
 
 
@@ -470,18 +490,24 @@ def scan(
     exclusive: bool,
     *,
     block: int | None = None,
-    out: Sequence[np.ndarray] | None = None,
-) -> list[np.ndarray]:
+    out: Sequence[np.ndarray | None] | None = None,
+    keep: tuple[int, ...] = (),
+    init: Sequence[np.ndarray] | None = None,
+) -> list[Any]:
     """Scan NumPy arrays of one shape and dtype along ``axis``.
 
     Short scans (at most two blocks) run on the calling thread; longer ones
     take the threads :func:`propopt.threads.sized` grants the call.  ``out``:
     C-contiguous arrays of the result's shape and dtype, sharing no memory
-    with ``leaves``, to write into (returned as the result).  A combine that
-    numba cannot compile, or that raises, gives one line naming it.
+    with ``leaves``, to write into (returned as the result).  ``keep``: the
+    components to write (all when empty); the others come back as ``None``
+    and are never stored.  ``init``: each row's carry into its first element,
+    ``k`` arrays of the shape of the axes before ``axis``.  ``keep`` and
+    ``init`` need ``axis`` to be the last axis.  A combine that numba cannot
+    compile, or that raises, gives one line naming it.
     """
     with _jit.user_code(f"combine {monoid.name!r}", FIX, runs=True):
-        return _scan(monoid, leaves, axis, reverse, exclusive, block, out)
+        return _scan(monoid, leaves, axis, reverse, exclusive, block, out, keep, init)
 
 
 def _scan(
@@ -491,43 +517,58 @@ def _scan(
     reverse: bool,
     exclusive: bool,
     block: int | None,
-    out: Sequence[np.ndarray] | None,
-) -> list[np.ndarray]:
+    out: Sequence[np.ndarray | None] | None,
+    keep: tuple[int, ...] = (),
+    init: Sequence[np.ndarray] | None = None,
+) -> list[Any]:
     shape = leaves[0].shape
     dtype = leaves[0].dtype
     n = shape[axis]
     p = math.prod(shape[:axis])
     q = math.prod(shape[axis + 1 :])
+    kept = keep or tuple(range(monoid.arity))
     # read-only views: a read-only input (a Dask chunk) uses the same compiled kernels
     xs = [frozen(np.ascontiguousarray(x).reshape(p, n, q)) for x in leaves]
-    if out is not None:
-        os_ = [o.reshape(p, n, q) for o in out]  # C-contiguous: views
-    else:
-        if n * p * q * dtype.itemsize >= 1 << 17:  # above glibc's first mmap threshold
-            settle_allocator()
-        os_ = [mapped_empty((p, n, q), dtype) for _ in leaves]  # mapped before the threads write
+    if out is None and n * p * q * dtype.itemsize >= 1 << 17:  # above glibc's mmap threshold
+        settle_allocator()
+    os_ = []
+    for i in range(monoid.arity):
+        if i not in kept:  # never written: a placeholder row for each row
+            os_.append(np.empty((p, 1, 1), dtype))
+        elif out is not None and out[i] is not None:
+            os_.append(out[i].reshape(p, n, q))  # C-contiguous: views
+        else:
+            os_.append(mapped_empty((p, n, q), dtype))  # mapped before the threads write
     rev, excl = bool(reverse), bool(exclusive)
-    mod = kernels(monoid, dtype, rev, excl)
+    mod = kernels(monoid, dtype, rev, excl, keep)
     ident = identity(monoid, dtype)
+    fresh = init is None
+    inits = [np.full(p, e, dtype) for e in ident] if init is None else [
+        np.ascontiguousarray(v, dtype).reshape(p) for v in init]  # fmt: skip
     if q == 1:
         x2 = [x.reshape(p, n) for x in xs]
-        o2 = [o.reshape(p, n) for o in os_]
-        bk = block or block_elements(monoid.arity, dtype.itemsize)
+        o2 = [o.reshape(p, -1) for o in os_]
+        tree = uses_tree(monoid.arity, dtype.itemsize) or len(kept) < monoid.arity
+        bk = block or block_elements(monoid.arity, dtype.itemsize, tree)
         if p * n <= 2 * bk:
-            _rows_here(mod, x2, o2, rev, excl, ident)
+            _rows_here(mod, x2, o2, rev, excl, ident, inits, fresh)
         else:
             with threads.sized() as T:
                 if T == 1:
-                    _rows_here(mod, x2, o2, rev, excl, ident)
+                    _rows_here(mod, x2, o2, rev, excl, ident, inits, fresh)
                 elif p >= 2 * T or n <= 2 * bk:
-                    mod.scan_rows(*x2, *o2, rev, excl, *ident)
+                    mod.scan_rows(*x2, *o2, rev, excl, *ident, *inits, fresh)
                 else:
-                    tile = LANE * lanes_for(monoid.arity)
-                    b0 = bk + int(bk * LEAD_SHARE) // tile * tile
+                    tile = tile_elements(monoid.arity, dtype.itemsize, tree)
+                    share = LEAD_SHARE if len(kept) == monoid.arity else REDUCE_LEAD_SHARE
+                    b0 = bk + int(bk * share) // tile * tile
                     for r in range(p):
                         xr, orow = [x[r] for x in x2], [o[r] for o in o2]
-                        mod.scan_1d(*xr, *orow, rev, excl, T, bk, b0, *ident)
+                        c0 = [v[r] for v in inits]
+                        mod.scan_1d(*xr, *orow, rev, excl, T, bk, b0, *ident, *c0, fresh)
     else:
+        if len(kept) < monoid.arity or init is not None:
+            raise ValueError(f"keep={keep} and init= need the last axis, got axis={axis}")
         with threads.sized() as T:
             tasks = p * -(-q // COL_BLOCK)
             if tasks >= 2 * T or n < 64 * T or T == 1:
@@ -536,7 +577,10 @@ def _scan(
                 for r in range(p):
                     xr, orow = [x[r] for x in xs], [o[r] for o in os_]
                     mod.scan_cols_chunked(*xr, *orow, rev, excl, T, *ident)
-    return list(out) if out is not None else [o.reshape(shape) for o in os_]
+    got = [o.reshape(shape) if i in kept else None for i, o in enumerate(os_)]
+    if out is not None:
+        got = [o if o is not None and g is not None else g for o, g in zip(out, got)]
+    return got
 
 
 def _rows_here(
@@ -546,14 +590,17 @@ def _rows_here(
     rev: bool,
     excl: bool,
     ident: tuple[Any, ...],
+    inits: list[np.ndarray],
+    fresh: bool,
 ) -> None:
     """Each row on the calling thread: no parallel region to wake up, which on a
     busy machine costs more than scanning a short row."""
     n = np.int64(x2[0].shape[1])
     zero = np.int64(0)
     for r in range(x2[0].shape[0]):
+        c = [v[r] for v in inits]
         mod._block(
-            *(x[r] for x in x2), *(o[r] for o in o2), zero, n, n, rev, excl, *ident, *ident, True
+            *(x[r] for x in x2), *(o[r] for o in o2), zero, n, n, rev, excl, *c, *ident, fresh
         )
 
 
