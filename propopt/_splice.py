@@ -42,6 +42,10 @@ import numpy as np
 #: Modules whose attributes are library code: referred to by import path.
 _LIBRARIES = frozenset({"math", "cmath", "numpy", "numba", "operator"})
 
+#: propopt's own modules of numba functions that a combine may call (``propopt.vmath``):
+#: referred to by import path, as a library is, and keyed by a hash of their source.
+_OWN_LIBRARIES = frozenset({"propopt.vmath"})
+
 _LOADS = frozenset({"LOAD_GLOBAL", "LOAD_NAME"})
 
 
@@ -213,7 +217,10 @@ def _global(w: _Writer, fn: types.FunctionType, gname: str, chain: tuple[str, ..
 def _module(w: _Writer, mod: types.ModuleType, gname: str, chain: tuple[str, ...]) -> str:
     """A module global: imported by name; the user's attributes read from it are keyed."""
     name = mod.__name__
-    if name == "__main__" or name.split(".", 1)[0] not in _LIBRARIES:
+    if name in _OWN_LIBRARIES:
+        with open(str(mod.__file__), "rb") as f:
+            w.lines.insert(0, f"# {name}: {hashlib.sha256(f.read()).hexdigest()[:16]}")
+    elif name == "__main__" or name.split(".", 1)[0] not in _LIBRARIES:
         w.stable = False
         # a user's module: what is read from it is part of what the function computes
         for attr in chain[:1]:
