@@ -312,7 +312,7 @@ def fsoftplus(x: float) -> float:
     return x if x > 20.0 else math.log1p(math.exp(x))
 
 
-@overload(fsoftplus, jit_options={"fastmath": {"contract"}})
+@overload(fsoftplus, jit_options={"fastmath": {"contract"}, "error_model": "numpy"})
 def _fsoftplus_impl(x):  # type: ignore[no-untyped-def]
     if isinstance(x, types.Float) and x.bitwidth == 32:
 
