@@ -8,6 +8,7 @@ Associativity (:mod:`propopt.associativity`)
     :func:`associative_scan`, :class:`Monoid`, :func:`monoid` and the built-in
     monoids :data:`add`, :data:`mul`, :data:`maximum`, :data:`minimum`,
     :data:`logaddexp`, :data:`linear_recurrence`, :data:`matmul2x2`;
+    :func:`recurrence` (the ``h`` of ``h = a h + b`` alone);
     :class:`TopK` (a mergeable top-k summary; :func:`merge_topk` combines two)
     and :func:`topk` (top-k along an axis, like torch.topk).
 
@@ -45,6 +46,7 @@ from .associativity import (
     minimum,
     monoid,
     mul,
+    recurrence,
     topk,
 )
 from .locality import morton_keys, morton_order
@@ -80,6 +82,7 @@ __all__ = [
     "morton_order",
     "mul",
     "pairwise_sum",
+    "recurrence",
     "set_num_threads",
     "topk",
 ]

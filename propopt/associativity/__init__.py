@@ -12,6 +12,9 @@ Monoid, monoid
     A numba-compilable combine with its identity; built-ins ``add``, ``mul``,
     ``maximum``, ``minimum``, ``logaddexp``, ``linear_recurrence``,
     ``matmul2x2``.
+recurrence
+    The state ``h`` of ``h_t = a_t h_{t-1} + b_t`` alone: the linear
+    recurrence's scan without the array of running products.
 segmented
     The segmented monoid of a combine, over (flag, element) pairs: what
     ``associative_scan(..., reset=)`` scans.
@@ -31,6 +34,7 @@ from .monoid import (
     monoid,
     mul,
 )
+from .recurrence import recurrence
 from .scan import associative_scan
 from .segmented import segmented
 from .topk import TopK, merge_topk, topk
@@ -48,6 +52,7 @@ __all__ = [
     "minimum",
     "monoid",
     "mul",
+    "recurrence",
     "segmented",
     "topk",
 ]
