@@ -533,10 +533,11 @@ def _scan(
         settle_allocator()
     os_ = []
     for i in range(monoid.arity):
+        given = None if out is None else out[i]
         if i not in kept:  # never written: a placeholder row for each row
             os_.append(np.empty((p, 1, 1), dtype))
-        elif out is not None and out[i] is not None:
-            os_.append(out[i].reshape(p, n, q))  # C-contiguous: views
+        elif given is not None:
+            os_.append(given.reshape(p, n, q))  # C-contiguous: views
         else:
             os_.append(mapped_empty((p, n, q), dtype))  # mapped before the threads write
     rev, excl = bool(reverse), bool(exclusive)

@@ -159,9 +159,9 @@ def _fast(
     """The ``h``-only CPU kernels along the last axis."""
     if out is not None:
         if type(out) is not np.ndarray or out.shape != a.shape or out.dtype != a.dtype:
-            got = f"{type(out).__name__} of shape {getattr(out, 'shape', None)}"
+            what = f"{type(out).__name__} of shape {getattr(out, 'shape', None)}"
             raise ValueError(
-                f"out is a {got} and dtype {getattr(out, 'dtype', None)}; pass a NumPy array "
+                f"out is a {what} and dtype {getattr(out, 'dtype', None)}; pass a NumPy array "
                 f"of shape {a.shape} and dtype {a.dtype}"
             )
         if not out.flags.c_contiguous or not out.flags.writeable:
@@ -172,7 +172,8 @@ def _fast(
         return out if out is not None else np.empty(a.shape, a.dtype)
     init = None if h0 is None else [np.ones(h0.shape, a.dtype), h0]
     outs = None if out is None else [None, out]
-    got = _cpu.scan(
+    res = _cpu.scan(
         linear_recurrence, [a, b], a.ndim - 1, reverse, False, out=outs, keep=(1,), init=init
     )
-    return got[1]
+    h: np.ndarray = res[1]
+    return h
