@@ -235,3 +235,71 @@ def test_traced_route_is_taken(monkeypatch):  # type: ignore[no-untyped-def]
     _, h = associative_scan(CASES["affine"][0], tuple(x))
     torch.autograd.grad(h.sum(), x)
     assert made == [((1,), (True, True), (False, True), np.dtype(np.float64))]
+
+
+_CHILD = """
+import json, sys
+import torch
+import propopt as pp
+
+def affine(a1, b1, a2, b2):
+    return a1 * a2, a2 * b1 + b2
+
+def absprod(x, y):
+    return abs(x) * abs(y)
+
+a = torch.tensor([0.5, 0.25, 2.0, 0.75], dtype=torch.float64, requires_grad=True)
+b = torch.tensor([1.0, -2.0, 3.0, 0.5], dtype=torch.float64, requires_grad=True)
+_, h = pp.associative_scan(pp.Monoid(affine, identity=(1.0, 0.0)), (a, b))
+ga, gb = torch.autograd.grad(h.sum(), (a, b))
+traced_imports_sympy = "sympy" in sys.modules  # (the torch route of |x| |y| may import it)
+x = torch.tensor([2.0, -3.0, 0.5], dtype=torch.float64, requires_grad=True)
+(gx,) = torch.autograd.grad(pp.associative_scan(pp.Monoid(absprod, 1.0), x).sum(), (x,))
+print(json.dumps({"ga": ga.tolist(), "gb": gb.tolist(), "gx": gx.tolist(),
+                  "sympy": traced_imports_sympy}))
+"""
+
+
+def _child(cache):  # type: ignore[no-untyped-def]
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PROPOPT_CACHE_DIR=str(cache), PROPOPT_COMPILE_NOTICE="0")
+    out = subprocess.run([sys.executable, "-c", _CHILD], env=env, capture_output=True,
+                         text=True, timeout=600)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _loop_grads():  # type: ignore[no-untyped-def]
+    # h_t = a_t h_{t-1} + b_t, h_0 = b_0; loss = sum_t h_t, by float64 torch autograd of a loop
+    a = torch.tensor([0.5, 0.25, 2.0, 0.75], dtype=torch.float64, requires_grad=True)
+    b = torch.tensor([1.0, -2.0, 3.0, 0.5], dtype=torch.float64, requires_grad=True)
+    h, hs = b[0], [b[0]]
+    for t in range(1, 4):
+        h = a[t] * h + b[t]
+        hs.append(h)
+    return [g.tolist() for g in torch.autograd.grad(torch.stack(hs).sum(), (a, b))]
+
+
+@pytest.mark.slow
+def test_a_second_process_reads_the_derivation_from_the_cache(tmp_path):  # type: ignore[no-untyped-def]
+    want_a, want_b = _loop_grads()
+    first = _child(tmp_path)
+    records = list((tmp_path / "grad_traced").glob("*.json"))
+    assert len(records) == 2  # the affine combine (with its kernel's source), and |x| |y|
+    second = _child(tmp_path)
+    for got in (first, second):
+        assert got["ga"] == pytest.approx(want_a, rel=1e-12)
+        assert got["gb"] == pytest.approx(want_b, rel=1e-12)
+        # y = 2, 6, 3: dL/dx_0 = (1 + 3 + 1.5) sign 2, dL/dx_1 = (2 + 1) sign(-3), dL/dx_2 = 6
+        assert got["gx"] == pytest.approx([5.5, -3.0, 6.0], rel=1e-12)
+    assert first["sympy"] is True
+    assert second["sympy"] is False  # the second process derives nothing again
+    for rec in records:  # a record that does not read as one is derived again, correctly
+        rec.write_text("{not json")
+    third = _child(tmp_path)
+    assert third["sympy"] is True
+    assert third["ga"] == pytest.approx(want_a, rel=1e-12)

@@ -32,18 +32,23 @@ A combine that does not trace (a branch on a value, a ``math`` or NumPy
 call, anything but arithmetic and powers) gives None, and the caller keeps
 the torch autograd route: never a wrong gradient, only a slower one.  The
 generated source holds the derived expressions themselves, so it is keyed,
-written and cached on disk by what it computes, as the forward kernels are.
+written and cached on disk by what it computes, as the forward kernels are;
+a record beside the kernels (:class:`Traced`) keeps those sources, so a
+later process loads them without importing sympy or deriving again.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ... import _jit, threads
+from ... import _jit, files, threads
 from ..._memory import mapped_empty, settle_allocator
 from ..monoid import Monoid
 from ..segmented import Segmented
@@ -56,7 +61,7 @@ from ._grad_source import source
 #: 2^20 with two threads granted on the 2-core machine with 5 cores' worth of load)
 SERIAL_UP_TO = 1 << 21
 
-_derived: dict[tuple[str, str], Derived | None] = {}
+_derived: dict[tuple[str, str], Traced | None] = {}
 
 
 class Derived:
@@ -68,27 +73,144 @@ class Derived:
         self.k, self.a, self.b, self.outs = k, a, b, outs
         self.jl = [[sympy.diff(o, x) for x in a] for o in outs]  # d c_j / d a_i
         self.jr = [[sympy.diff(o, x) for x in b] for o in outs]  # d c_j / d b_i
+
+
+class Traced:
+    """A combine that traces: its arity, which components feed which, and its kernels.
+
+    The sources of its kernels are kept on disk beside the kernels, in a
+    record named by what the combine computes and by this route's own code
+    (:func:`_record_path`), so a process that finds them there loads the
+    kernels without importing sympy or deriving anything again.
+    """
+
+    def __init__(self, k: int, reach: list[list[bool]], derived: Any, record: Path | None,
+                 sources: dict[str, str]) -> None:  # fmt: skip
+        self.k = k
+        self.reach = reach  # reach[j][i]: d c_j / d a_i is not structurally zero
+        self._derived = derived  # () -> Derived, called only for a source not yet stored
+        self._record = record
+        self._sources = sources
         self.modules: dict[tuple[Any, ...], Any] = {}
 
     def live(self, present: Sequence[bool]) -> tuple[int, ...]:
         """The components whose ``g`` can be nonzero: those with a gradient, and what they reach."""
         live = {i for i, p in enumerate(present) if p}
         while True:
-            more = {i for j in live for i in range(self.k) if self.jl[j][i] != 0} - live
+            more = {i for j in live for i in range(self.k) if self.reach[j][i]} - live
             if not more:
                 return tuple(sorted(live))
             live |= more
 
+    def source(self, live: tuple[int, ...], needs: tuple[bool, ...],
+               present: tuple[bool, ...], dtype: np.dtype) -> str:  # fmt: skip
+        """The kernels' module source, from the record where it is there."""
+        key = f"{live}|{needs}|{present}|{dtype.name}"
+        src = self._sources.get(key)
+        if src is None:
+            src = self._sources[key] = source(self._derived(), live, needs, present, dtype)
+            _save(self._record, {"k": self.k, "reach": self.reach, "sources": self._sources})
+        return src
 
-def derive(fn: Monoid) -> Derived | None:
+
+def _code_version() -> str:
+    """What the stored sources depend on besides the combine: this route's code and sympy's."""
+    global _VERSION
+    if _VERSION is None:
+        from importlib import metadata
+
+        from . import _grad_source
+
+        h = hashlib.sha256()
+        for mod in (__file__, _grad_source.__file__):
+            h.update(Path(mod).read_bytes())
+        try:
+            h.update(metadata.version("sympy").encode())
+        except metadata.PackageNotFoundError:
+            pass
+        _VERSION = h.hexdigest()
+    return _VERSION
+
+
+_VERSION: str | None = None
+
+
+def _record_path(spliced: Any) -> Path | None:
+    """Where the record of a combine written out in full is kept (None: one bound in memory)."""
+    if spliced.namespace is not None:
+        return None
+    digest = hashlib.sha256((spliced.source + spliced.key + _code_version()).encode())
+    return _jit.cache_dir() / "grad_traced" / f"{digest.hexdigest()[:24]}.json"
+
+
+def _load(path: Path | None) -> dict[str, Any] | None:
+    """The stored record, or None where there is none or it does not read as one."""
+    if path is None:
+        return None
+    try:
+        rec = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    ok = isinstance(rec, dict) and (
+        rec.get("traced") is False
+        or (
+            isinstance(rec.get("k"), int)
+            and isinstance(rec.get("reach"), list)
+            and len(rec["reach"]) == rec["k"]
+            and all(isinstance(r, list) and len(r) == rec["k"] for r in rec["reach"])
+            and isinstance(rec.get("sources"), dict)
+            and all(isinstance(v, str) for v in rec["sources"].values())
+        )
+    )
+    return rec if ok else None
+
+
+def _save(path: Path | None, rec: dict[str, Any]) -> None:
+    """Write the record (best effort: a folder that cannot be written costs a derivation)."""
+    if path is None:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        files.write_text(path, json.dumps(rec))
+    except OSError:
+        pass
+
+
+def derive(fn: Monoid) -> Traced | None:
     """The combine of ``fn`` traced on sympy symbols, or None where it does not trace."""
     if isinstance(fn, Segmented) or fn.arity < 1:
         return None
     spliced = _jit.splice(fn.scalar, "_c")
     key = (spliced.source, spliced.key)
-    if key not in _derived:
-        _derived[key] = _trace(fn)
-    return _derived[key]
+    if key in _derived:
+        return _derived[key]
+    path = _record_path(spliced)
+    rec = _load(path)
+    traced: Traced | None
+    if rec is not None:
+        traced = None
+        if rec.get("traced") is not False:
+            once: list[Derived | None] = []
+
+            def later() -> Derived:
+                if not once:
+                    once.append(_trace(fn))
+                if once[0] is None:  # pragma: no cover - the record said it traces
+                    raise RuntimeError("propopt: the stored trace of this combine is stale")
+                return once[0]
+
+            traced = Traced(rec["k"], rec["reach"], later, path, dict(rec["sources"]))
+    else:
+        d = _trace(fn)
+        if d is None:
+            traced = None
+            _save(path, {"traced": False})
+        else:
+            reach = [[bool(d.jl[j][i] != 0) for i in range(d.k)] for j in range(d.k)]
+            traced = Traced(d.k, reach, lambda: d, path, {})
+            _save(path, {"k": d.k, "reach": reach, "sources": {}})
+    _derived[key] = traced
+    return traced
 
 
 #: what the derived expressions may hold (each prints as numba compiles it)
@@ -122,12 +244,12 @@ def _trace(fn: Monoid) -> Derived | None:
     return d
 
 
-def _module(d: Derived, live: tuple[int, ...], needs: tuple[bool, ...],
+def _module(d: Traced, live: tuple[int, ...], needs: tuple[bool, ...],
             present: tuple[bool, ...], dtype: np.dtype) -> Any:  # fmt: skip
     key = (live, needs, present, dtype)
     mod = d.modules.get(key)
     if mod is None:
-        src = source(d, live, needs, present, dtype)
+        src = d.source(live, needs, present, dtype)
         mod = d.modules[key] = _jit.load_module(src, f"grad_traced_{d.k}_{dtype.name}")
     return mod
 
