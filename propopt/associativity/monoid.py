@@ -285,9 +285,10 @@ def _logaddexp(a: Any, b: Any) -> Any:
     # keeps libm's exp and log1p, faster there than its polynomials in the
     # scalar lanes).  Equal arguments (the identity -inf, and +inf) are taken
     # first; NaN propagates through the difference.
+    if a == b:  # before the difference: inf - inf would warn where NumPy scalars run it
+        return a + math.log(2.0)
     m = a if a > b else b
-    r = m + vmath.fsoftplus(-abs(a - b))
-    return a + math.log(2.0) if a == b else r
+    return m + vmath.fsoftplus(-abs(a - b))
 
 
 def _linear_recurrence(a1: Any, b1: Any, a2: Any, b2: Any) -> tuple[Any, Any]:
