@@ -97,9 +97,33 @@ SUPPORTED = frozenset(
 
 
 def uses_tree(arity: int, itemsize: int) -> bool:
-    """Whether the in-block scan is the tree of ``_cpu_tile.py`` (else the lanes of
+    """Whether the in-block scan can be the tree of ``_cpu_tile.py`` (else the lanes of
     ``_cpu_lanes.py``): for elements of at most 4 bytes and arity at most 2."""
     return arity <= 2 and itemsize <= 4
+
+
+def calls(monoid: MonoidLike) -> bool:
+    """Whether the combine calls a function or reads a global (``math.exp``, a helper).
+
+    The tree pays where the combine is dear: float32 ``logaddexp`` at 2^22
+    ran 13.6 ms as the tree against 31.7 ms as lanes (two threads; one
+    thread 20.8 against 49.9 ms).  Where it is a few arithmetic operations
+    the lanes keep pace with memory on fewer instructions: ``add`` at 2^24
+    14.2-14.5 ms as lanes against 15.1-15.6 ms as the tree, float32
+    ``linear_recurrence`` at 2^22 5.0-5.1 against 5.3-5.7 ms (one thread
+    18.0-18.7 against 20.8-21.3 ms and 7.95 against 8.3-8.5 ms), measured
+    side by side on a 2-core AMD EPYC (znver2).
+    """
+    fn = getattr(monoid.scalar, "py_func", monoid.scalar)
+    code = getattr(fn, "__code__", None)
+    return code is None or bool(code.co_names)
+
+
+def tree_for(monoid: MonoidLike, itemsize: int, keep: Sequence[int] = ()) -> bool:
+    """Whether the scan of ``monoid`` writing the components ``keep`` (all when empty)
+    runs the tree: a dear combine (:func:`calls`), or some outputs left out."""
+    partial = 0 < len(keep) < monoid.arity
+    return partial or (uses_tree(monoid.arity, itemsize) and calls(monoid))
 
 
 def tile_elements(arity: int, itemsize: int, tree: bool | None = None) -> int:
@@ -167,15 +191,19 @@ def _source(
     excl: bool,
     flush: Sequence[int] = (),
     keep: Sequence[int] = (),
+    tree: bool | None = None,
 ) -> str:
     """Python source of the CPU kernels for arity ``k``, ``dtype`` and one direction.
+
+    ``tree``: the in-block tree (else the lanes); by :func:`uses_tree` when None.
 
     The unrolled lane loop of ``_block`` is written for the one (``rev``,
     ``excl``) variant the module serves: the four variants in one function
     made numba compile four times the code on every first use, for the one
     that runs (``rev`` and ``excl`` remain arguments of the other loops).
     """
-    tree = uses_tree(k, dtype.itemsize) or 0 < len(keep) < k
+    if tree is None:
+        tree = uses_tree(k, dtype.itemsize) or 0 < len(keep) < k
     nt = tile_elements(k, dtype.itemsize, tree)
     X, O, E, C = _v("x", k), _v("o", k), _v("e", k), _v("c", k)
     A = [f"x{i}[u]" for i in range(k)]
@@ -440,25 +468,29 @@ def kernels(
     spliced = _jit.splice(monoid.scalar, "_py_combine")
     tag = f"cpu_{monoid.name}_{dt.name}".replace("-", "_")
     src = _source(monoid.arity, dt, spliced.source, spliced.namespace is None, key[1], key[2],
-                  tuple(monoid.flush), keep)  # fmt: skip
+                  tuple(monoid.flush), keep, tree_for(monoid, dt.itemsize, keep))  # fmt: skip
     mod = _jit.load_spliced(spliced, src, tag)
     if spliced.stable:  # nothing it reads can be rebound: keep it with the monoid
         cache[key] = mod
     return mod
 
 
-def inspectable(monoid: MonoidLike, dtype: np.dtype, rev: bool = False, excl: bool = False) -> Any:
+def inspectable(monoid: MonoidLike, dtype: np.dtype, rev: bool = False, excl: bool = False,
+                tree: bool | None = None) -> Any:  # fmt: skip
     """The kernels of :func:`kernels`, compiled afresh and kept off the disk cache.
 
     For reading their machine code (``mod._block.inspect_asm(...)`` after a
-    call): numba does not inspect code it loaded from its cache.
+    call): numba does not inspect code it loaded from its cache.  ``tree``:
+    the in-block form (by :func:`tree_for` when None).
     """
     import types
 
     dt = np.dtype(dtype)
     spliced = _jit.splice(monoid.scalar, "_py_combine")
+    if tree is None:
+        tree = tree_for(monoid, dt.itemsize)
     src = _source(monoid.arity, dt, spliced.source, False, bool(rev), bool(excl),
-                  tuple(monoid.flush))  # fmt: skip
+                  tuple(monoid.flush), (), tree)  # fmt: skip
     ns: dict[str, Any] = dict(spliced.namespace or {})
     exec(compile(src, f"<propopt cpu kernels {monoid.name}>", "exec"), ns)
     return types.SimpleNamespace(**ns)
@@ -549,7 +581,7 @@ def _scan(
     if q == 1:
         x2 = [x.reshape(p, n) for x in xs]
         o2 = [o.reshape(p, -1) for o in os_]
-        tree = uses_tree(monoid.arity, dtype.itemsize) or len(kept) < monoid.arity
+        tree = tree_for(monoid, dtype.itemsize, kept)
         bk = block or block_elements(monoid.arity, dtype.itemsize, tree)
         if p * n <= 2 * bk:
             _rows_here(mod, x2, o2, rev, excl, ident, inits, fresh)

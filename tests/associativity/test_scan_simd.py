@@ -17,8 +17,13 @@ F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
 TINY = {F32: 2 * float(np.finfo(np.float32).tiny), F64: 2 * float(np.finfo(np.float64).tiny)}
 
 
+def _tile(m, dtype):
+    size = np.dtype(dtype).itemsize
+    return _cpu.tile_elements(m.arity, size, _cpu.tree_for(m, size))
+
+
 def _lengths(m, dtype):
-    t = _cpu.tile_elements(m.arity, np.dtype(dtype).itemsize)
+    t = _tile(m, dtype)
     return (t - 1, t, t + 1, 3 * t + 7)
 
 
@@ -46,7 +51,7 @@ def test_tiles_match_the_float64_fold(m, dtype, directions):
         elems = draw(m, (n,), dtype, rng)
         for reverse, exclusive in directions:
             ref = reference(m, elems, reverse=reverse, exclusive=exclusive)
-            block = _cpu.tile_elements(m.arity, dtype.itemsize)
+            block = _tile(m, dtype)
             for threads in (1, 2):
                 with pp.set_num_threads(threads):
                     out = _cpu.scan(m, list(elems), 0, reverse, exclusive, block=block)
@@ -103,8 +108,8 @@ def _avx2() -> bool:
 )
 def test_the_block_kernel_combines_whole_vectors(m, dtype, op):
     """The in-block scan's combine runs on 256-bit (ymm) registers, not one scalar at a time."""
-    mod = _cpu.inspectable(m, dtype)
-    n = 3 * _cpu.tile_elements(m.arity, dtype.itemsize)
+    mod = _cpu.inspectable(m, dtype, tree=True)
+    n = 3 * _cpu.tile_elements(m.arity, dtype.itemsize, True)
     elems = draw(m, (n,), dtype, np.random.default_rng(0))
     outs = [np.empty(n, dtype) for _ in elems]
     ident = _cpu.identity(m, dtype)
@@ -115,3 +120,20 @@ def test_the_block_kernel_combines_whole_vectors(m, dtype, op):
     vector = [line for line in asm.splitlines() if re.search(op, line) and "%ymm" in line]
     assert len(vector) >= 4, f"no {op} on ymm registers in {m.name} {dtype.name}'s _block"
     np.testing.assert_allclose(outs[-1], reference(m, elems)[-1], rtol=RTOL[dtype.type])
+
+
+def test_the_tree_serves_dear_combines_and_scans_that_leave_outputs_out():
+    """Plain arithmetic keeps the lanes; a combine that calls a function, and h alone, the tree."""
+    for m in (pp.add, pp.mul, pp.maximum, pp.minimum, pp.linear_recurrence):
+        assert not _cpu.tree_for(m, 4), m.name
+    assert _cpu.tree_for(pp.logaddexp, 4)
+    assert _cpu.tree_for(pp.linear_recurrence, 4, keep=(1,))  # propopt.recurrence
+    assert not _cpu.tree_for(pp.logaddexp, 8)  # 8-byte elements: the lanes
+    import math
+
+    dear = pp.Monoid(lambda x, y: math.log(math.exp(x) + math.exp(y)), -math.inf)
+    assert _cpu.tree_for(dear, 4)
+    x = np.random.default_rng(1).uniform(-3, 3, 5000).astype(np.float32)
+    got = pp.associative_scan(dear, x)
+    want = np.logaddexp.accumulate(x.astype(np.float64))
+    np.testing.assert_allclose(got, want, rtol=2e-5)
