@@ -6,10 +6,12 @@ then scan each piece again starting from its carry.  The pieces are
 
 * *tiles* inside one thread (a plain ``h = a*h + b`` loop is bound by the
   4-cycle latency of one FMA): for elements of at most 4 bytes and arity at
-  most 2, a tile of at most 2048 elements is scanned as a tree whose levels
-  are counted loops that vectorize to the SIMD width (``_cpu_tile.py``);
-  otherwise it is cut into ``L`` contiguous lanes scanned in one
-  interleaved loop, ``L`` independent chains in flight (``_cpu_lanes.py``);
+  most 2 whose combine is dear (it calls a function) or whose scan leaves
+  outputs out (:func:`tree_for`), a tile of at most 2048 elements is scanned
+  as a tree whose levels are counted loops that vectorize to the SIMD width
+  (``_cpu_tile.py``); otherwise it is cut into ``L`` contiguous lanes
+  scanned in one interleaved loop, ``L`` independent chains in flight
+  (``_cpu_lanes.py``), which keep a cheap combine at memory's pace;
 * *threads*: the array is walked in super-blocks of ``T * block`` elements;
   each thread reduces its block, the ``T`` totals are scanned, and each
   thread scans its block again while it is still in its L2 cache.  Main
