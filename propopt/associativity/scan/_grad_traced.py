@@ -54,12 +54,13 @@ from ..monoid import Monoid
 from ..segmented import Segmented
 from ._grad_source import source
 
-#: rows up to this many elements in all run on the calling thread: the walk of
-#: 2^20 float32 elements takes about 2 ms there, and two threads save at most a
-#: third of it, while a thread that another process holds off the core makes the
-#: chunked walk wait at each of its barriers (29 ms against 2.3 ms, measured at
-#: 2^20 with two threads granted on the 2-core machine with 5 cores' worth of load)
-SERIAL_UP_TO = 1 << 21
+#: rows up to this many elements in all run on the calling thread; longer ones
+#: are cut into one chunk per thread that threads.sized() grants (it grants one
+#: where the other cores are busy).  Forward+backward of linear_recurrence with
+#: the loss on h and A at 2^20 float32, side by side on a 2-core AMD EPYC:
+#: 5.7 ms chunked against 7.0-8.0 ms on one thread when the machine was quiet,
+#: and 15.9-16.0 ms against 16.2-27.4 ms with one core kept busy
+SERIAL_UP_TO = 1 << 19
 
 _derived: dict[tuple[str, str], Traced | None] = {}
 
