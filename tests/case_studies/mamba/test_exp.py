@@ -35,11 +35,13 @@ def test_fexp_float32_accuracy_and_edges():
     assert got[5] > 0 and got[6] == 0
 
 
-def test_fexp_float64_is_libm():
+def test_fexp_float64_within_two_ulp_of_libm():
+    # float64 fexp is propopt.vmath's polynomial (vectorizable), not a libm call
     x = np.linspace(-50, 5, 101)
     out = np.empty_like(x)
     _apply(x, out)
-    np.testing.assert_array_equal(out, [math.exp(v) for v in x])
+    want = np.array([math.exp(v) for v in x])
+    assert np.all(np.abs(out - want) <= 2 * np.spacing(want))
 
 
 @njit(cache=True)
