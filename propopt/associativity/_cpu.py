@@ -582,7 +582,7 @@ def _scan(
         np.ascontiguousarray(v, dtype).reshape(p) for v in init]  # fmt: skip
     if q == 1:
         x2 = [x.reshape(p, n) for x in xs]
-        o2 = [o.reshape(p, -1) for o in os_]
+        o2 = [o.reshape(p, o.shape[1] * o.shape[2]) for o in os_]  # p may be 0
         tree = tree_for(monoid, dtype.itemsize, kept)
         bk = block or block_elements(monoid.arity, dtype.itemsize, tree)
         if p * n <= 2 * bk:
