@@ -92,6 +92,8 @@ def method_device(
     wherever the arrays are) to its pair: it still works, with a
     ``DeprecationWarning`` (``stacklevel`` points it at the verb's caller).
     """
+    if isinstance(method, str) and isinstance(device, str) and method == device == "auto":
+        return method, device  # the common call, without building the lists below
     keys = list(keys)
     methods = ["auto", *dict.fromkeys(m for m, _ in keys)]
     devices = ["auto", *(d for d in DEVICES if any(d == k[1] for k in keys))]

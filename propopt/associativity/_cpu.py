@@ -31,7 +31,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Iterable, Sequence
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol, cast
 
 import numpy as np
 
@@ -575,16 +575,18 @@ def _scan(
         else:
             os_.append(mapped_empty((p, n, q), dtype))  # mapped before the threads write
     rev, excl = bool(reverse), bool(exclusive)
-    mod = kernels(monoid, dtype, rev, excl, keep)
-    ident = identity(monoid, dtype)
+    how = _setup(monoid, dtype, rev, excl, keep)
+    mod, ident = how.mod, how.ident
     fresh = init is None
-    inits = [np.full(p, e, dtype) for e in ident] if init is None else [
-        np.ascontiguousarray(v, dtype).reshape(p) for v in init]  # fmt: skip
     if q == 1:
         x2 = [x.reshape(p, n) for x in xs]
         o2 = [o.reshape(p, o.shape[1] * o.shape[2]) for o in os_]  # p may be 0
-        tree = tree_for(monoid, dtype.itemsize, kept)
-        bk = block or block_elements(monoid.arity, dtype.itemsize, tree)
+        bk = block or how.block
+        if p * n <= 2 * bk and init is None and p == 1:  # the common short call
+            mod._block(*(x[0] for x in x2), *(o[0] for o in o2), ZERO, np.int64(n),
+                       np.int64(n), rev, excl, *ident, *ident, True)  # fmt: skip
+            return _results(shape, kept, os_, out)
+        inits = _inits(ident, init, p, dtype)
         if p * n <= 2 * bk:
             _rows_here(mod, x2, o2, rev, excl, ident, inits, fresh)
         else:
@@ -594,9 +596,8 @@ def _scan(
                 elif p >= 2 * T or n <= 2 * bk:
                     mod.scan_rows(*x2, *o2, rev, excl, *ident, *inits, fresh)
                 else:
-                    tile = tile_elements(monoid.arity, dtype.itemsize, tree)
                     share = LEAD_SHARE if len(kept) == monoid.arity else REDUCE_LEAD_SHARE
-                    b0 = bk + int(bk * share) // tile * tile
+                    b0 = bk + int(bk * share) // how.tile * how.tile
                     for r in range(p):
                         xr, orow = [x[r] for x in x2], [o[r] for o in o2]
                         c0 = [v[r] for v in inits]
@@ -612,6 +613,52 @@ def _scan(
                 for r in range(p):
                     xr, orow = [x[r] for x in xs], [o[r] for o in os_]
                     mod.scan_cols_chunked(*xr, *orow, rev, excl, T, *ident)
+    return _results(shape, kept, os_, out)
+
+
+ZERO = np.int64(0)
+
+
+class _Setup(NamedTuple):
+    """What a scan of one (monoid, dtype, direction, kept components) runs with."""
+
+    mod: Any  # the kernels (:func:`kernels`)
+    ident: tuple[Any, ...]  # the identity as scalars of the dtype
+    block: int  # elements per thread per super-block (:func:`block_elements`)
+    tile: int  # elements of one in-block tile (:func:`tile_elements`)
+
+
+def _setup(monoid: MonoidLike, dtype: np.dtype, rev: bool, excl: bool,
+           keep: tuple[int, ...]) -> _Setup:  # fmt: skip
+    """The :class:`_Setup` of a scan, kept beside its kernels when they are kept, so that
+    a repeated call finds it in one look-up (a short scan costs microseconds in all)."""
+    key = ("setup", dtype, rev, excl, keep)
+    cache = _jit.kernel_cache(monoid, "cpu")
+    got = cache.get(key)
+    if got is not None:
+        return cast(_Setup, got)
+    mod = kernels(monoid, dtype, rev, excl, keep)
+    tree = tree_for(monoid, dtype.itemsize, keep or tuple(range(monoid.arity)))
+    setup = _Setup(mod, identity(monoid, dtype), block_elements(monoid.arity, dtype.itemsize, tree),
+                   tile_elements(monoid.arity, dtype.itemsize, tree))  # fmt: skip
+    full = () if len(keep) == monoid.arity else tuple(keep)
+    if cache.get((np.dtype(dtype), rev, excl, full)) is mod:  # the kernels are kept
+        cache[key] = setup
+    return setup
+
+
+def _inits(ident: tuple[Any, ...], init: Sequence[np.ndarray] | None, p: int,
+           dtype: np.dtype) -> list[np.ndarray]:  # fmt: skip
+    """Each row's carry into its first element, one (p,) array per component."""
+    if init is None:
+        return [np.full(p, e, dtype) for e in ident]
+    return [np.ascontiguousarray(v, dtype).reshape(p) for v in init]
+
+
+def _results(shape: tuple[int, ...], kept: Sequence[int], os_: list[np.ndarray],
+             out: Sequence[np.ndarray | None] | None) -> list[Any]:  # fmt: skip
+    """The scan's results in ``shape`` (``None`` for the components left out); ``out``'s
+    own arrays where it gave them."""
     got = [o.reshape(shape) if i in kept else None for i, o in enumerate(os_)]
     if out is not None:
         got = [o if o is not None and g is not None else g for o, g in zip(out, got)]
