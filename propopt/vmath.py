@@ -1,4 +1,4 @@
-"""``exp``, ``log1p`` and ``softplus`` that vectorize inside numba kernels.
+"""``exp``, ``log``, ``log1p`` and ``softplus`` that vectorize inside numba kernels.
 
 numba 0.68 from PyPI has no SVML, so ``math.exp`` and ``math.log1p`` inside
 an ``@njit`` loop are scalar libm calls (about 0.2 G/s per core), and a loop
@@ -31,23 +31,32 @@ read from the bits of ``u = fl(1 + x)``, ``log(m) = 2 atanh(s)`` with
 float32, 21 in float64), plus ``(x - (u - 1)) / u`` for the rounding of ``u``.
 ``|x|`` below ``2^-25`` (``2^-54``) returns ``x``, so ``-0``, ``+0`` and
 subnormals pass exactly; ``x = -1`` gives ``-inf``, ``x < -1`` NaN, ``+inf``
-``inf``, NaN NaN.  At most 2 ulp (float32) and 2 ulp (float64).
+``inf``, NaN NaN.  At most 2.5 ulp (float32) and 2.5 ulp (float64).
+
+:func:`flog`: the same with ``u = x`` and no rounding term; a subnormal
+``x`` is scaled by ``2^24`` (``2^53``) first.  ``+-0`` gives ``-inf``,
+``x < 0`` NaN, ``+inf`` ``inf``.  At most 2.5 ulp (float32) and 2 ulp (float64),
+subnormal arguments included.  In float64 the exponents pass through int32
+(``fexp`` too): AVX2 converts and shifts int32 vectors, not int64 ones.
 
 :func:`fsoftplus`, float32: ``max(x, 0) + log1p(exp(-|x|))``, or ``x`` above
 20 (mamba_ssm's threshold); at most 3.2 ulp wherever the result is a normal
-float32.  In float64 it is the libm expression.
+float32.  In float64 it is ``flog1p(fexp(x))`` (at most 3 ulp down to the
+smallest normal result, tests/test_vmath.py), which LLVM vectorizes where
+it inlines it.
 """
 
 from __future__ import annotations
 
 import math
 
+import numba
 import numpy as np
 from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic, overload
 
-__all__ = ["fexp", "flog1p", "fsoftplus"]
+__all__ = ["fexp", "flog", "flog1p", "fsoftplus"]
 
 _LOG2E = np.float32(1.4426950408889634)
 _LN2_HI = np.float32(0.693359375)  # exact in 9 bits: k * _LN2_HI is exact
@@ -202,10 +211,11 @@ def _fexp_impl(x):  # type: ignore[no-untyped-def]
             p = p * r + c[2]
             p = p * r + 1.0
             p = p * r + 1.0
-            k = np.int64(kf)
-            k1 = k >> 1  # 2^k = 2^k1 * 2^(k - k1), each factor a normal float64
-            s1 = _bits_to_f64((k1 + 1023) << 52)
-            s2 = _bits_to_f64((k - k1 + 1023) << 52)
+            # through int32: AVX2 converts float64 to int32 in vectors, not to int64
+            k = np.int32(kf)
+            k1 = k >> np.int32(1)  # 2^k = 2^k1 * 2^(k - k1), each factor a normal float64
+            s1 = _bits_to_f64(np.int64(k1 + np.int32(1023)) << 52)
+            s2 = _bits_to_f64(np.int64(k - k1 + np.int32(1023)) << 52)
             res = (p * s1) * s2
             res = 0.0 if x < _D_XMIN else res
             return np.inf if x > _D_XMAX else res
@@ -249,8 +259,14 @@ def _log_series(bits: int) -> tuple[float, ...]:
     return tuple(1.0 / (2 * i + 1) for i in range(1, 6 if bits == 32 else 11))
 
 
-@overload(flog1p, jit_options={"fastmath": {"contract"}, "error_model": "numpy"})
-def _flog1p_impl(x):  # type: ignore[no-untyped-def]
+def flog(x: float) -> float:
+    """``log(x)``; in numba code, vectorizable (see the module docstring)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return float(np.log(np.float64(x)))
+
+
+def _log_builder(x, plus_one: bool):  # type: ignore[no-untyped-def]
+    """The numba implementation of :func:`flog1p` (``plus_one``) or :func:`flog`."""
     if not isinstance(x, types.Float) or x.bitwidth not in (32, 64):
         return None
     f32 = x.bitwidth == 32
@@ -266,31 +282,58 @@ def _flog1p_impl(x):  # type: ignore[no-untyped-def]
     small = ft(2.0**-25 if f32 else 2.0**-54)
     ln2hi = ft(0.693359375) if f32 else ft(_D_LN2_HI)
     ln2lo = ft(-2.12194440e-4) if f32 else ft(_D_LN2_LO)
-    inf, nan = ft(np.inf), ft(np.nan)
+    inf, nan, zero = ft(np.inf), ft(np.nan), ft(0.0)
+    tiny = ft(np.finfo(ft).tiny)
+    up = ft(2.0 ** (mant + 1))  # scales a subnormal argument of flog to a normal one
+    upk, zk = it(mant + 1), it(0)
     bits_of = _f32_bits if f32 else _f64_bits
     of_bits = _bits_to_f32 if f32 else _bits_to_f64
 
-    def impl(x):  # type: ignore[no-untyped-def]
-        u = one + x
+    @numba.njit(inline="always", fastmath={"contract"}, error_model="numpy")
+    def log_parts(u, e0):  # type: ignore[no-untyped-def]
+        # u = 2^e * m, m in [sqrt(1/2), sqrt(2)); returns (e - e0, log(m))
         b = bits_of(u)
-        e = ((b >> mant) & expmask) - bias
+        # the exponent through int32: AVX2 converts int32 to float64 in vectors, not int64
+        e = np.int32(((b >> mant) & expmask) - bias - e0)
         m = of_bits((b & fracmask) | onebits)  # in [1, 2)
         big = m > sqrt2
         m = m * ft(0.5) if big else m
-        ef = ft(e + 1) if big else ft(e)
+        ef = ft(e + np.int32(1)) if big else ft(e)
+        s = (m - one) / (m + one)
+        return ef, (two * s) * _odd_series(s * s, q)
+
+    def impl1p(x):  # type: ignore[no-untyped-def]
+        u = one + x
+        ef, lm = log_parts(u, zk)
         # u = 1 + x rounded: log1p(x) = log(u) + (x - (u - 1)) / u to first order
         c = (x - (u - one)) / u
-        s = (m - one) / (m + one)
-        s2 = s * s
-        p = _odd_series(s2, q)
-        r = ef * ln2hi + ((two * s) * p + (c + ef * ln2lo))
+        r = ef * ln2hi + (lm + (c + ef * ln2lo))
         r = x if abs(x) < small else r
         r = inf if x == inf else r
         r = -inf if x == -one else r
         r = nan if x < -one else r
         return x if x != x else r
 
-    return impl
+    def impl(x):  # type: ignore[no-untyped-def]
+        sub = x < tiny
+        ef, lm = log_parts(x * up if sub else x, upk if sub else zk)
+        r = ef * ln2hi + (lm + ef * ln2lo)
+        r = inf if x == inf else r
+        r = -inf if x == zero else r
+        r = nan if x < zero else r
+        return x if x != x else r
+
+    return impl1p if plus_one else impl
+
+
+@overload(flog1p, jit_options={"fastmath": {"contract"}, "error_model": "numpy"})
+def _flog1p_impl(x):  # type: ignore[no-untyped-def]
+    return _log_builder(x, True)
+
+
+@overload(flog, jit_options={"fastmath": {"contract"}, "error_model": "numpy"})
+def _flog_impl(x):  # type: ignore[no-untyped-def]
+    return _log_builder(x, False)
 
 
 # log1p(t) = 2 atanh(s), s = t / (2 + t), for t in [0, 1] (s <= 1/3): the
@@ -333,7 +376,17 @@ def _fsoftplus_impl(x):  # type: ignore[no-untyped-def]
 
         return impl32
 
-    def impl64(x):  # type: ignore[no-untyped-def]
+    if isinstance(x, types.Float) and x.bitwidth == 64:
+
+        def impl64(x):  # type: ignore[no-untyped-def]
+            # log1p(exp(x)) for x <= 20, computed for every x so that the loop
+            # vectorizes; NaN fails the comparison and stays NaN
+            r = flog1p(fexp(x))
+            return x if x > 20.0 else r
+
+        return impl64
+
+    def impl_other(x):  # type: ignore[no-untyped-def]
         return x if x > 20.0 else math.log1p(math.exp(x))
 
-    return impl64
+    return impl_other

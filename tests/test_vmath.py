@@ -6,7 +6,7 @@ import numba
 import numpy as np
 import pytest
 
-from propopt.vmath import fexp, flog1p, fsoftplus
+from propopt.vmath import fexp, flog, flog1p, fsoftplus
 
 mpmath = pytest.importorskip("mpmath")
 mpmath.mp.prec = 120
@@ -24,6 +24,12 @@ def _exp(x, o):
 def _log1p(x, o):
     for i in range(x.shape[0]):
         o[i] = flog1p(x[i])
+
+
+@numba.njit(fastmath={"contract"})
+def _log(x, o):
+    for i in range(x.shape[0]):
+        o[i] = flog(x[i])
 
 
 @numba.njit(fastmath={"contract"})
@@ -119,6 +125,44 @@ def test_fsoftplus_float32_ulp():
     assert np.isnan(got[0]) and got[1] == np.inf and got[2] == 0
 
 
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_flog_ulp(dtype):
+    rng = np.random.default_rng(5)
+    fi = np.finfo(dtype)
+    lo, hi = (-45, 38) if dtype == F32 else (-323, 308)
+    x = np.concatenate(
+        [
+            rng.uniform(0, 4, 1500),
+            10.0 ** rng.uniform(lo, hi, 2000),  # subnormal arguments included
+            [fi.smallest_subnormal, fi.tiny, fi.max, 1.0, np.nextafter(dtype(1), dtype(0))],
+        ]
+    ).astype(dtype)
+    x = x[x > 0]
+    err = ulps(run(_log, x), mp(mpmath.log, x), dtype)
+    assert err.max() <= 2.5, f"{err.max():.2f} ulp at x = {x[err.argmax()]!r}"
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_flog_edges(dtype):
+    x = np.array([1.0, 0.0, -0.0, -1e-30, -1.0, -np.inf, np.inf, np.nan], dtype)
+    got = run(_log, x)
+    assert got[0] == 0 and (got[1:3] == -np.inf).all()
+    assert np.isnan(got[3:6]).all() and got[6] == np.inf and np.isnan(got[7])
+
+
+def test_fsoftplus_float64_ulp():
+    """log1p(fexp(x)) in float64, down to subnormal results, and x above 20."""
+    rng = np.random.default_rng(6)
+    x = np.concatenate([rng.uniform(-745, 30, 3000), rng.uniform(-3, 3, 1000)])
+    ref = mp(lambda v: v if v > 20 else mpmath.log1p(mpmath.exp(v)), x)
+    ok = ref >= np.finfo(F64).tiny
+    err = ulps(run(_softplus, x)[ok], ref[ok], F64)
+    assert err.max() <= 3.0, f"{err.max():.2f} ulp at x = {x[ok][err.argmax()]!r}"
+    got = run(_softplus, np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, -800.0], F64))
+    assert np.isnan(got[0]) and got[1] == np.inf and got[2] == 0 and got[5] == 0
+    assert got[3] == got[4] == np.log(2.0)
+
+
 def _avx2() -> bool:
     import llvmlite.binding as llvm
 
@@ -126,10 +170,18 @@ def _avx2() -> bool:
 
 
 @pytest.mark.skipif(not _avx2(), reason="the host has no AVX2")
-@pytest.mark.parametrize("fn", [_exp, _log1p], ids=["fexp", "flog1p"])
-def test_a_loop_over_them_runs_on_vectors(fn):
-    x = np.linspace(-5, 5, 1000).astype(F32)
+@pytest.mark.parametrize(
+    ("fn", "dtype"),
+    [(f, d) for f in (_exp, _log1p, _log) for d in (F32, F64)] + [(_softplus, F32)],
+    ids=[f"{f}-{d}" for f in ("fexp", "flog1p", "flog") for d in ("f32", "f64")]
+    + ["fsoftplus-f32"],
+)
+def test_a_loop_over_them_runs_on_vectors(fn, dtype):
+    x = np.linspace(0.1, 5, 1000).astype(dtype)
     run(fn, x)
-    asm = fn.inspect_asm(fn.signatures[0])
-    assert not re.search(r"\$(expf?|log1pf?)\b", asm), "a libm call is left in the loop"
-    assert sum("%ymm" in ln for ln in asm.splitlines()) >= 10
+    sig = next(s for s in fn.signatures if s[0].dtype == numba.from_dtype(np.dtype(dtype)))
+    asm = fn.inspect_asm(sig)
+    assert not re.search(r"\$(expf?|logf?|log1pf?)\b", asm), "a libm call is left in the loop"
+    # a packed FMA of the polynomials on ymm registers
+    sfx = "ps" if dtype == F32 else "pd"
+    assert any(re.search(f"vfmadd\\d+{sfx}", ln) and "%ymm" in ln for ln in asm.splitlines())

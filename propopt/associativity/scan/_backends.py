@@ -150,16 +150,22 @@ def _nonempty(run: Callable[[ScanPlan], Leaves]) -> Callable[[ScanPlan], Leaves]
 
 
 def _run_cpu(plan: ScanPlan) -> Leaves:
-    from .. import _cpu
+    from .. import _cpu, _cpu_logsum
 
     assert isinstance(plan.fn, Monoid)
+    leaves = plan.leaves
+    if plan.kind == _kinds.TORCH:
+        leaves = [_kinds.to_numpy_view(x) for x in plan.leaves]
+    args = (plan.fn, leaves, plan.axis, plan.reverse, plan.exclusive)
+    if _cpu_logsum.serves(*args):  # logaddexp's own kernel
+        out = [_cpu_logsum.scan(leaves[0], None if plan.out is None else plan.out[0])]
+    else:
+        out = _cpu.scan(*args, out=plan.out)
     if plan.kind == _kinds.TORCH:
         import torch
 
-        views = [_kinds.to_numpy_view(x) for x in plan.leaves]
-        out = _cpu.scan(plan.fn, views, plan.axis, plan.reverse, plan.exclusive, out=plan.out)
         return [torch.from_numpy(o) for o in out]
-    return _cpu.scan(plan.fn, plan.leaves, plan.axis, plan.reverse, plan.exclusive, out=plan.out)
+    return out
 
 
 def _run_cuda(plan: ScanPlan) -> Leaves:

@@ -1,0 +1,324 @@
+"""logaddexp's own CPU scan: one ``exp`` per element and one ``log`` per output.
+
+The generic kernels (``_cpu.py``) run ``logaddexp`` as a tree of combines,
+each an ``exp`` and a ``log1p``, over ``log2`` of the tile's levels.  Here a
+prefix is kept as a pair ``(M, S)`` standing for ``M + log(S)``, as in the
+online softmax.  A tile of ``NT`` elements is cut into ``NC`` chunks of ``C``:
+
+* ``M_c``, the running maximum at the end of chunk ``c`` (a vector maximum
+  per chunk);
+* ``e_j = exp(x_j - M_c)`` (vectorized: :func:`propopt.vmath.fexp`);
+* the prefix sums of ``e`` inside each chunk, ``NC`` interleaved chains;
+* each chunk's carry ``K_c = (K_{c-1} + total_{c-1}) exp(M_{c-1} - M_c)``;
+* ``out_j = M_c + log(K_c + prefix_j)`` (vectorized: :func:`propopt.vmath.flog`).
+
+A tile falls back to the plain sequential fold of the scalar combine when it
+holds a NaN or ``+inf``, when the carry is NaN or ``+inf``, or when some
+``K_c + prefix_j`` is below ``2^-60`` (float32; ``2^-900`` float64), where
+the terms that ``exp`` flushed to zero could matter (a prefix far below its
+chunk's maximum, such as one of ``-inf`` alone).  So NaN, ``+inf`` and the
+identity ``-inf`` give what the fold gives.
+
+Threads: the array is walked in super-blocks, as in ``_cpu_tile``'s
+reduce-then-scan: threads 1.. reduce a block to its ``(M, S)`` (a maximum
+and a sum of ``exp(x - M)``, both vectorized, read only) and scan, from its
+carry, their block of the super-block before, while it is still in cache;
+thread 0 scans its block from the running carry.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numba
+import numpy as np
+from llvmlite import ir
+from numba import prange, types
+from numba.extending import intrinsic, overload
+
+from .. import threads, vmath
+from .._memory import mapped_empty, settle_allocator
+from .monoid import _logaddexp
+
+#: Elements of one tile and of one chunk inside it.
+NT = 2048
+C = 128
+NC = NT // C
+
+#: Bytes of input of one thread's block per super-block (fits the 512 KiB L2).
+BLOCK_BYTES = 256 * 1024
+
+#: Thread 0 scans ``1 + LEAD_SHARE`` times the elements of each other thread,
+#: which also reduce.
+LEAD_SHARE = 0.5
+
+FM = {"contract"}
+_lae = numba.njit(inline="always", fastmath=FM)(_logaddexp)
+
+
+def _as(v: float, like: Any) -> Any:
+    """``v`` as a scalar of the type of ``like`` (in numba code)."""
+    return type(like)(v)
+
+
+@overload(_as, inline="always")
+def _as_impl(v, like):  # type: ignore[no-untyped-def]
+    if isinstance(like, types.Float) and like.bitwidth == 32:
+        return lambda v, like: np.float32(v)
+    return lambda v, like: np.float64(v)
+
+
+@numba.njit(inline="always", fastmath=FM)
+def _comb(a, b):  # type: ignore[no-untyped-def]
+    return _as(_lae(a, b), b)
+
+
+def serves(monoid: Any, leaves: Sequence[Any], axis: int, reverse: bool, exclusive: bool) -> bool:
+    """Whether :func:`scan` runs this scan itself: forward inclusive ``logaddexp`` of one
+    float32 or float64 array along its last axis."""
+    if getattr(monoid, "scalar", None) is not _logaddexp or len(leaves) != 1:
+        return False
+    x = leaves[0]
+    nd = getattr(x, "ndim", 0)
+    return (
+        not reverse
+        and not exclusive
+        and nd >= 1
+        and axis in (-1, nd - 1)
+        and getattr(x, "dtype", None) in (np.float32, np.float64)
+    )
+
+
+@intrinsic
+def _fmax(typingctx, a, b):  # type: ignore[no-untyped-def]
+    """``llvm.maxnum``: a maximum LLVM vectorizes as a reduction (``vmaxps``)."""
+    sig = a(a, b)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        t = args[0].type
+        fn = builder.module.declare_intrinsic("llvm.maxnum", [t], ir.FunctionType(t, [t, t]))
+        return builder.call(fn, args)
+
+    return sig, codegen
+
+
+@numba.njit(nogil=True, cache=True, fastmath=FM)
+def _bad(x, lo, hi, inf):  # type: ignore[no-untyped-def]
+    # elements that are NaN or +inf (both fail v < inf; -inf passes)
+    n = 0
+    b = np.uintp(lo)
+    for i in range(np.uintp(hi - lo)):
+        n += 0 if x[b + i] < inf else 1
+    return n
+
+
+@numba.njit(nogil=True, cache=True, fastmath={"contract", "nnan", "nsz"})
+def _max(x, lo, hi, m):  # type: ignore[no-untyped-def]
+    # the maximum of x[lo:hi] and m, where no element is NaN
+    b = np.uintp(lo)
+    for i in range(np.uintp(hi - lo)):
+        m = _fmax(m, x[b + i])
+    return m
+
+
+@numba.njit(nogil=True, cache=True, fastmath={"contract", "reassoc"})
+def _sumexp(x, lo, hi, m, zero):  # type: ignore[no-untyped-def]
+    s = zero
+    b = np.uintp(lo)
+    for i in range(np.uintp(hi - lo)):
+        s += vmath.fexp(x[b + i] - m)
+    return s
+
+
+@numba.njit(nogil=True, cache=True, fastmath=FM)
+def _value(m, s):  # type: ignore[no-untyped-def]
+    # M + log(S) as one value; NaN and +inf states hold S = 1, -inf S = 0
+    if m < np.inf and m > -np.inf:
+        return _as(m + math.log(s), m)
+    return m
+
+
+@numba.njit(nogil=True, cache=True, fastmath=FM)
+def _state(v, one, zero):  # type: ignore[no-untyped-def]
+    return (v, zero) if v == -np.inf else (v, one)
+
+
+@numba.njit(nogil=True, cache=True, fastmath=FM)
+def _join(m1, s1, m2, s2, one, zero):  # type: ignore[no-untyped-def]
+    # the state of the concatenation of two runs
+    if not (m1 < np.inf) or not (m2 < np.inf):  # a NaN or +inf: the scalar combine
+        return _state(_comb(_value(m1, s1), _value(m2, s2)), one, zero)
+    m = m1 if m1 > m2 else m2
+    if m == -np.inf:
+        return m, zero
+    return m, s1 * math.exp(m1 - m) + s2 * math.exp(m2 - m)
+
+
+@numba.njit(nogil=True, cache=True, fastmath=FM)
+def _fold(x, o, lo, hi, m, s, one, zero):  # type: ignore[no-untyped-def]
+    # the sequential fold of the scalar combine from state (m, s); o=None: reduce only
+    c = _value(m, s)
+    for i in range(lo, hi):
+        c = _comb(c, x[i])
+        if o is not None:
+            o[i] = c
+    return _state(c, one, zero)
+
+
+@numba.njit(nogil=True, cache=True, fastmath=FM)
+def _tile(x, o, b, cm, cs, mx, ks, e, th, one, zero):  # type: ignore[no-untyped-def]
+    """Scan x[b:b + NT] into o from state (cm, cs); returns (M, S, ok)."""
+    ninf = _as(-np.inf, zero)
+    if not (cm < np.inf) or _bad(x, b, b + NT, np.inf) > 0:
+        return cm, cs, False
+    ub = np.uintp(b)
+    cc = np.uintp(C)
+    m = cm
+    for c in range(NC):
+        m = _max(x, b + c * C, b + c * C + C, m)
+        mx[c] = m
+    for c in range(np.uintp(NC)):
+        r = mx[c] if mx[c] > ninf else zero
+        xb = ub + c * cc
+        eb = c * cc
+        for j in range(cc):
+            e[eb + j] = vmath.fexp(x[xb + j] - r)
+    for j in range(np.uintp(1), cc):  # NC interleaved chains
+        for c in range(np.uintp(NC)):
+            e[c * cc + j] += e[c * cc + j - np.uintp(1)]
+    k, mp = cs, cm
+    for c in range(NC):
+        k = k * math.exp(mp - mx[c]) if mx[c] > ninf else zero
+        ks[c] = k
+        k += e[c * C + C - 1]
+        mp = mx[c]
+    ok = True
+    for c in range(np.uintp(NC)):
+        mc, kc = mx[c], ks[c]
+        xb = ub + c * cc
+        eb = c * cc
+        if mc > ninf:
+            # the prefixes grow along the chunk: its first is the least
+            ok = ok and kc + e[eb] >= th
+            for j in range(cc):
+                o[xb + j] = mc + vmath.flog(kc + e[eb + j])
+        else:
+            for j in range(cc):
+                o[xb + j] = ninf
+    return mp, k, ok
+
+
+@numba.njit(nogil=True, cache=True, fastmath=FM)
+def _block(x, o, lo, hi, m, s, th, one, zero):  # type: ignore[no-untyped-def]
+    """Scan x[lo:hi] into o from state (m, s); returns the state after it."""
+    nt = (hi - lo) // NT
+    mx = np.empty(NC, x.dtype)
+    ks = np.empty(NC, x.dtype)
+    e = np.empty(NT, x.dtype)
+    for t in range(nt):
+        b = lo + t * NT
+        m2, s2, ok = _tile(x, o, b, m, s, mx, ks, e, th, one, zero)
+        if not ok:
+            m2, s2 = _fold(x, o, b, b + NT, m, s, one, zero)
+        m, s = m2, s2
+    return _fold(x, o, lo + nt * NT, hi, m, s, one, zero)
+
+
+@numba.njit(nogil=True, cache=True, fastmath=FM)
+def _reduce(x, lo, hi, one, zero):  # type: ignore[no-untyped-def]
+    """The state of x[lo:hi] (from the identity)."""
+    ninf = _as(-np.inf, zero)
+    m, s = ninf, zero
+    nt = (hi - lo) // NT
+    for t in range(nt):
+        b = lo + t * NT
+        if _bad(x, b, b + NT, np.inf) > 0:
+            m2, s2 = _fold(x, None, b, b + NT, ninf, zero, one, zero)
+        else:
+            m2 = _max(x, b, b + NT, ninf)
+            s2 = zero if m2 == ninf else _sumexp(x, b, b + NT, m2, zero)
+        m, s = _join(m, s, m2, s2, one, zero)
+    m2, s2 = _fold(x, None, lo + nt * NT, hi, ninf, zero, one, zero)
+    return _join(m, s, m2, s2, one, zero)
+
+
+@numba.njit(parallel=True, nogil=True, cache=True)
+def _scan_1d(x, o, T, BK, B0, th, one, zero):  # type: ignore[no-untyped-def]
+    """Scan one row on ``T`` threads: thread 0 scans ``B0`` elements of each
+    super-block, threads 1.. reduce ``BK`` each and scan them in the next region."""
+    N = x.shape[0]
+    ninf = _as(-np.inf, zero)
+    tm = np.empty(T, x.dtype)
+    ts = np.empty(T, x.dtype)
+    km = np.empty(T, x.dtype)
+    ksum = np.empty(T, x.dtype)
+    m, s = ninf, zero
+    SB = B0 + (T - 1) * BK
+    nsb = (N + SB - 1) // SB
+    for b in range(nsb + 1):
+        s0 = b * SB
+        for t in prange(T):
+            if b > 0 and t > 0:
+                plo = min(s0 - SB + B0 + (t - 1) * BK, N)
+                _block(x, o, plo, min(plo + BK, N), km[t], ksum[t], th, one, zero)
+            lo = min(s0 + (0 if t == 0 else B0 + (t - 1) * BK), N)
+            hi = min(lo + (B0 if t == 0 else BK), N)
+            if b < nsb:
+                if t == 0:
+                    r = _block(x, o, lo, hi, m, s, th, one, zero)
+                else:
+                    r = _reduce(x, lo, hi, one, zero)
+                tm[t] = r[0]
+                ts[t] = r[1]
+        if b < nsb:
+            m, s = tm[0], ts[0]
+            for t in range(1, T):
+                km[t] = m
+                ksum[t] = s
+                m, s = _join(m, s, tm[t], ts[t], one, zero)
+
+
+@numba.njit(parallel=True, nogil=True, cache=True)
+def _scan_rows(x, o, th, one, zero):  # type: ignore[no-untyped-def]
+    ninf = _as(-np.inf, zero)
+    for p in prange(x.shape[0]):
+        _block(x[p], o[p], 0, x.shape[1], ninf, zero, th, one, zero)
+
+
+def _consts(dtype: np.dtype) -> tuple[Any, Any, Any]:
+    """``th`` (see the module docstring), one and zero in ``dtype``."""
+    th = 2.0**-60 if dtype == np.float32 else 2.0**-900
+    return dtype.type(th), dtype.type(1), dtype.type(0)
+
+
+def scan(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """The inclusive ``logaddexp`` scan of ``x`` (float32 or float64) along its last axis."""
+    x = np.ascontiguousarray(x)
+    shape, n = x.shape, x.shape[-1]
+    p = math.prod(shape[:-1])
+    x2 = x.reshape(p, n)
+    if out is None:
+        if x.nbytes >= 1 << 17:
+            settle_allocator()
+        out = mapped_empty(shape, x.dtype)
+    o2 = out.reshape(p, n)
+    k = _consts(x.dtype)
+    bk = max(NT, BLOCK_BYTES // x.itemsize // NT * NT)
+    ninf = x.dtype.type(-np.inf)
+    if p * n <= 2 * bk:
+        for r in range(p):
+            _block(x2[r], o2[r], 0, n, ninf, k[2], *k)
+        return out
+    with threads.sized() as T:
+        if T == 1:
+            for r in range(p):
+                _block(x2[r], o2[r], 0, n, ninf, k[2], *k)
+        elif p >= 2 * T or n <= 2 * bk:
+            _scan_rows(x2, o2, *k)
+        else:
+            b0 = bk + int(bk * LEAD_SHARE) // NT * NT
+            for r in range(p):
+                _scan_1d(x2[r], o2[r], T, bk, b0, *k)
+    return out

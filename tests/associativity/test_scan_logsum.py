@@ -1,0 +1,152 @@
+"""logaddexp's own CPU scan (_cpu_logsum.py): against a float64 fold, the special
+values, the fallbacks, the threads, and SIMD in its loops."""
+
+import re
+
+import numba
+import numpy as np
+import pytest
+
+import propopt as pp
+from propopt import threads
+from propopt.associativity import _cpu_logsum as L
+
+F32, F64 = np.float32, np.float64
+TOL = {F32: 2e-5, F64: 1e-12}
+
+
+def fold64(x):
+    """The running log-sum-exp in float64, one element at a time (shares no code)."""
+    x = np.asarray(x, np.float64)
+    out = np.empty_like(x)
+    with np.errstate(invalid="ignore", over="ignore"):
+        c = -np.inf
+        for i, v in enumerate(x.reshape(-1, x.shape[-1]).T if x.ndim > 1 else x):
+            c = np.logaddexp(c, v)
+            out[..., i] = c
+    return out
+
+
+def check(got, x):
+    want = fold64(x)
+    tol = TOL[np.dtype(x.dtype).type]
+    assert got.dtype == x.dtype and got.shape == x.shape
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)  # NaN and inf where want has them
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+@pytest.mark.parametrize("n", [1, L.C - 1, L.NT, L.NT + 1, 3 * L.NT + 17, 40_000])
+def test_against_the_float64_fold(dtype, n):
+    x = np.random.default_rng(n).normal(0, 3, n).astype(dtype)
+    got = pp.associative_scan(pp.logaddexp, x)
+    check(got, x)
+    assert L.serves(pp.logaddexp, [x], 0, False, False)
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_threads_and_rows(dtype):
+    """A long row walked in super-blocks by T cooperating threads, and many rows."""
+    bk = L.BLOCK_BYTES // np.dtype(dtype).itemsize
+    x = np.random.default_rng(1).normal(0, 2, 5 * bk + 1234).astype(dtype)
+    x[bk + 5] = -np.inf
+    k = L._consts(np.dtype(dtype))
+    for T, b0 in ((2, bk + bk // 2), (3, bk)):  # the driver's split, whatever threads run it
+        o = np.empty_like(x)
+        L._scan_1d(x, o, T, bk, b0, *k)
+        check(o, x)
+    with threads.set_num_threads(2):
+        check(pp.associative_scan(pp.logaddexp, x), x)
+        rows = np.random.default_rng(2).normal(size=(6, 3 * bk)).astype(dtype)
+        check(pp.associative_scan(pp.logaddexp, rows, axis=-1), rows)
+    with threads.set_num_threads(1):
+        check(pp.associative_scan(pp.logaddexp, x), x)
+
+
+def _specials(dtype, n, rng):
+    x = rng.normal(0, 5, n)
+    kind = rng.integers(0, 40, n)
+    x[kind == 0] = -np.inf
+    x[kind == 1] = rng.uniform(-1e30, 1e30) if dtype == F32 else rng.uniform(-1e300, 1e300)
+    x[kind == 2] -= 500.0
+    x[kind == 3] += 500.0
+    return x.astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_special_values_give_what_the_fold_gives(dtype):
+    rng = np.random.default_rng(3)
+    n = 4 * L.NT + 5
+    cases = {
+        "all -inf": np.full(n, -np.inf, dtype),
+        "-inf first": np.concatenate([np.full(L.NT + 300, -np.inf), rng.normal(size=n)]),
+        "+inf inside": np.where(np.arange(n) == 2 * L.NT + 7, np.inf, rng.normal(size=n)),
+        "nan inside": np.where(np.arange(n) == L.NT + 3, np.nan, rng.normal(size=n)),
+        "-inf then +inf": np.where(np.arange(n) < 100, -np.inf, np.inf),
+        "rising by 300": np.arange(n) * 300.0 - 1e5,  # each chunk's first prefix underflows
+        "falling": -np.arange(n) * 300.0,
+        "mixed": _specials(dtype, n, rng),
+    }
+    for name, x in cases.items():
+        x = np.asarray(x, dtype)
+        got = pp.associative_scan(pp.logaddexp, x)
+        try:
+            check(got, x)
+        except AssertionError as e:
+            raise AssertionError(f"{name}: {e}") from None
+
+
+def test_a_prefix_far_below_its_chunk_maximum_falls_back():
+    """Without the fallback, exp(x - M) underflows and the prefix reads -inf."""
+    x = np.zeros(L.NT, F32)
+    x[: L.C // 2] = -200.0  # the chunk's maximum is 0: exp(-200) flushes to 0
+    got = pp.associative_scan(pp.logaddexp, x)
+    assert got[0] == F32(-200.0)
+    check(got, x)
+
+
+def test_other_directions_keep_the_generic_kernels():
+    x = np.random.default_rng(4).normal(size=3000).astype(F32)
+    assert not L.serves(pp.logaddexp, [x], 0, True, False)
+    assert not L.serves(pp.logaddexp, [x], 0, False, True)
+    assert not L.serves(pp.add, [x], 0, False, False)
+    got = pp.associative_scan(pp.logaddexp, x, reverse=True)
+    np.testing.assert_allclose(got, fold64(x[::-1])[::-1], rtol=2e-5, atol=2e-5)
+
+
+def test_out_is_written():
+    x = np.random.default_rng(5).normal(size=5000).astype(F64)
+    out = np.empty_like(x)
+    got = pp.associative_scan(pp.logaddexp, x, out=out)
+    assert got is out or np.shares_memory(got, out)
+    check(out, x)
+
+
+def _avx2() -> bool:
+    import llvmlite.binding as llvm
+
+    return "+avx2" in llvm.get_host_cpu_features().flatten().split(",")
+
+
+@pytest.mark.skipif(not _avx2(), reason="the host has no AVX2")
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_the_tile_runs_on_vectors(dtype):
+    """exp (vroundp*), log (vdivp*) and the chunk maximum (vmaxp*) on ymm registers."""
+    sfx = "s" if dtype == F32 else "d"
+    fresh = {  # compiled here, off the disk cache, so that their machine code can be read
+        f.__name__: numba.njit(nogil=True, fastmath=opts)(f.py_func)
+        for f, opts in ((L._tile, L.FM), (L._max, {"contract", "nnan", "nsz"}))
+    }
+    x = np.random.default_rng(6).normal(size=L.NT).astype(dtype)
+    o = np.empty_like(x)
+    k = L._consts(np.dtype(dtype))
+    mx, ks, e = np.empty(L.NC, dtype), np.empty(L.NC, dtype), np.empty(L.NT, dtype)
+    _, _, ok = fresh["_tile"](x, o, 0, dtype(-np.inf), k[2], mx, ks, e, *k)
+    assert ok
+    check(o, x)
+    fresh["_max"](x, 0, L.NT, dtype(-np.inf))
+    tile = fresh["_tile"].inspect_asm(fresh["_tile"].signatures[0])
+    mx_asm = fresh["_max"].inspect_asm(fresh["_max"].signatures[0])
+    for asm, op in ((tile, f"vroundp{sfx}"), (tile, f"vdivp{sfx}"), (mx_asm, f"vmaxp{sfx}")):
+        vector = [ln for ln in asm.splitlines() if re.search(op, ln) and "%ymm" in ln]
+        assert vector, f"no {op} on ymm registers"
+    assert not re.search(r"\$(log1?p?f?)\b", tile), "a libm log is left in the tile"
