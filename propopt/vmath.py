@@ -49,6 +49,7 @@ it inlines it.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numba
 import numpy as np
@@ -198,19 +199,7 @@ def _fexp_impl(x):  # type: ignore[no-untyped-def]
             xc = 710.0 if xc > 710.0 else xc
             kf = _floor_f64(xc * _D_LOG2E + 0.5)
             r = (xc - kf * _D_LN2_HI) - kf * _D_LN2_LO
-            p = c[13] * r + c[12]
-            p = p * r + c[11]
-            p = p * r + c[10]
-            p = p * r + c[9]
-            p = p * r + c[8]
-            p = p * r + c[7]
-            p = p * r + c[6]
-            p = p * r + c[5]
-            p = p * r + c[4]
-            p = p * r + c[3]
-            p = p * r + c[2]
-            p = p * r + 1.0
-            p = p * r + 1.0
+            p = _poly(r, c)  # Estrin's scheme (see _estrin)
             # through int32: AVX2 converts float64 to int32 in vectors, not to int64
             k = np.int32(kf)
             k1 = k >> np.int32(1)  # 2^k = 2^k1 * 2^(k - k1), each factor a normal float64
@@ -233,25 +222,58 @@ def flog1p(x: float) -> float:
     return math.log1p(x)
 
 
+def _poly(t: float, a: tuple[float, ...]) -> float:
+    """``a[0] + a[1] t + a[2] t^2 + ...``."""
+    return sum(c * t**i for i, c in enumerate(a))
+
+
+def _estrin(a: Sequence[str], t: str) -> list[str]:
+    """Lines that leave ``a[0] + a[1] t + ...`` in ``p0`` by Estrin's scheme: pairs
+    ``a[2i] + a[2i+1] t``, then pairs of those with ``t^2``, and so on, so that
+    the chain of dependent FMAs is about ``log2`` of the degree long instead of
+    the degree (a degree-13 Horner chain held float64 ``fexp`` to its latency)."""
+    lines: list[str] = []
+    terms, power, level = list(a), t, 0
+    while len(terms) > 1:
+        nxt = []
+        for i in range(0, len(terms) - 1, 2):
+            name = f"p{i // 2}_{level}"
+            lines.append(f"    {name} = {terms[i + 1]} * {power} + {terms[i]}")
+            nxt.append(name)
+        if len(terms) % 2:
+            nxt.append(terms[-1])
+        terms = nxt
+        if len(terms) > 1:
+            lines.append(f"    {power}{power} = {power} * {power}")
+            power = f"{power}{power}"
+        level += 1
+    lines.append(f"    p0 = {terms[0]}")
+    return lines
+
+
+@overload(_poly, jit_options={"fastmath": {"contract"}})
+def _poly_impl(t, a):  # type: ignore[no-untyped-def]
+    # unrolled by a generated body: a loop over a tuple index would stay a loop
+    lines = ["def impl(t, a):"] + _estrin([f"a[{i}]" for i in range(len(a))], "t")
+    lines += ["    return p0"]
+    ns: dict[str, object] = {}
+    exec("\n".join(lines), ns)
+    return ns["impl"]
+
+
 def _odd_series(s2: float, q: tuple[float, ...]) -> float:
-    """``1 + q[0] s2 + q[1] s2^2 + ...`` by Horner's rule."""
-    p = q[-1]
-    for c in q[-2::-1]:
-        p = p * s2 + c
-    return p * s2 + 1.0
+    """``1 + q[0] s2 + q[1] s2^2 + ...``."""
+    return 1.0 + s2 * _poly(s2, q)
 
 
 @overload(_odd_series, jit_options={"fastmath": {"contract"}})
 def _odd_series_impl(s2, q):  # type: ignore[no-untyped-def]
-    n = len(q)
     one = np.dtype(str(s2)).type(1.0)
-    # unrolled by a generated body: a loop over a tuple index would stay a loop
-    lines = ["def impl(s2, q):", f"    p = q[{n - 1}]"]
-    lines += [f"    p = p * s2 + q[{i}]" for i in range(n - 2, -1, -1)]
-    lines += ["    return p * s2 + one"]
-    ns: dict[str, object] = {"one": one}
-    exec("\n".join(lines), ns)
-    return ns["impl"]
+
+    def impl(s2, q):  # type: ignore[no-untyped-def]
+        return s2 * _poly(s2, q) + one
+
+    return impl
 
 
 def _log_series(bits: int) -> tuple[float, ...]:
@@ -298,7 +320,8 @@ def _log_builder(x, plus_one: bool):  # type: ignore[no-untyped-def]
         m = of_bits((b & fracmask) | onebits)  # in [1, 2)
         big = m > sqrt2
         m = m * ft(0.5) if big else m
-        ef = ft(e + np.int32(1)) if big else ft(e)
+        ef = ft(e)  # then + 1 in floats: numba widens int32 + int32 to int64
+        ef = ef + one if big else ef
         s = (m - one) / (m + one)
         return ef, (two * s) * _odd_series(s * s, q)
 
