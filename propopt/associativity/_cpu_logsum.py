@@ -114,6 +114,15 @@ def _bad(x, lo, hi, inf):  # type: ignore[no-untyped-def]
     return n
 
 
+@numba.njit(nogil=True, cache=True, fastmath=FM)
+def _nans(x, lo, hi):  # type: ignore[no-untyped-def]
+    n = 0
+    b = np.uintp(lo)
+    for i in range(np.uintp(hi - lo)):
+        n += 0 if x[b + i] == x[b + i] else 1
+    return n
+
+
 @numba.njit(nogil=True, cache=True, fastmath={"contract", "nnan", "nsz"})
 def _max(x, lo, hi, m):  # type: ignore[no-untyped-def]
     # the maximum of x[lo:hi] and m, where no element is NaN
@@ -219,11 +228,29 @@ def _block(x, o, lo, hi, m, s, th, one, zero):  # type: ignore[no-untyped-def]
     e = np.empty(NT, x.dtype)
     for t in range(nt):
         b = lo + t * NT
+        if not (m < np.inf):  # NaN or +inf from here on
+            return _saturated(x, o, b, hi, m, one)
         m2, s2, ok = _tile(x, o, b, m, s, mx, ks, e, th, one, zero)
         if not ok:
             m2, s2 = _fold(x, o, b, b + NT, m, s, one, zero)
         m, s = m2, s2
+    if not (m < np.inf):
+        return _saturated(x, o, lo + nt * NT, hi, m, one)
     return _fold(x, o, lo + nt * NT, hi, m, s, one, zero)
+
+
+@numba.njit(nogil=True, cache=True, fastmath=FM)
+def _saturated(x, o, lo, hi, c, one):  # type: ignore[no-untyped-def]
+    """The fold from a NaN or +inf carry ``c``: +inf until the first NaN, then NaN."""
+    i = lo
+    if c == c:
+        while i < hi and x[i] == x[i]:
+            o[i] = c
+            i += 1
+    nan = _as(np.nan, one)
+    for j in range(i, hi):
+        o[j] = nan
+    return (c if i == hi else nan), one
 
 
 @numba.njit(nogil=True, cache=True, fastmath=FM)
@@ -235,7 +262,8 @@ def _reduce(x, lo, hi, one, zero):  # type: ignore[no-untyped-def]
     for t in range(nt):
         b = lo + t * NT
         if _bad(x, b, b + NT, np.inf) > 0:
-            m2, s2 = _fold(x, None, b, b + NT, ninf, zero, one, zero)
+            # the fold of a run holding a NaN is NaN, else one holding +inf is +inf
+            m2, s2 = _as(np.nan if _nans(x, b, b + NT) > 0 else np.inf, one), one
         else:
             m2 = _max(x, b, b + NT, ninf)
             s2 = zero if m2 == ninf else _sumexp(x, b, b + NT, m2, zero)

@@ -50,10 +50,15 @@ def test_threads_and_rows(dtype):
     x = np.random.default_rng(1).normal(0, 2, 5 * bk + 1234).astype(dtype)
     x[bk + 5] = -np.inf
     k = L._consts(np.dtype(dtype))
+    with_inf = x.copy()
+    with_inf[2 * bk + 9] = np.inf
+    with_nan = with_inf.copy()
+    with_nan[4 * bk + 3] = np.nan
     for T, b0 in ((2, bk + bk // 2), (3, bk)):  # the driver's split, whatever threads run it
-        o = np.empty_like(x)
-        L._scan_1d(x, o, T, bk, b0, *k)
-        check(o, x)
+        for v in (x, with_inf, with_nan):
+            o = np.empty_like(v)
+            L._scan_1d(v, o, T, bk, b0, *k)
+            check(o, v)
     with threads.set_num_threads(2):
         check(pp.associative_scan(pp.logaddexp, x), x)
         rows = np.random.default_rng(2).normal(size=(6, 3 * bk)).astype(dtype)
@@ -82,6 +87,11 @@ def test_special_values_give_what_the_fold_gives(dtype):
         "+inf inside": np.where(np.arange(n) == 2 * L.NT + 7, np.inf, rng.normal(size=n)),
         "nan inside": np.where(np.arange(n) == L.NT + 3, np.nan, rng.normal(size=n)),
         "-inf then +inf": np.where(np.arange(n) < 100, -np.inf, np.inf),
+        "+inf then nan": np.select(
+            [np.arange(n) == L.NT + 1, np.arange(n) == 3 * L.NT + 5],
+            [np.inf, np.nan],
+            rng.normal(size=n),
+        ),
         "rising by 300": np.arange(n) * 300.0 - 1e5,  # each chunk's first prefix underflows
         "falling": -np.arange(n) * 300.0,
         "mixed": _specials(dtype, n, rng),
