@@ -70,6 +70,15 @@ def lane_lines(k: int, rev: bool, excl: bool, w: Callable[[str], None]) -> None:
             store("        ", lanes[j])
     w("        fresh = False")
     w("        for i in range(1, SL):")
+    # the same place of each lane in the next tile, once per cache line
+    # (_cpu_prefetch.py); the outputs too where an element has several
+    # components (float32 add ran no faster with them)
+    w("            if (i & PFM) == 0:")
+    for j in range(L):
+        w(f"                p = {idx(f'{j}*SL + i + TILE')}")
+        w("                " + "; ".join(f"prefetch_read(x{c}, p)" for c in range(k)))
+        if k > 1:
+            w("                " + "; ".join(f"prefetch_write(o{c}, p)" for c in range(k)))
     for j in range(L):
         w(f"            u = {idx(f'{j}*SL + i')}")
         if excl:
