@@ -66,3 +66,26 @@ def test_a_scan_into_prefaulted_results_matches_a_loop():
         ref_h[i], ref_p[i] = h, p
     np.testing.assert_allclose(H, ref_h, rtol=1e-12, atol=1e-13 * np.abs(ref_h).max())
     np.testing.assert_allclose(A, ref_p, rtol=1e-12, atol=np.finfo(np.float64).tiny)
+
+
+@linux
+def test_scan_results_are_mapped_first_only_below_a_fresh_mapping():
+    """Below FRESH_MAP_BYTES a scan's result is faulted in by the calling thread; from there
+    up it is a fresh mapping that the kernel's threads fault in as they write it."""
+    below = _memory.scan_result_empty((_memory.FRESH_MAP_BYTES // 8,), np.dtype(np.float32))
+    resident, total = _resident_pages(below)
+    assert resident == total
+    above = _memory.scan_result_empty((_memory.FRESH_MAP_BYTES // 4,), np.dtype(np.float32))
+    assert above.nbytes == _memory.FRESH_MAP_BYTES
+    resident, total = _resident_pages(above)
+    assert resident < total // 2
+
+
+def test_a_scan_into_a_fresh_mapping_matches_the_float64_sum():
+    n = _memory.FRESH_MAP_BYTES // 4  # a float32 result of exactly the size
+    x = np.random.default_rng(1).uniform(0, 1, n).astype(np.float32)
+    want = np.cumsum(x.astype(np.float64))
+    for threads in (1, 2):
+        with pp.set_num_threads(threads):
+            got = pp.associative_scan(pp.add, x)
+        np.testing.assert_allclose(got, want, rtol=1e-4)

@@ -36,7 +36,7 @@ from typing import Any, NamedTuple, Protocol, cast
 import numpy as np
 
 from .. import _jit, threads
-from .._memory import mapped_empty, settle_allocator
+from .._memory import scan_result_empty, settle_allocator
 from ..arrays import frozen
 from ._cpu_lanes import lane_lines, lanes_for
 from ._cpu_tile import reduce_then_scan_source, tile_source
@@ -575,7 +575,7 @@ def _scan(
         elif given is not None:
             os_.append(given.reshape(p, n, q))  # C-contiguous: views
         else:
-            os_.append(mapped_empty((p, n, q), dtype))  # mapped before the threads write
+            os_.append(scan_result_empty((p, n, q), dtype))  # mapped first, where that pays
     rev, excl = bool(reverse), bool(exclusive)
     how = _setup(monoid, dtype, rev, excl, keep)
     mod, ident = how.mod, how.ident
