@@ -19,6 +19,10 @@ the terms that ``exp`` flushed to zero could matter (a prefix far below its
 chunk's maximum, such as one of ``-inf`` alone).  So NaN, ``+inf`` and the
 identity ``-inf`` give what the fold gives.
 
+A reverse scan copies each tile reversed into scratch, scans it there and
+copies it back reversed.  Exclusive scans, and scans along another axis,
+keep the generic kernels.
+
 Threads: the array is walked in super-blocks, as in ``_cpu_tile``'s
 reduce-then-scan: threads 1.. reduce a block to its ``(M, S)`` (a maximum
 and a sum of ``exp(x - M)``, both vectorized, read only) and scan, from its
@@ -78,15 +82,15 @@ def _comb(a, b):  # type: ignore[no-untyped-def]
 
 
 def serves(monoid: Any, leaves: Sequence[Any], axis: int, reverse: bool, exclusive: bool) -> bool:
-    """Whether :func:`scan` runs this scan itself: forward inclusive ``logaddexp`` of one
-    float32 or float64 array along its last axis."""
+    """Whether :func:`scan` runs this scan itself: an inclusive ``logaddexp`` scan (either
+    direction) of one float32 or float64 array along its last axis."""
+    del reverse  # both directions
     if getattr(monoid, "scalar", None) is not _logaddexp or len(leaves) != 1:
         return False
     x = leaves[0]
     nd = getattr(x, "ndim", 0)
     return (
-        not reverse
-        and not exclusive
+        not exclusive
         and nd >= 1
         and axis in (-1, nd - 1)
         and getattr(x, "dtype", None) in (np.float32, np.float64)
@@ -222,12 +226,9 @@ def _tile(x, o, b, cm, cs, mx, ks, e, th, one, zero):  # type: ignore[no-untyped
 
 
 @numba.njit(nogil=True, cache=True, fastmath=FM)
-def _block(x, o, lo, hi, m, s, th, one, zero):  # type: ignore[no-untyped-def]
-    """Scan x[lo:hi] into o from state (m, s); returns the state after it."""
+def _forward(x, o, lo, hi, m, s, th, one, zero, mx, ks, e):  # type: ignore[no-untyped-def]
+    """Scan x[lo:hi] into o from state (m, s), first to last; returns the state after it."""
     nt = (hi - lo) // NT
-    mx = np.empty(NC, x.dtype)
-    ks = np.empty(NC, x.dtype)
-    e = np.empty(NT, x.dtype)
     for t in range(nt):
         b = lo + t * NT
         if not (m < np.inf):  # NaN or +inf from here on
@@ -239,6 +240,33 @@ def _block(x, o, lo, hi, m, s, th, one, zero):  # type: ignore[no-untyped-def]
     if not (m < np.inf):
         return _saturated(x, o, lo + nt * NT, hi, m, one)
     return _fold(x, o, lo + nt * NT, hi, m, s, one, zero)
+
+
+@numba.njit(nogil=True, cache=True, fastmath=FM)
+def _block(x, o, lo, hi, m, s, th, one, zero, rev):  # type: ignore[no-untyped-def]
+    """Scan logical positions [lo, hi) into o from state (m, s); returns the state after.
+
+    ``rev``: logical position ``l`` is ``x[N - 1 - l]``; each tile is copied
+    reversed into scratch, scanned there, and copied back reversed.
+    """
+    mx = np.empty(NC, x.dtype)
+    ks = np.empty(NC, x.dtype)
+    e = np.empty(NT, x.dtype)
+    if not rev:
+        return _forward(x, o, lo, hi, m, s, th, one, zero, mx, ks, e)
+    xs = np.empty(NT, x.dtype)
+    os_ = np.empty(NT, x.dtype)
+    N = x.shape[0]
+    one_u = np.uintp(1)
+    for b in range(lo, hi, NT):
+        n = min(NT, hi - b)
+        top = np.uintp(N - b) - one_u  # the physical index of logical position b
+        for i in range(np.uintp(n)):
+            xs[i] = x[top - i]
+        m, s = _forward(xs, os_, 0, n, m, s, th, one, zero, mx, ks, e)
+        for i in range(np.uintp(n)):
+            o[top - i] = os_[i]
+    return m, s
 
 
 @numba.njit(nogil=True, cache=True, fastmath=FM)
@@ -257,7 +285,7 @@ def _saturated(x, o, lo, hi, c, one):  # type: ignore[no-untyped-def]
 
 @numba.njit(nogil=True, cache=True, fastmath=FM)
 def _reduce(x, lo, hi, one, zero):  # type: ignore[no-untyped-def]
-    """The state of x[lo:hi] (from the identity)."""
+    """The state of x[lo:hi] (from the identity; the same in either direction)."""
     ninf = _as(-np.inf, zero)
     m, s = ninf, zero
     nt = (hi - lo) // NT
@@ -275,7 +303,7 @@ def _reduce(x, lo, hi, one, zero):  # type: ignore[no-untyped-def]
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
-def _scan_1d(x, o, T, BK, B0, th, one, zero):  # type: ignore[no-untyped-def]
+def _scan_1d(x, o, T, BK, B0, th, one, zero, rev):  # type: ignore[no-untyped-def]
     """Scan one row on ``T`` threads: thread 0 scans ``B0`` elements of each
     super-block, threads 1.. reduce ``BK`` each and scan them in the next region."""
     N = x.shape[0]
@@ -292,14 +320,18 @@ def _scan_1d(x, o, T, BK, B0, th, one, zero):  # type: ignore[no-untyped-def]
         for t in prange(T):
             if b > 0 and t > 0:
                 plo = min(s0 - SB + B0 + (t - 1) * BK, N)
-                _block(x, o, plo, min(plo + BK, N), km[t], ksum[t], th, one, zero)
+                _block(x, o, plo, min(plo + BK, N), km[t], ksum[t], th, one, zero, rev)
             lo = min(s0 + (0 if t == 0 else B0 + (t - 1) * BK), N)
             hi = min(lo + (B0 if t == 0 else BK), N)
             if b < nsb:
                 if t == 0:
-                    r = _block(x, o, lo, hi, m, s, th, one, zero)
+                    r = _block(x, o, lo, hi, m, s, th, one, zero, rev)
                 else:
-                    r = _reduce(x, lo, hi, one, zero)
+                    r = (
+                        _reduce(x, N - hi, N - lo, one, zero)
+                        if rev
+                        else _reduce(x, lo, hi, one, zero)
+                    )
                 tm[t] = r[0]
                 ts[t] = r[1]
         if b < nsb:
@@ -311,10 +343,10 @@ def _scan_1d(x, o, T, BK, B0, th, one, zero):  # type: ignore[no-untyped-def]
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
-def _scan_rows(x, o, th, one, zero):  # type: ignore[no-untyped-def]
+def _scan_rows(x, o, th, one, zero, rev):  # type: ignore[no-untyped-def]
     ninf = _as(-np.inf, zero)
     for p in prange(x.shape[0]):
-        _block(x[p], o[p], 0, x.shape[1], ninf, zero, th, one, zero)
+        _block(x[p], o[p], 0, x.shape[1], ninf, zero, th, one, zero, rev)
 
 
 def _consts(dtype: np.dtype) -> tuple[Any, Any, Any]:
@@ -323,8 +355,9 @@ def _consts(dtype: np.dtype) -> tuple[Any, Any, Any]:
     return dtype.type(th), dtype.type(1), dtype.type(0)
 
 
-def scan(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """The inclusive ``logaddexp`` scan of ``x`` (float32 or float64) along its last axis."""
+def scan(x: np.ndarray, out: np.ndarray | None = None, reverse: bool = False) -> np.ndarray:
+    """The inclusive ``logaddexp`` scan of ``x`` (float32 or float64) along its last axis
+    (from the last element to the first where ``reverse``)."""
     x = np.ascontiguousarray(x)
     shape, n = x.shape, x.shape[-1]
     p = math.prod(shape[:-1])
@@ -335,20 +368,21 @@ def scan(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         out = mapped_empty(shape, x.dtype)
     o2 = out.reshape(p, n)
     k = _consts(x.dtype)
+    rev = bool(reverse)
     bk = max(NT, BLOCK_BYTES // x.itemsize // NT * NT)
     ninf = x.dtype.type(-np.inf)
     if p * n <= 2 * bk:
         for r in range(p):
-            _block(x2[r], o2[r], 0, n, ninf, k[2], *k)
+            _block(x2[r], o2[r], 0, n, ninf, k[2], *k, rev)
         return out
     with threads.sized() as T:
         if T == 1:
             for r in range(p):
-                _block(x2[r], o2[r], 0, n, ninf, k[2], *k)
+                _block(x2[r], o2[r], 0, n, ninf, k[2], *k, rev)
         elif p >= 2 * T or n <= 2 * bk:
-            _scan_rows(x2, o2, *k)
+            _scan_rows(x2, o2, *k, rev)
         else:
             b0 = bk + int(bk * LEAD_SHARE) // NT * NT
             for r in range(p):
-                _scan_1d(x2[r], o2[r], T, bk, b0, *k)
+                _scan_1d(x2[r], o2[r], T, bk, b0, *k, rev)
     return out

@@ -57,7 +57,7 @@ def test_threads_and_rows(dtype):
     for T, b0 in ((2, bk + bk // 2), (3, bk)):  # the driver's split, whatever threads run it
         for v in (x, with_inf, with_nan):
             o = np.empty_like(v)
-            L._scan_1d(v, o, T, bk, b0, *k)
+            L._scan_1d(v, o, T, bk, b0, *k, False)
             check(o, v)
     with threads.set_num_threads(2):
         check(pp.associative_scan(pp.logaddexp, x), x)
@@ -114,13 +114,23 @@ def test_a_prefix_far_below_its_chunk_maximum_falls_back():
     check(got, x)
 
 
-def test_other_directions_keep_the_generic_kernels():
-    x = np.random.default_rng(4).normal(size=3000).astype(F32)
-    assert not L.serves(pp.logaddexp, [x], 0, True, False)
-    assert not L.serves(pp.logaddexp, [x], 0, False, True)
-    assert not L.serves(pp.add, [x], 0, False, False)
+def test_reverse_and_the_cases_left_to_the_generic_kernels():
+    x = np.random.default_rng(4).normal(size=3 * L.NT + 5).astype(F32)
+    x[L.NT + 2] = -np.inf
+    assert L.serves(pp.logaddexp, [x], 0, True, False)
     got = pp.associative_scan(pp.logaddexp, x, reverse=True)
-    np.testing.assert_allclose(got, fold64(x[::-1])[::-1], rtol=2e-5, atol=2e-5)
+    check(got[::-1], x[::-1])
+    bk = L.BLOCK_BYTES // 8
+    y = np.random.default_rng(7).normal(size=5 * bk + 77)
+    y[3 * bk + 1] = np.inf
+    o = np.empty_like(y)
+    L._scan_1d(y, o, 2, bk, bk + bk // 2, *L._consts(y.dtype), True)
+    check(o[::-1], y[::-1])
+    assert not L.serves(pp.logaddexp, [x], 0, False, True)  # exclusive
+    assert not L.serves(pp.logaddexp, [x.reshape(-1, 1)], 0, False, False)  # not the last axis
+    assert not L.serves(pp.add, [x], 0, False, False)
+    got = pp.associative_scan(pp.logaddexp, x, exclusive=True)
+    np.testing.assert_allclose(got[1:], fold64(x)[:-1], rtol=2e-5, atol=2e-5)
 
 
 def test_out_is_written():

@@ -158,7 +158,8 @@ def _run_cpu(plan: ScanPlan) -> Leaves:
         leaves = [_kinds.to_numpy_view(x) for x in plan.leaves]
     args = (plan.fn, leaves, plan.axis, plan.reverse, plan.exclusive)
     if _cpu_logsum.serves(*args):  # logaddexp's own kernel
-        out = [_cpu_logsum.scan(leaves[0], None if plan.out is None else plan.out[0])]
+        given = None if plan.out is None else plan.out[0]
+        out = [_cpu_logsum.scan(leaves[0], given, plan.reverse)]
     else:
         out = _cpu.scan(*args, out=plan.out)
     if plan.kind == _kinds.TORCH:
