@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -228,23 +229,20 @@ UNROLLED = 6
 (:func:`m2l_source`), which takes longer to compile as the order grows (5-8 s at 6)."""
 
 
-def m2l_source(p: int) -> str:
-    """Source of ``m2l(dx, dy, dz, e2, Ma, Mb, La, Lb)``: the mutual M2L of order ``p``, unrolled.
-
-    The derivatives of ``(|R|^2 + e2)^(-1/2)`` at ``R = (dx, dy, dz)`` by the
-    recurrence of :func:`propopt.separability.expansions.derivatives`, then
-    ``La[k] += sum_n Mb[n] D_{n+k}(R)`` and ``Lb[k] += sum_n Ma[n] D_{n+k}(-R)``,
-    the signs ``(-1)^|n+k|`` folded in as constants; dipole terms of the
-    multipoles (0 about a centre of mass) are left out.
-    """
+def _m2l_lines(
+    p: int,
+    pad: str,
+    ma: Callable[[int], str],
+    mb: Callable[[int], str],
+    la: Callable[[int], str],
+    lb: Callable[[int], str],
+    op: str,
+) -> list[str]:
+    """The statements of the mutual M2L of order ``p`` (after ``i2`` and ``D0``), indented by
+    ``pad``: multipole term ``v`` read as ``ma(v)``, local term ``u`` written ``la(u) op``."""
     tab = expansion_tables(p)
     deg = tab.idx.sum(axis=1)
-    lines = [
-        "@njit(cache=True, fastmath=True, error_model='numpy', inline='always')",
-        "def m2l(dx, dy, dz, e2, Ma, Mb, La, Lb):",
-        "    i2 = 1.0 / (dx * dx + dy * dy + dz * dz + e2)",
-        "    D0 = np.sqrt(i2)",
-    ]
+    lines = []
     R = ("dx", "dy", "dz")
     for t in range(1, tab.nterms):
         terms = []
@@ -255,11 +253,11 @@ def m2l_source(p: int) -> str:
             j, c = int(tab.rec2[t, i, 0]), float(tab.rec2[t, i, 1])
             if c != 0.0:
                 terms.append(f"{c!r} * D{j}")
-        lines.append(f"    D{t} = ({' + '.join(terms)}) * i2")
-    src_terms = [v for v in range(tab.nterms) if deg[v] != 1]
-    for v in src_terms:
-        lines.append(f"    ma{v} = Ma[{v}]")
-        lines.append(f"    mb{v} = Mb[{v}]")
+        lines.append(f"{pad}D{t} = ({' + '.join(terms)}) * i2")
+    for v in range(tab.nterms):
+        if deg[v] != 1:
+            lines.append(f"{pad}ma{v} = {ma(v)}")
+            lines.append(f"{pad}mb{v} = {mb(v)}")
     by_u: dict[int, list[tuple[int, int]]] = {}
     for s_, u, v in tab.trip:
         if deg[v] != 1:
@@ -267,8 +265,61 @@ def m2l_source(p: int) -> str:
     for u, sv in sorted(by_u.items()):
         a = " + ".join(f"mb{v} * D{s_}" for s_, v in sv)
         b = " + ".join(f"{'-' if deg[s_] % 2 else ''}ma{v} * D{s_}" for s_, v in sv)
-        lines.append(f"    La[{u}] += {a}")
-        lines.append(f"    Lb[{u}] += {b}")
+        lines.append(f"{pad}{la(u)} {op} {a}")
+        lines.append(f"{pad}{lb(u)} {op} {b}")
+    return lines
+
+
+def m2l_source(p: int) -> str:
+    """Source of ``m2l(dx, dy, dz, e2, Ma, Mb, La, Lb)``: the mutual M2L of order ``p``, unrolled.
+
+    The derivatives of ``(|R|^2 + e2)^(-1/2)`` at ``R = (dx, dy, dz)`` by the
+    recurrence of :func:`propopt.separability.expansions.derivatives`, then
+    ``La[k] += sum_n Mb[n] D_{n+k}(R)`` and ``Lb[k] += sum_n Ma[n] D_{n+k}(-R)``,
+    the signs ``(-1)^|n+k|`` folded in as constants; dipole terms of the
+    multipoles (0 about a centre of mass) are left out.
+    """
+    lines = [
+        "@njit(cache=True, fastmath=True, error_model='numpy', inline='always')",
+        "def m2l(dx, dy, dz, e2, Ma, Mb, La, Lb):",
+        "    i2 = 1.0 / (dx * dx + dy * dy + dz * dz + e2)",
+        "    D0 = np.sqrt(i2)",
+    ]
+    lines += _m2l_lines(p, "    ", "Ma[{}]".format, "Mb[{}]".format, "La[{}]".format,
+                        "Lb[{}]".format, "+=")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+BATCH = 64
+"""Separated pairs the mutual traversal collects before their M2L (:func:`m2l_batch_source`)."""
+
+
+def m2l_batch_source(p: int) -> str:
+    """Source of ``m2l_batch(nk, X, Y)``: :func:`m2l_source`'s M2L for ``nk <= BATCH`` pairs.
+
+    ``X`` and ``Y`` are flat float64 arrays of rows of :data:`BATCH` entries, entry
+    ``k`` of each row for pair ``k``: ``X`` holds the rows ``dx, dy, dz, e2`` and then
+    the two cells' multipoles (``nterms`` rows each), ``Y`` receives (not adds) the two
+    local expansions.  Rows at constant offsets of two arrays let LLVM vectorize the
+    loop over pairs without aliasing checks per row: at order 4, 52 ns a pair against
+    140 ns one pair at a time (:func:`m2l_source`), one AMD EPYC core.
+    """
+    nt = expansion_tables(p).nterms
+    lines = [
+        "@njit(cache=True, fastmath=True, error_model='numpy', no_cpython_wrapper=True)",
+        "def m2l_batch(nk, X, Y):",
+        "    for k in range(nk):",
+        "        dx = X[k]",
+        f"        dy = X[{BATCH} + k]",
+        f"        dz = X[{2 * BATCH} + k]",
+        f"        i2 = 1.0 / (dx * dx + dy * dy + dz * dz + X[{3 * BATCH} + k])",
+        "        D0 = np.sqrt(i2)",
+    ]
+    lines += _m2l_lines(
+        p, "        ", lambda v: f"X[{(4 + v) * BATCH} + k]",
+        lambda v: f"X[{(4 + nt + v) * BATCH} + k]", lambda u: f"Y[{u * BATCH} + k]",
+        lambda u: f"Y[{(nt + u) * BATCH} + k]", "=",
+    )  # fmt: skip
     return "\n".join(lines) + "\n"
 
 
@@ -282,11 +333,12 @@ def source(p: int) -> str:
         "from propopt.threads import take\n"
         "from propopt_case_studies.nbody import _mutual\n"
         "from propopt_case_studies.nbody._control import bound\n"
-        "from propopt_case_studies.nbody._fmm import _grow\n\n\n"
+        "from propopt_case_studies.nbody._fmm import _grow\n\n"
+        f"BATCH = {BATCH}\n\n\n"
     )
     if not 1 <= p <= UNROLLED:
         raise ValueError(f"p={p!r}: the mutual method runs orders 1 to {UNROLLED}")
-    return head + m2l_source(p) + "\n\n" + _INTERACT
+    return head + m2l_source(p) + "\n\n" + m2l_batch_source(p) + "\n\n" + _INTERACT
 
 
 @functools.cache
@@ -304,7 +356,21 @@ _SELF_HASH = hashlib.sha256(
     )
 ).hexdigest()[:16]
 
-_INTERACT = '''@njit(cache=True, nogil=True, error_model="numpy")
+_INTERACT = '''@njit(cache=True, error_model="numpy", no_cpython_wrapper=True)
+def _flush(nk, pair, X, Y, L):
+    """The M2L of the ``nk`` waiting pairs (:func:`m2l_batch`), added to both cells' ``L``
+    in the order the pairs were found."""
+    m2l_batch(nk, X, Y)
+    nt = L.shape[1]
+    for k in range(nk):
+        a = pair[0, k]
+        b = pair[1, k]
+        for u in range(nt):
+            L[a, u] += Y[u * BATCH + k]
+            L[b, u] += Y[(nt + u) * BATCH + k]
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
 def interact(counter, tasks, items, rec, start, me2, hmax, M, L, x, y, z, w, e2, rcrit, cheap,
              spline, out, counts, allow, spow, binom):
     """The tasks of one round, each a pair ``(i, j)`` of subtrees ``items[i]``, ``items[j]``.
@@ -324,6 +390,10 @@ def interact(counter, tasks, items, rec, start, me2, hmax, M, L, x, y, z, w, e2,
     lo = np.empty(2, np.int64)
     hi = np.empty(2, np.int64)
     near = np.empty((256, 2), np.int64)
+    nt = M.shape[1]
+    pair = np.empty((2, BATCH), np.int64)  # the separated pairs waiting for their M2L
+    X = np.empty((4 + 2 * nt) * BATCH)  # their offsets and multipoles, one row per term
+    Y = np.empty(2 * nt * BATCH)
     while True:
         it = take(counter)
         if it >= tasks.shape[0]:
@@ -331,6 +401,7 @@ def interact(counter, tasks, items, rec, start, me2, hmax, M, L, x, y, z, w, e2,
         nm = 0
         npp = 0
         nn = np.int64(0)
+        nk = 0
         st[0, 0] = items[tasks[it, 0]]
         st[0, 1] = items[tasks[it, 1]]
         sp = 1
@@ -388,8 +459,20 @@ def interact(counter, tasks, items, rec, start, me2, hmax, M, L, x, y, z, w, e2,
                 nn += 1
                 npp += int(na * nb)
             elif separated:
-                m2l(dx, dy, dz, 0.5 * (me2[a] + me2[b]), M[a], M[b], L[a], L[b])
+                pair[0, nk] = a
+                pair[1, nk] = b
+                X[nk] = dx
+                X[BATCH + nk] = dy
+                X[2 * BATCH + nk] = dz
+                X[3 * BATCH + nk] = 0.5 * (me2[a] + me2[b])
+                for v in range(nt):
+                    X[(4 + v) * BATCH + nk] = M[a, v]
+                    X[(4 + nt + v) * BATCH + nk] = M[b, v]
+                nk += 1
                 nm += 1
+                if nk == BATCH:
+                    _flush(nk, pair, X, Y, L)
+                    nk = 0
             else:
                 if bleaf or (not aleaf and ra >= rb):
                     split, other = a, b
@@ -404,6 +487,8 @@ def interact(counter, tasks, items, rec, start, me2, hmax, M, L, x, y, z, w, e2,
                     st[sp, 1] = other
                     sp += 1
                     c = int(rec[c, 6])
+        if nk:
+            _flush(nk, pair, X, Y, L)
         if nn:
             lo[0] = items[tasks[it, 0]]
             lo[1] = items[tasks[it, 1]]

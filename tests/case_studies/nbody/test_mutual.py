@@ -243,3 +243,46 @@ def test_field_reaches_the_mutual_method(monkeypatch):
     pos, m = DISTRIBUTIONS["plummer"](3000, seed=1)
     field(pos, m, eps=1e-3, tol=1e-4 / F.GUESS, quantile=0.5)  # below the tree's error
     assert [(c.p, c.theta) for c in calls if not c.first] == [F.MUTUAL_TOL_TABLE_MEDIAN[1e-4]]
+
+
+@pytest.mark.parametrize("p", [1, 2, 4, 6])
+def test_batched_m2l_equals_the_generic_m2l(p):
+    """The mutual traversal's M2L over a batch of pairs, against propopt's generic M2L
+    (derivatives at ``R`` for one cell, at ``-R`` for the other), pair by pair."""
+    from numba import njit
+
+    from propopt.separability import expansions as E
+    from propopt_case_studies.nbody import _mutual
+
+    batch = _mutual.kernels(p).m2l_batch
+
+    @njit
+    def run(nk, X, Y):  # m2l_batch has no Python wrapper
+        batch(nk, X, Y)
+
+    tab = E.expansion_tables(p)
+    nt, B, nk = tab.nterms, _mutual.BATCH, 37
+    rng = np.random.default_rng(p)
+    R = rng.uniform(-3.0, 3.0, (nk, 3)) + [4.0, 0.0, 0.0]
+    e2 = rng.uniform(0.0, 0.1, nk)
+    Ma, Mb = rng.normal(size=(2, nk, nt))
+    dipole = tab.idx.sum(axis=1) == 1
+    Ma[:, dipole] = Mb[:, dipole] = 0.0  # multipoles about a centre of mass
+    X = np.full((4 + 2 * nt) * B, np.nan)  # entries past nk must not be read
+    X[:nk], X[B : B + nk], X[2 * B : 2 * B + nk], X[3 * B : 3 * B + nk] = *R.T, e2
+    for v in range(nt):
+        X[(4 + v) * B : (4 + v) * B + nk] = Ma[:, v]
+        X[(4 + nt + v) * B : (4 + nt + v) * B + nk] = Mb[:, v]
+    Y = np.zeros(2 * nt * B)
+    run(nk, X, Y)
+    Y = Y.reshape(2 * nt, B)[:, :nk]
+    D = np.empty(nt)
+    for k in range(nk):
+        want_a, want_b = np.zeros(nt), np.zeros(nt)
+        E.derivatives(*R[k], e2[k], tab.rec1, tab.rec2, D)
+        E.m2l(Mb[k], D, tab.trip, want_a)
+        E.derivatives(*(-R[k]), e2[k], tab.rec1, tab.rec2, D)
+        E.m2l(Ma[k], D, tab.trip, want_b)
+        scale = max(np.abs(want_a).max(), np.abs(want_b).max())
+        np.testing.assert_allclose(Y[:nt, k], want_a, rtol=1e-11, atol=1e-13 * scale)
+        np.testing.assert_allclose(Y[nt:, k], want_b, rtol=1e-11, atol=1e-13 * scale)
