@@ -186,7 +186,10 @@ def _fold(x, o, lo, hi, m, s, one, zero):  # type: ignore[no-untyped-def]
 def _tile(x, o, b, cm, cs, mx, ks, e, th, one, zero):  # type: ignore[no-untyped-def]
     """Scan x[b:b + NT] into o from state (cm, cs); returns (M, S, ok)."""
     ninf = _as(-np.inf, zero)
-    if not (cm < np.inf) or _bad(x, b, b + NT, np.inf) > 0:
+    # A NaN or +inf element needs no pass of its own: exp(x - M) is NaN or +inf
+    # there (or M is), the prefix sums carry it to the chunk's total and the
+    # carries to the tile's, which then fails k < inf.
+    if not (cm < np.inf):
         return cm, cs, False
     ub = np.uintp(b)
     cc = np.uintp(C)
@@ -205,7 +208,8 @@ def _tile(x, o, b, cm, cs, mx, ks, e, th, one, zero):  # type: ignore[no-untyped
             e[c * cc + j] += e[c * cc + j - np.uintp(1)]
     k, mp = cs, cm
     for c in range(NC):
-        k = k * math.exp(mp - mx[c]) if mx[c] > ninf else zero
+        # all -inf so far: k stays 0, or NaN where a NaN was met
+        k = k * math.exp(mp - mx[c]) if mx[c] > ninf else k
         ks[c] = k
         k += e[c * C + C - 1]
         mp = mx[c]
@@ -217,12 +221,10 @@ def _tile(x, o, b, cm, cs, mx, ks, e, th, one, zero):  # type: ignore[no-untyped
         if mc > ninf:
             # the prefixes grow along the chunk: its first is the least
             ok = ok and kc + e[eb] >= th
-            for j in range(cc):
-                o[xb + j] = mc + vmath.flog(kc + e[eb + j])
-        else:
-            for j in range(cc):
-                o[xb + j] = ninf
-    return mp, k, ok
+        # (where mc is -inf, e is 0, and -inf + log(0) is -inf, or NaN after a NaN)
+        for j in range(cc):
+            o[xb + j] = mc + vmath.flog(kc + e[eb + j])
+    return mp, k, ok and k < np.inf and mp < np.inf
 
 
 @numba.njit(nogil=True, cache=True, fastmath=FM)

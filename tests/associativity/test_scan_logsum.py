@@ -87,6 +87,8 @@ def test_special_values_give_what_the_fold_gives(dtype):
         "+inf inside": np.where(np.arange(n) == 2 * L.NT + 7, np.inf, rng.normal(size=n)),
         "nan inside": np.where(np.arange(n) == L.NT + 3, np.nan, rng.normal(size=n)),
         "-inf then +inf": np.where(np.arange(n) < 100, -np.inf, np.inf),
+        "-inf and one nan": np.where(np.arange(n) == 2 * L.NT + 100, np.nan, -np.inf),
+        "-inf and one +inf": np.where(np.arange(n) == L.NT + 127, np.inf, -np.inf),
         "+inf then nan": np.select(
             [np.arange(n) == L.NT + 1, np.arange(n) == 3 * L.NT + 5],
             [np.inf, np.nan],
