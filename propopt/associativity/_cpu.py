@@ -559,6 +559,10 @@ def _scan(
 ) -> list[Any]:
     shape = leaves[0].shape
     dtype = leaves[0].dtype
+    if len(shape) == 1 and out is None and init is None and not keep:
+        how = _setup(monoid, dtype, bool(reverse), bool(exclusive), ())
+        if shape[0] <= 2 * (block or how.block):
+            return _short(how, leaves, shape[0], dtype, bool(reverse), bool(exclusive))
     n = shape[axis]
     p = math.prod(shape[:axis])
     q = math.prod(shape[axis + 1 :])
@@ -647,6 +651,19 @@ def _setup(monoid: MonoidLike, dtype: np.dtype, rev: bool, excl: bool,
     if cache.get((np.dtype(dtype), rev, excl, full)) is mod:  # the kernels are kept
         cache[key] = setup
     return setup
+
+
+def _short(how: _Setup, leaves: Sequence[np.ndarray], n: int, dtype: np.dtype, rev: bool,
+           excl: bool) -> list[Any]:  # fmt: skip
+    """A 1-D scan of at most two blocks: one call of the block kernel on this thread
+    (the general path's reshapes and per-row carries cost microseconds per call)."""
+    if n * dtype.itemsize >= 1 << 17:  # above glibc's mmap threshold
+        settle_allocator()
+    xs = [frozen(np.ascontiguousarray(x)) for x in leaves]
+    os_ = [scan_result_empty((n,), dtype) for _ in leaves]
+    N = np.int64(n)
+    how.mod._block(*xs, *os_, ZERO, N, N, rev, excl, *how.ident, *how.ident, True)
+    return os_
 
 
 def _inits(ident: tuple[Any, ...], init: Sequence[np.ndarray] | None, p: int,
