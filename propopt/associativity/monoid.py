@@ -281,10 +281,11 @@ def _min(a: Any, b: Any) -> Any:
 
 def _logaddexp(a: Any, b: Any) -> Any:
     # log(exp(a) + exp(b)) = max + log1p(exp(-|a - b|)), without overflow:
-    # propopt.vmath's softplus (polynomials, no libm call; it vectorizes in
-    # float32 kernels).  Equal arguments (the identity -inf, and +inf) are
-    # taken first; NaN propagates through the difference.  The CPU's forward
-    # inclusive scans of float32 and float64 run _cpu_logsum.py instead.
+    # propopt.vmath's softplus, which vectorizes in float32 kernels (float64
+    # keeps libm's exp and log1p, faster there than its polynomials in the
+    # scalar lanes).  Equal arguments (the identity -inf, and +inf) are taken
+    # first; NaN propagates through the difference.  The CPU's inclusive
+    # scans of float32 and float64 along the last axis run _cpu_logsum.py.
     if a == b:  # before the difference: inf - inf would warn where NumPy scalars run it
         return a + math.log(2.0)
     m = a if a > b else b
