@@ -6,7 +6,7 @@ import numba
 import numpy as np
 import pytest
 
-from propopt.vmath import fexp, flog, flog1p, fsoftplus
+from propopt.vmath import fexp, flog, flog1p, flog_normal, fsoftplus
 
 mpmath = pytest.importorskip("mpmath")
 mpmath.mp.prec = 120
@@ -30,6 +30,12 @@ def _log1p(x, o):
 def _log(x, o):
     for i in range(x.shape[0]):
         o[i] = flog(x[i])
+
+
+@numba.njit(fastmath={"contract"})
+def _log_normal(x, o):
+    for i in range(x.shape[0]):
+        o[i] = flog_normal(x[i])
 
 
 @numba.njit(fastmath={"contract"})
@@ -143,6 +149,19 @@ def test_flog_ulp(dtype):
 
 
 @pytest.mark.parametrize("dtype", [F32, F64])
+def test_flog_normal_is_flog_on_normal_numbers(dtype):
+    rng = np.random.default_rng(8)
+    fi = np.finfo(dtype)
+    lo, hi = (-37, 38) if dtype == F32 else (-307, 308)
+    x = np.concatenate([rng.uniform(0, 4, 1000), 10.0 ** rng.uniform(lo, hi, 1000)])
+    x = np.concatenate([x, [fi.tiny, fi.max, 1.0]]).astype(dtype)
+    x = x[x >= fi.tiny]
+    np.testing.assert_array_equal(run(_log_normal, x), run(_log, x))
+    err = ulps(run(_log_normal, x), mp(mpmath.log, x), dtype)
+    assert err.max() <= 2.5
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
 def test_flog_edges(dtype):
     x = np.array([1.0, 0.0, -0.0, -1e-30, -1.0, -np.inf, np.inf, np.nan], dtype)
     got = run(_log, x)
@@ -172,8 +191,8 @@ def _avx2() -> bool:
 @pytest.mark.skipif(not _avx2(), reason="the host has no AVX2")
 @pytest.mark.parametrize(
     ("fn", "dtype"),
-    [(f, d) for f in (_exp, _log1p, _log) for d in (F32, F64)] + [(_softplus, F32)],
-    ids=[f"{f}-{d}" for f in ("fexp", "flog1p", "flog") for d in ("f32", "f64")]
+    [(f, d) for f in (_exp, _log1p, _log, _log_normal) for d in (F32, F64)] + [(_softplus, F32)],
+    ids=[f"{f}-{d}" for f in ("fexp", "flog1p", "flog", "flog_normal") for d in ("f32", "f64")]
     + ["fsoftplus-f32"],
 )
 def test_a_loop_over_them_runs_on_vectors(fn, dtype):

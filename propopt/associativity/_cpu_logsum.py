@@ -10,7 +10,7 @@ online softmax.  A tile of ``NT`` elements is cut into ``NC`` chunks of ``C``:
 * ``e_j = exp(x_j - M_c)`` (vectorized: :func:`propopt.vmath.fexp`);
 * the prefix sums of ``e`` inside each chunk, ``NC`` interleaved chains;
 * each chunk's carry ``K_c = (K_{c-1} + total_{c-1}) exp(M_{c-1} - M_c)``;
-* ``out_j = M_c + log(K_c + prefix_j)`` (vectorized: :func:`propopt.vmath.flog`).
+* ``out_j = M_c + log(K_c + prefix_j)`` (vectorized: :func:`propopt.vmath.flog_normal`).
 
 A tile falls back to the plain sequential fold of the scalar combine when it
 holds a NaN or ``+inf``, when the carry is NaN or ``+inf``, or when some
@@ -221,9 +221,11 @@ def _tile(x, o, b, cm, cs, mx, ks, e, th, one, zero):  # type: ignore[no-untyped
         if mc > ninf:
             # the prefixes grow along the chunk: its first is the least
             ok = ok and kc + e[eb] >= th
-        # (where mc is -inf, e is 0, and -inf + log(0) is -inf, or NaN after a NaN)
+        # flog_normal: where its argument is not a positive normal float the
+        # tile is redone by the fold (below th, +inf, NaN: k is then NaN or
+        # +inf), except where mc is -inf: e is then 0 and -inf + log(0) -inf
         for j in range(cc):
-            o[xb + j] = mc + vmath.flog(kc + e[eb + j])
+            o[xb + j] = mc + vmath.flog_normal(kc + e[eb + j])
     return mp, k, ok and k < np.inf and mp < np.inf
 
 
