@@ -9,7 +9,9 @@ visited once for both of its cells (``interact``, generated per order by
   mutual M2L: the derivatives of the softened ``1/r`` are computed once at
   ``R = z_A - z_B`` and give both local expansions, since
   ``D_n(-R) = (-1)^|n| D_n(R)`` (:func:`m2l_source`: straight-line code per
-  order).
+  order).  The traversal collects :data:`BATCH` such pairs and translates
+  them in one loop over the pairs that LLVM vectorizes
+  (:func:`m2l_batch_source`).
 * A pair whose body pairs cost less than that (``n_A n_B <= cheap``), or two
   leaves, is listed for the near field; a leaf with itself too.
 * Otherwise the larger cell is split; a cell with itself becomes its
