@@ -73,6 +73,10 @@ LEAD_SHARE = 0.3
 #: pass ran at the sequential loop's speed (docs/associativity.md).
 LANE = 1040
 
+#: The lane form prefetches its next tile for elements of at most this many
+#: bytes (``_cpu_lanes.lane_lines`` gives the figures).
+PREFETCH_ITEMSIZE = 4
+
 #: Bytes of input in one in-block tile (``_cpu_tile.py``), at most 2048
 #: elements: its levels are kept in scratch of the same size, which with the
 #: tile's input and output stays in the L1 and L2 caches.  Float32 linear
@@ -268,7 +272,7 @@ def _source(
         )
         w("            fresh = False")
     else:
-        lane_lines(k, rev, excl, w)
+        lane_lines(k, rev, excl, w, prefetch=dtype.itemsize <= PREFETCH_ITEMSIZE)
     w("    for l in range(lo + nt * TILE, hi):")
     w("        u = np.uintp(N - 1 - l if rev else l)")
     w("        if excl:")

@@ -42,6 +42,23 @@ def test_the_lane_pass_prefetches_the_next_tile(m, reads, writes):
         np.testing.assert_allclose(o, r, rtol=RTOL[np.float32], atol=1e-37)
 
 
+@pytest.mark.skipif(not _x86(), reason="reads x86 assembly")
+def test_eight_byte_elements_are_not_prefetched():
+    """float64 lanes ran slower with the prefetch (``_cpu_lanes.lane_lines``)."""
+    f64 = np.dtype(np.float64)
+    mod = _cpu.inspectable(pp.linear_recurrence, f64, tree=False)
+    n = 2 * _cpu.tile_elements(2, 8, False) + 3
+    elems = draw(pp.linear_recurrence, (n,), f64, np.random.default_rng(2))
+    outs = [np.empty(n, f64) for _ in elems]
+    ident = _cpu.identity(pp.linear_recurrence, f64)
+    N = np.int64(n)
+    mod._block(*elems, *outs, np.int64(0), N, N, False, False, *ident, *ident, True)
+    asm = mod._block.inspect_asm(mod._block.signatures[0])
+    assert not re.search(r"\bprefetch", asm)
+    for o, r in zip(outs, reference(pp.linear_recurrence, elems)):
+        np.testing.assert_allclose(o, r, rtol=RTOL[np.float64], atol=1e-300)
+
+
 @pytest.mark.parametrize("reverse", [False, True])
 def test_a_reverse_scan_that_prefetches_before_its_start_is_right(reverse):
     """A reverse scan prefetches below index 0 (an address that is never read)."""
