@@ -19,9 +19,9 @@ the terms that ``exp`` flushed to zero could matter (a prefix far below its
 chunk's maximum, such as one of ``-inf`` alone).  So NaN, ``+inf`` and the
 identity ``-inf`` give what the fold gives.
 
-A reverse scan copies each tile reversed into scratch, scans it there and
-copies it back reversed.  Exclusive scans, and scans along another axis,
-keep the generic kernels.
+A reverse or exclusive scan scans each tile in scratch and copies it out
+reversed or shifted by one (the carry's value first).  Scans along another
+axis keep the generic kernels.
 
 Threads: the array is walked in super-blocks, as in ``_cpu_tile``'s
 reduce-then-scan: threads 1.. reduce a block to its ``(M, S)`` (a maximum
@@ -82,18 +82,15 @@ def _comb(a, b):  # type: ignore[no-untyped-def]
 
 
 def serves(monoid: Any, leaves: Sequence[Any], axis: int, reverse: bool, exclusive: bool) -> bool:
-    """Whether :func:`scan` runs this scan itself: an inclusive ``logaddexp`` scan (either
-    direction) of one float32 or float64 array along its last axis."""
-    del reverse  # both directions
+    """Whether :func:`scan` runs this scan itself: a ``logaddexp`` scan (either direction,
+    inclusive or exclusive) of one float32 or float64 array along its last axis."""
+    del reverse, exclusive  # all four variants
     if getattr(monoid, "scalar", None) is not _logaddexp or len(leaves) != 1:
         return False
     x = leaves[0]
     nd = getattr(x, "ndim", 0)
     return (
-        not exclusive
-        and nd >= 1
-        and axis in (-1, nd - 1)
-        and getattr(x, "dtype", None) in (np.float32, np.float64)
+        nd >= 1 and axis in (-1, nd - 1) and getattr(x, "dtype", None) in (np.float32, np.float64)
     )
 
 
@@ -247,16 +244,18 @@ def _forward(x, o, lo, hi, m, s, th, one, zero, mx, ks, e):  # type: ignore[no-u
 
 
 @numba.njit(nogil=True, cache=True, fastmath=FM)
-def _block(x, o, lo, hi, m, s, th, one, zero, rev):  # type: ignore[no-untyped-def]
+def _block(x, o, lo, hi, m, s, th, one, zero, rev, excl):  # type: ignore[no-untyped-def]
     """Scan logical positions [lo, hi) into o from state (m, s); returns the state after.
 
-    ``rev``: logical position ``l`` is ``x[N - 1 - l]``; each tile is copied
-    reversed into scratch, scanned there, and copied back reversed.
+    ``rev``: logical position ``l`` is ``x[N - 1 - l]``.  ``excl``: position
+    ``l`` gets the combination of the positions before it (the carry's value
+    at ``lo``).  Both scan each tile in scratch and copy it out, reversed or
+    shifted by one.
     """
     mx = np.empty(NC, x.dtype)
     ks = np.empty(NC, x.dtype)
     e = np.empty(NT, x.dtype)
-    if not rev:
+    if not rev and not excl:
         return _forward(x, o, lo, hi, m, s, th, one, zero, mx, ks, e)
     xs = np.empty(NT, x.dtype)
     os_ = np.empty(NT, x.dtype)
@@ -265,11 +264,27 @@ def _block(x, o, lo, hi, m, s, th, one, zero, rev):  # type: ignore[no-untyped-d
     for b in range(lo, hi, NT):
         n = min(NT, hi - b)
         top = np.uintp(N - b) - one_u  # the physical index of logical position b
-        for i in range(np.uintp(n)):
-            xs[i] = x[top - i]
+        ub = np.uintp(b)
+        if rev:
+            for i in range(np.uintp(n)):
+                xs[i] = x[top - i]
+        else:
+            for i in range(np.uintp(n)):
+                xs[i] = x[ub + i]
+        before = _value(m, s)
         m, s = _forward(xs, os_, 0, n, m, s, th, one, zero, mx, ks, e)
-        for i in range(np.uintp(n)):
-            o[top - i] = os_[i]
+        if excl:  # os_[i - 1] to position i, the carry to the first
+            if rev:
+                o[top] = before
+                for i in range(one_u, np.uintp(n)):
+                    o[top - i] = os_[i - one_u]
+            else:
+                o[ub] = before
+                for i in range(one_u, np.uintp(n)):
+                    o[ub + i] = os_[i - one_u]
+        else:
+            for i in range(np.uintp(n)):
+                o[top - i] = os_[i]
     return m, s
 
 
@@ -307,7 +322,7 @@ def _reduce(x, lo, hi, one, zero):  # type: ignore[no-untyped-def]
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
-def _scan_1d(x, o, T, BK, B0, th, one, zero, rev):  # type: ignore[no-untyped-def]
+def _scan_1d(x, o, T, BK, B0, th, one, zero, rev, excl):  # type: ignore[no-untyped-def]
     """Scan one row on ``T`` threads: thread 0 scans ``B0`` elements of each
     super-block, threads 1.. reduce ``BK`` each and scan them in the next region."""
     N = x.shape[0]
@@ -324,12 +339,12 @@ def _scan_1d(x, o, T, BK, B0, th, one, zero, rev):  # type: ignore[no-untyped-de
         for t in prange(T):
             if b > 0 and t > 0:
                 plo = min(s0 - SB + B0 + (t - 1) * BK, N)
-                _block(x, o, plo, min(plo + BK, N), km[t], ksum[t], th, one, zero, rev)
+                _block(x, o, plo, min(plo + BK, N), km[t], ksum[t], th, one, zero, rev, excl)
             lo = min(s0 + (0 if t == 0 else B0 + (t - 1) * BK), N)
             hi = min(lo + (B0 if t == 0 else BK), N)
             if b < nsb:
                 if t == 0:
-                    r = _block(x, o, lo, hi, m, s, th, one, zero, rev)
+                    r = _block(x, o, lo, hi, m, s, th, one, zero, rev, excl)
                 else:
                     r = (
                         _reduce(x, N - hi, N - lo, one, zero)
@@ -347,10 +362,10 @@ def _scan_1d(x, o, T, BK, B0, th, one, zero, rev):  # type: ignore[no-untyped-de
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
-def _scan_rows(x, o, th, one, zero, rev):  # type: ignore[no-untyped-def]
+def _scan_rows(x, o, th, one, zero, rev, excl):  # type: ignore[no-untyped-def]
     ninf = _as(-np.inf, zero)
     for p in prange(x.shape[0]):
-        _block(x[p], o[p], 0, x.shape[1], ninf, zero, th, one, zero, rev)
+        _block(x[p], o[p], 0, x.shape[1], ninf, zero, th, one, zero, rev, excl)
 
 
 def _consts(dtype: np.dtype) -> tuple[Any, Any, Any]:
@@ -359,9 +374,12 @@ def _consts(dtype: np.dtype) -> tuple[Any, Any, Any]:
     return dtype.type(th), dtype.type(1), dtype.type(0)
 
 
-def scan(x: np.ndarray, out: np.ndarray | None = None, reverse: bool = False) -> np.ndarray:
-    """The inclusive ``logaddexp`` scan of ``x`` (float32 or float64) along its last axis
-    (from the last element to the first where ``reverse``)."""
+def scan(
+    x: np.ndarray, out: np.ndarray | None = None, reverse: bool = False, exclusive: bool = False
+) -> np.ndarray:
+    """The ``logaddexp`` scan of ``x`` (float32 or float64) along its last axis (from the
+    last element to the first where ``reverse``; each output leaving its own element
+    out where ``exclusive``)."""
     x = np.ascontiguousarray(x)
     shape, n = x.shape, x.shape[-1]
     p = math.prod(shape[:-1])
@@ -372,21 +390,21 @@ def scan(x: np.ndarray, out: np.ndarray | None = None, reverse: bool = False) ->
         out = mapped_empty(shape, x.dtype)
     o2 = out.reshape(p, n)
     k = _consts(x.dtype)
-    rev = bool(reverse)
+    rev, excl = bool(reverse), bool(exclusive)
     bk = max(NT, BLOCK_BYTES // x.itemsize // NT * NT)
     ninf = x.dtype.type(-np.inf)
     if p * n <= 2 * bk:
         for r in range(p):
-            _block(x2[r], o2[r], 0, n, ninf, k[2], *k, rev)
+            _block(x2[r], o2[r], 0, n, ninf, k[2], *k, rev, excl)
         return out
     with threads.sized() as T:
         if T == 1:
             for r in range(p):
-                _block(x2[r], o2[r], 0, n, ninf, k[2], *k, rev)
+                _block(x2[r], o2[r], 0, n, ninf, k[2], *k, rev, excl)
         elif p >= 2 * T or n <= 2 * bk:
-            _scan_rows(x2, o2, *k, rev)
+            _scan_rows(x2, o2, *k, rev, excl)
         else:
             b0 = bk + int(bk * LEAD_SHARE) // NT * NT
             for r in range(p):
-                _scan_1d(x2[r], o2[r], T, bk, b0, *k, rev)
+                _scan_1d(x2[r], o2[r], T, bk, b0, *k, rev, excl)
     return out

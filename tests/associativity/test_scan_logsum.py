@@ -57,7 +57,7 @@ def test_threads_and_rows(dtype):
     for T, b0 in ((2, bk + bk // 2), (3, bk)):  # the driver's split, whatever threads run it
         for v in (x, with_inf, with_nan):
             o = np.empty_like(v)
-            L._scan_1d(v, o, T, bk, b0, *k, False)
+            L._scan_1d(v, o, T, bk, b0, *k, False, False)
             check(o, v)
     with threads.set_num_threads(2):
         check(pp.associative_scan(pp.logaddexp, x), x)
@@ -116,23 +116,46 @@ def test_a_prefix_far_below_its_chunk_maximum_falls_back():
     check(got, x)
 
 
-def test_reverse_and_the_cases_left_to_the_generic_kernels():
-    x = np.random.default_rng(4).normal(size=3 * L.NT + 5).astype(F32)
+def excl64(x):
+    """The exclusive fold: -inf, then the inclusive fold shifted by one."""
+    return np.concatenate([[-np.inf], fold64(x)[:-1]])
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_reverse_and_exclusive(dtype):
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=3 * L.NT + 5).astype(dtype)
     x[L.NT + 2] = -np.inf
-    assert L.serves(pp.logaddexp, [x], 0, True, False)
-    got = pp.associative_scan(pp.logaddexp, x, reverse=True)
-    check(got[::-1], x[::-1])
-    bk = L.BLOCK_BYTES // 8
-    y = np.random.default_rng(7).normal(size=5 * bk + 77)
+    for rev in (False, True):
+        assert L.serves(pp.logaddexp, [x], 0, rev, True)
+        inc = pp.associative_scan(pp.logaddexp, x, reverse=rev)
+        exc = pp.associative_scan(pp.logaddexp, x, reverse=rev, exclusive=True)
+        if rev:
+            inc, exc, xr = inc[::-1], exc[::-1], x[::-1]
+        else:
+            xr = x
+        check(inc, xr)
+        np.testing.assert_allclose(exc, excl64(xr), rtol=TOL[dtype], atol=TOL[dtype])
+    # threads, with +inf then NaN: each block's first exclusive output is its carry
+    bk = L.BLOCK_BYTES // np.dtype(dtype).itemsize
+    y = rng.normal(size=5 * bk + 77).astype(dtype)
     y[3 * bk + 1] = np.inf
-    o = np.empty_like(y)
-    L._scan_1d(y, o, 2, bk, bk + bk // 2, *L._consts(y.dtype), True)
-    check(o[::-1], y[::-1])
-    assert not L.serves(pp.logaddexp, [x], 0, False, True)  # exclusive
+    y[4 * bk + 9] = np.nan
+    k = L._consts(np.dtype(dtype))
+    for rev in (False, True):
+        for excl in (False, True):
+            o = np.empty_like(y)
+            L._scan_1d(y, o, 2, bk, bk + bk // 2, *k, rev, excl)
+            got, yr = (o[::-1], y[::-1]) if rev else (o, y)
+            want = excl64(yr) if excl else fold64(yr)
+            np.testing.assert_allclose(got, want, rtol=TOL[dtype], atol=TOL[dtype])
+
+
+def test_the_cases_left_to_the_generic_kernels():
+    x = np.random.default_rng(4).normal(size=300).astype(F32)
     assert not L.serves(pp.logaddexp, [x.reshape(-1, 1)], 0, False, False)  # not the last axis
     assert not L.serves(pp.add, [x], 0, False, False)
-    got = pp.associative_scan(pp.logaddexp, x, exclusive=True)
-    np.testing.assert_allclose(got[1:], fold64(x)[:-1], rtol=2e-5, atol=2e-5)
+    assert not L.serves(pp.logaddexp, [x.astype(np.float16)], 0, False, False)
 
 
 def test_out_is_written():

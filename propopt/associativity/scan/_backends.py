@@ -159,7 +159,7 @@ def _run_cpu(plan: ScanPlan) -> Leaves:
     args = (plan.fn, leaves, plan.axis, plan.reverse, plan.exclusive)
     if _cpu_logsum.serves(*args):  # logaddexp's own kernel
         given = None if plan.out is None else plan.out[0]
-        out = [_cpu_logsum.scan(leaves[0], given, plan.reverse)]
+        out = [_cpu_logsum.scan(leaves[0], given, plan.reverse, plan.exclusive)]
     else:
         out = _cpu.scan(*args, out=plan.out)
     if plan.kind == _kinds.TORCH:
