@@ -32,8 +32,11 @@ Auditing (:mod:`propopt.audit`)
     :func:`propopt.audit.check_associative` tests the law a primitive relies on.
 """
 
-from . import _jit, _numba_policy, _numba_startup
-from .associativity import (
+from . import _jit, _numba_policy, _numba_stamp, _numba_startup
+
+_numba_stamp.install()  # before any kernel is decorated: numba picks its cache locator then
+
+from .associativity import (  # noqa: E402
     Monoid,
     TopK,
     add,
@@ -49,10 +52,10 @@ from .associativity import (
     recurrence,
     topk,
 )
-from .locality import morton_keys, morton_order
-from .separability import Moments, low_rank, moments
-from .symmetry import direct_gravity, pairwise_sum
-from .threads import get_num_threads, set_num_threads
+from .locality import morton_keys, morton_order  # noqa: E402
+from .separability import Moments, low_rank, moments  # noqa: E402
+from .symmetry import direct_gravity, pairwise_sum  # noqa: E402
+from .threads import get_num_threads, set_num_threads  # noqa: E402
 
 _numba_policy.install()
 _numba_startup.install()
