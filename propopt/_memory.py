@@ -17,13 +17,25 @@ def settle_allocator() -> None:
     in a fresh process on the development machine: the generic linear
     recurrence at N = 2^24 took 210 ms, then 87 ms; the CPU kernel at
     N = 2^22 (16 MiB outputs, faulted in by two threads at once) 30-66 ms,
-    then 3.4 ms.  Allocating and freeing one untouched 16 MiB array does
-    that once; where the threshold is already set it is harmless.
+    then 3.4 ms.  Allocating and freeing one untouched array does that once;
+    where the threshold is already set it is harmless.
+
+    The array is just under 32 MiB, the most the threshold learns, and glibc
+    gives the top of its heap back to the system above twice the threshold:
+    after a 16 MiB array, the two 16 MiB results of a float32 recurrence at
+    2^22, freed together at the top of the heap, were given back and faulted
+    in again on every call in some processes (1006 page faults a call, 11.1
+    ms against 7.2-7.9 with the larger array, one thread, the 2-core AMD EPYC).
     """
     global _settled
     if not _settled:
         _settled = True
-        np.empty(1 << 24, np.uint8)
+        np.empty(SETTLE_BYTES, np.uint8)
+
+
+#: The array :func:`settle_allocator` frees: under glibc's largest mmap
+#: threshold (32 MiB, ``DEFAULT_MMAP_THRESHOLD_MAX``) by its chunk header and a page.
+SETTLE_BYTES = (32 << 20) - 8192
 
 
 #: Results of at least this many bytes are faulted in by the calling thread
