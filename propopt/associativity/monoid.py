@@ -267,16 +267,13 @@ def _mul(a: Any, b: Any) -> Any:
 
 
 def _max(a: Any, b: Any) -> Any:
-    # NaN-propagating, like np.maximum: a NaN on either side wins.
-    if a >= b or a != a:
-        return a
-    return b
+    # NaN-propagating, like np.maximum: a NaN on either side wins.  Both
+    # tests are made (``|``, not ``or``), so that the kernels select, not branch.
+    return b if (b > a) | (b != b) else a
 
 
 def _min(a: Any, b: Any) -> Any:
-    if a <= b or a != a:
-        return a
-    return b
+    return b if (b < a) | (b != b) else a
 
 
 def _logaddexp(a: Any, b: Any) -> Any:

@@ -123,10 +123,14 @@ def test_the_block_kernel_combines_whole_vectors(m, dtype, op):
 
 
 def test_the_tree_serves_dear_combines_and_scans_that_leave_outputs_out():
-    """Plain arithmetic keeps the lanes; a combine that calls a function, and h alone, the tree."""
-    for m in (pp.add, pp.mul, pp.maximum, pp.minimum, pp.linear_recurrence):
+    """Plain arithmetic keeps the lanes; a combine that calls a function or compares, and
+    h alone, the tree."""
+    for m in (pp.add, pp.mul, pp.linear_recurrence, pp.matmul2x2):
         assert not _cpu.tree_for(m, 4), m.name
-    assert _cpu.tree_for(pp.logaddexp, 4)
+    for m in (pp.logaddexp, pp.maximum, pp.minimum):
+        assert _cpu.tree_for(m, 4), m.name
+        assert not _cpu.tree_for(m, 8), m.name
+    assert not _cpu.tree_for(pp.maximum, 4, kind="i")  # int32: no NaN to test, the lanes
     assert _cpu.tree_for(pp.linear_recurrence, 4, keep=(1,))  # propopt.recurrence
     assert not _cpu.tree_for(pp.logaddexp, 8)  # 8-byte elements: the lanes
     import math
