@@ -308,7 +308,7 @@ def m2l_batch_source(p: int) -> str:
     """
     nt = expansion_tables(p).nterms
     lines = [
-        "@njit(cache=True, fastmath=True, error_model='numpy', no_cpython_wrapper=True)",
+        "@njit(cache=True, fastmath=True, error_model='numpy')",
         "def m2l_batch(nk, X, Y):",
         "    for k in range(nk):",
         "        dx = X[k]",

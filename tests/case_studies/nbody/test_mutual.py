@@ -249,16 +249,10 @@ def test_field_reaches_the_mutual_method(monkeypatch):
 def test_batched_m2l_equals_the_generic_m2l(p):
     """The mutual traversal's M2L over a batch of pairs, against propopt's generic M2L
     (derivatives at ``R`` for one cell, at ``-R`` for the other), pair by pair."""
-    from numba import njit
-
     from propopt.separability import expansions as E
     from propopt_case_studies.nbody import _mutual
 
     batch = _mutual.kernels(p).m2l_batch
-
-    @njit
-    def run(nk, X, Y):  # m2l_batch has no Python wrapper
-        batch(nk, X, Y)
 
     tab = E.expansion_tables(p)
     nt, B, nk = tab.nterms, _mutual.BATCH, 37
@@ -274,7 +268,7 @@ def test_batched_m2l_equals_the_generic_m2l(p):
         X[(4 + v) * B : (4 + v) * B + nk] = Ma[:, v]
         X[(4 + nt + v) * B : (4 + nt + v) * B + nk] = Mb[:, v]
     Y = np.zeros(2 * nt * B)
-    run(nk, X, Y)
+    batch(nk, X, Y)
     Y = Y.reshape(2 * nt, B)[:, :nk]
     D = np.empty(nt)
     for k in range(nk):
