@@ -39,6 +39,7 @@ import numpy as np
 from .. import _jit, threads
 from .._memory import scan_result_empty, settle_allocator
 from ..arrays import frozen
+from . import _cpu_ftz
 from ._cpu_lanes import lane_lines, lanes_for
 from ._cpu_tile import reduce_then_scan_source, tile_source
 
@@ -204,6 +205,42 @@ def flush_source(dtype: np.dtype, flush: Sequence[int], decorator: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def hardware_flush(k: int, dtype: np.dtype, flush: Sequence[int]) -> bool:
+    """Whether the kernels flush every component with the CPU's bit (``_cpu_ftz.py``):
+    real floats on x86-64 whose every component flushes."""
+    return _cpu_ftz.HARDWARE and dtype.kind == "f" and set(flush) == set(range(k))
+
+
+#: The per-thread functions that run with the CPU's flush bit set, where it flushes.
+FLUSH_BIT_FUNCTIONS = ("_block", "_fix", "_reduce", "_cols")
+
+
+def _with_flush_bit(src: str, hw: bool) -> str:
+    """``src`` with each of ``FLUSH_BIT_FUNCTIONS`` renamed ``<name>_k`` and called by
+    a ``<name>`` that sets the flush bit around it and puts the register back (``hw``)."""
+    if not hw:
+        return src
+    body = src
+    lines = ["from propopt.associativity._cpu_ftz import ftz_enter, ftz_leave"]
+    for name in FLUSH_BIT_FUNCTIONS:
+        head = f"\ndef {name}("
+        at = body.find(head)
+        if at < 0:
+            continue
+        params = body[at + len(head) : body.index("):", at)]
+        body = body.replace(head, f"\ndef {name}_k(", 1)
+        lines += [
+            "@numba.njit(nogil=True, cache=CACHE)",
+            f"def {name}({params}):",
+            "    m = ftz_enter()",
+            f"    r = {name}_k({params})",
+            "    ftz_leave(m)",
+            "    return r",
+            "",
+        ]
+    return body + "\n".join(lines) + "\n"
+
+
 @functools.lru_cache(maxsize=256)
 def _source(
     k: int,
@@ -245,13 +282,21 @@ def _source(
     w("_c = numba.njit(inline='always', fastmath=FM)(_py_combine)")
     w("")
     w(flush_source(dtype, flush, "@numba.njit(inline='always', cache=CACHE, fastmath=FM)"))
-    w("@numba.njit(inline='always', cache=CACHE, fastmath=FM)")
-    w(f"def comb({_j(_v('a', k) + _v('b', k))}):")
-    w(f"    r = _c({_j(_v('a', k) + _v('b', k))})")
-    res = ["r"] if k == 1 else [f"r[{i}]" for i in range(k)]
     flush = flush if dtype.kind in "fc" else ()  # integers never flush
-    res = [f"ftz(DT({r}))" if i in flush else f"DT({r})" for i, r in enumerate(res)]
-    w("    return (" + ", ".join(res) + ",)")
+    hw = hardware_flush(k, dtype, flush)
+    res = ["r"] if k == 1 else [f"r[{i}]" for i in range(k)]
+    soft = [f"ftz(DT({r}))" if i in flush else f"DT({r})" for i, r in enumerate(res)]
+    # comb: the combine of the per-thread functions; combs: of the few serial
+    # ones (the carries between threads, the elementwise combine), which run
+    # without the CPU's flush bit (_cpu_ftz.py) and so flush in code
+    for name, rs in (("comb", [f"DT({r})" for r in res] if hw else soft), ("combs", soft)):
+        if name == "combs" and not hw:
+            w("combs = comb")
+            break
+        w("@numba.njit(inline='always', cache=CACHE, fastmath=FM)")
+        w(f"def {name}({_j(_v('a', k) + _v('b', k))}):")
+        w(f"    r = _c({_j(_v('a', k) + _v('b', k))})")
+        w("    return (" + ", ".join(rs) + ",)")
     w("")
 
     def idx(rev: bool, off: str) -> str:
@@ -343,7 +388,7 @@ def _source(
     K_ = [f"car{i}" for i in range(k)]
     if partial:  # outputs left out: no _fix, blocks reduced then scanned
         out.extend(reduce_then_scan_source(k, nt, rev, kept))
-        return "\n".join(out) + "\n"
+        return _with_flush_bit("\n".join(out) + "\n", hw)
     w("@numba.njit(parallel=True, nogil=True, cache=CACHE)")
     w(f"def scan_1d({_j(X)}, {_j(O)}, rev, excl, T, BK, B0, {_j(E)}, {_j(I_)}, fresh):")
     w("    # thread 0 scans B0 elements per super-block, threads 1.. BK each")
@@ -381,7 +426,7 @@ def _source(
     w("            " + "; ".join(f"c{i} = tot{i}[0]" for i in range(k)))
     w("            for t in range(1, T):")
     w("                " + "; ".join(f"{k_}[t] = {c}" for k_, c in zip(K_, C)))
-    w(f"                {_unpack(C)} = comb({_j(C + [t_ + '[t]' for t_ in T_])})")
+    w(f"                {_unpack(C)} = combs({_j(C + [t_ + '[t]' for t_ in T_])})")
     w("")
 
     # columns: (P, N, Q) arrays, Q independent scans vectorized innermost
@@ -448,7 +493,7 @@ def _source(
     w(f"        {_unpack(C)} = {_unpack([f'tot{i}[0, q]' for i in range(k)])}")
     w("        for t in range(1, T):")
     w("            " + "; ".join(f"car{i}[t, q] = c{i}" for i in range(k)))
-    w(f"            {_unpack(C)} = comb({_j(C + [f'tot{i}[t, q]' for i in range(k)])})")
+    w(f"            {_unpack(C)} = combs({_j(C + [f'tot{i}[t, q]' for i in range(k)])})")
     w("    for t in prange(T):")
     w("        lo = min(t * CH, N); hi = min(lo + CH, N)")
     w(
@@ -462,9 +507,9 @@ def _source(
     w(f"def elementwise({_j(X)}, {_j(B)}, {_j(O)}):")
     w("    for q in prange(x0.shape[0]):")
     w("        u = np.uintp(q)")
-    w(f"        {_j(_v('r', k))}, = comb({_j(A + [f'b{i}[u]' for i in range(k)])})")
+    w(f"        {_j(_v('r', k))}, = combs({_j(A + [f'b{i}[u]' for i in range(k)])})")
     w("        " + "; ".join(f"o{i}[u] = r{i}" for i in range(k)))
-    return "\n".join(out) + "\n"
+    return _with_flush_bit("\n".join(out) + "\n", hw)
 
 
 def kernels(

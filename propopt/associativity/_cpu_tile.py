@@ -254,6 +254,6 @@ def reduce_then_scan_source(k: int, nt: int, rev: bool, kept: Sequence[int]) -> 
     w("            " + "; ".join(f"c{i} = tot{i}[0]" for i in range(k)))
     w("            for t in range(1, T):")
     w("                " + "; ".join(f"{k_}[t] = {c}" for k_, c in zip(car, C)))
-    w(f"                {j_(C)}, = comb({j_(C + [t_ + '[t]' for t_ in tot])})")
+    w(f"                {j_(C)}, = combs({j_(C + [t_ + '[t]' for t_ in tot])})")
     w("")
     return lines
