@@ -204,3 +204,29 @@ def test_a_loop_over_them_runs_on_vectors(fn, dtype):
     # a packed FMA of the polynomials on ymm registers
     sfx = "ps" if dtype == F32 else "pd"
     assert any(re.search(f"vfmadd\\d+{sfx}", ln) and "%ymm" in ln for ln in asm.splitlines())
+
+
+@numba.njit(fastmath={"contract"})
+def _exp_one(x, o, one):
+    for i in range(x.shape[0]):
+        o[i] = fexp(x[i], one)
+
+
+@numba.njit(fastmath={"contract"})
+def _log_normal_one(x, o, one):
+    for i in range(x.shape[0]):
+        o[i] = flog_normal(x[i], one)
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_a_run_time_one_gives_the_same_results(dtype):
+    """``one`` passed at run time (constants kept in registers) changes no bit."""
+    rng = np.random.default_rng(9)
+    x = np.concatenate([rng.uniform(-100, 100, 2000), [np.nan, np.inf, -np.inf, 0.0]]).astype(dtype)
+    got = np.empty_like(x)
+    _exp_one(x, got, dtype(1))
+    np.testing.assert_array_equal(got, run(_exp, x))
+    y = (10.0 ** rng.uniform(-30, 30, 2000)).astype(dtype)
+    got = np.empty_like(y)
+    _log_normal_one(y, got, dtype(1))
+    np.testing.assert_array_equal(got, run(_log, y))

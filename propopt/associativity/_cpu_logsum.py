@@ -3,18 +3,23 @@
 The generic kernels (``_cpu.py``) run ``logaddexp`` as a tree of combines,
 each an ``exp`` and a ``log1p``, over ``log2`` of the tile's levels.  Here a
 prefix is kept as a pair ``(M, S)`` standing for ``M + log(S)``, as in the
-online softmax.  A tile of ``NT`` elements is cut into ``NC`` chunks of ``C``:
+online softmax.  A tile of ``NT`` elements is cut into ``NC`` chunks of ``C``,
+each done in turn (``C`` elements of scratch ``e``, in L1):
 
-* ``M_c``, the running maximum at the end of chunk ``c`` (a vector maximum
-  per chunk);
+* ``M_c``, the running maximum at the end of chunk ``c`` (a vector maximum),
+  and the carry rescaled to it, ``K <- K exp(M_{c-1} - M_c)``;
 * ``e_j = exp(x_j - M_c)`` (vectorized: :func:`propopt.vmath.fexp`);
-* the prefix sums of ``e`` inside each chunk, ``NC`` interleaved chains;
-* each chunk's carry ``K_c = (K_{c-1} + total_{c-1}) exp(M_{c-1} - M_c)``;
-* ``out_j = M_c + log(K_c + prefix_j)`` (vectorized: :func:`propopt.vmath.flog_normal`).
+* ``e_j <- K + e_0 + ... + e_j``, by vectors of one register: each scanned
+  in its register by shifted adds, then given the running carry
+  (:func:`_scan_chunk`); ``K`` becomes the last;
+* ``out_j = M_c + log(e_j)`` (vectorized: :func:`propopt.vmath.flog_normal`).
+
+``fexp`` and ``flog_normal`` get the dtype's 1 as a run-time argument, so
+that their constants stay in registers in these loops (see ``fexp``).
 
 A tile falls back to the plain sequential fold of the scalar combine when it
 holds a NaN or ``+inf`` (found in its totals, not by a pass of its own), or
-when some ``K_c + prefix_j`` is below ``2^-60`` (float32; ``2^-900``
+when some ``e_j`` is below ``2^-60`` (float32; ``2^-900``
 float64), where the terms that ``exp`` flushed to zero could matter (a
 prefix far below its chunk's maximum).  From a NaN or ``+inf`` carry the
 rest is written as the fold gives it (NaN; ``+inf`` up to the first NaN).
@@ -140,11 +145,11 @@ def _max(x, lo, hi, m):  # type: ignore[no-untyped-def]
 
 
 @numba.njit(nogil=True, cache=True, fastmath={"contract", "reassoc"})
-def _sumexp(x, lo, hi, m, zero):  # type: ignore[no-untyped-def]
+def _sumexp(x, lo, hi, m, one, zero):  # type: ignore[no-untyped-def]
     s = zero
     b = np.uintp(lo)
     for i in range(np.uintp(hi - lo)):
-        s += vmath.fexp(x[b + i] - m)
+        s += vmath.fexp(x[b + i] - m, one)
     return s
 
 
@@ -183,9 +188,55 @@ def _fold(x, o, lo, hi, m, s, one, zero):  # type: ignore[no-untyped-def]
     return _state(c, one, zero)
 
 
+@intrinsic
+def _scan_chunk(typingctx, e, carry):  # type: ignore[no-untyped-def]
+    """``e[:C]`` replaced by ``carry`` plus its inclusive prefix sums; returns the last.
+
+    Each vector of ``W`` elements (8 float32, 4 float64: one AVX2 register) is
+    scanned in its register by ``log2(W)`` shifted adds (``shufflevector``),
+    then gets the running carry; the carry grows by the vector's total, a
+    scalar add, so its chain is one add long per vector.
+    """
+    sig = e.dtype(e, carry)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        arrty = signature.args[0]
+        ft = context.get_value_type(arrty.dtype)
+        w = 8 if arrty.dtype.bitwidth == 32 else 4
+        h = w // 2  # the elements of one 128-bit half
+        vt = ir.VectorType(ft, w)
+        i32 = ir.IntType(32)
+        zero = ir.Constant(vt, None)
+
+        def shuffle(v, lanes):  # type: ignore[no-untyped-def]
+            # lane j from v[lanes[j]], or 0 where lanes[j] is None
+            mask = ir.Constant(ir.VectorType(i32, w), [w if i is None else i for i in lanes])
+            return builder.shuffle_vector(v, zero, mask)
+
+        data = context.make_array(arrty)(context, builder, args[0]).data
+        al = arrty.dtype.bitwidth // 8  # the element's alignment: e need not be aligned to W
+        kv = shuffle(builder.insert_element(zero, args[1], ir.Constant(i32, 0)), [0] * w)
+        for v in range(C // w):
+            vp = builder.bitcast(builder.gep(data, [ir.Constant(i32, v * w)]), vt.as_pointer())
+            x = builder.load(vp, align=al)
+            # shifts inside each 128-bit half (one instruction each), then the
+            # low half's total to the high half
+            s = 1
+            while s < h:
+                x = builder.fadd(x, shuffle(x, [j - s if j % h >= s else None for j in range(w)]))
+                s *= 2
+            x = builder.fadd(x, shuffle(x, [None] * h + [h - 1] * h))
+            builder.store(builder.fadd(x, kv), vp, align=al)
+            kv = builder.fadd(kv, shuffle(x, [w - 1] * w))
+        return builder.extract_element(kv, ir.Constant(i32, 0))
+
+    return sig, codegen
+
+
 @numba.njit(nogil=True, cache=True, fastmath=FM)
-def _tile(x, o, b, cm, cs, mx, ks, e, th, one, zero):  # type: ignore[no-untyped-def]
-    """Scan x[b:b + NT] into o from state (cm, cs); returns (M, S, ok)."""
+def _tile(x, o, b, cm, cs, e, th, one, zero):  # type: ignore[no-untyped-def]
+    """Scan x[b:b + NT] into o from state (cm, cs), chunk after chunk, with ``e``
+    (``C`` elements) as scratch; returns (M, S, ok)."""
     ninf = _as(-np.inf, zero)
     # A NaN or +inf element needs no pass of its own: exp(x - M) is NaN or +inf
     # there (or M is), the prefix sums carry it to the chunk's total and the
@@ -194,51 +245,39 @@ def _tile(x, o, b, cm, cs, mx, ks, e, th, one, zero):  # type: ignore[no-untyped
         return cm, cs, False
     ub = np.uintp(b)
     cc = np.uintp(C)
-    m = cm
-    for c in range(NC):
-        m = _max(x, b + c * C, b + c * C + C, m)
-        mx[c] = m
-    for c in range(np.uintp(NC)):
-        r = mx[c] if mx[c] > ninf else zero
-        xb = ub + c * cc
-        eb = c * cc
-        for j in range(cc):
-            e[eb + j] = vmath.fexp(x[xb + j] - r)
-    for j in range(np.uintp(1), cc):  # NC interleaved chains
-        for c in range(np.uintp(NC)):
-            e[c * cc + j] += e[c * cc + j - np.uintp(1)]
-    k, mp = cs, cm
-    for c in range(NC):
-        # all -inf so far: k stays 0, or NaN where a NaN was met
-        k = k * math.exp(mp - mx[c]) if mx[c] > ninf else k
-        ks[c] = k
-        k += e[c * C + C - 1]
-        mp = mx[c]
+    m, k = cm, cs
     ok = True
     for c in range(np.uintp(NC)):
-        mc, kc = mx[c], ks[c]
         xb = ub + c * cc
-        eb = c * cc
+        mc = _max(x, xb, xb + cc, m)
+        if mc > ninf:
+            # the carry to the new maximum (from -inf: k is 0, or NaN where a NaN was met)
+            k = k * vmath.fexp(m - mc)
+        r = mc if mc > ninf else zero
+        for j in range(cc):
+            e[j] = vmath.fexp(x[xb + j] - r, one)
+        k = _scan_chunk(e, k)  # e: the carry plus the prefix sums
         if mc > ninf:
             # the prefixes grow along the chunk: its first is the least
-            ok = ok and kc + e[eb] >= th
+            ok = ok and e[0] >= th
         # flog_normal: where its argument is not a positive normal float the
         # tile is redone by the fold (below th, +inf, NaN: k is then NaN or
         # +inf), except where mc is -inf: e is then 0 and -inf + log(0) -inf
         for j in range(cc):
-            o[xb + j] = mc + vmath.flog_normal(kc + e[eb + j])
-    return mp, k, ok and k < np.inf and mp < np.inf
+            o[xb + j] = mc + vmath.flog_normal(e[j], one)
+        m = mc
+    return m, k, ok and k < np.inf and m < np.inf
 
 
 @numba.njit(nogil=True, cache=True, fastmath=FM)
-def _forward(x, o, lo, hi, m, s, th, one, zero, mx, ks, e):  # type: ignore[no-untyped-def]
+def _forward(x, o, lo, hi, m, s, th, one, zero, e):  # type: ignore[no-untyped-def]
     """Scan x[lo:hi] into o from state (m, s), first to last; returns the state after it."""
     nt = (hi - lo) // NT
     for t in range(nt):
         b = lo + t * NT
         if not (m < np.inf):  # NaN or +inf from here on
             return _saturated(x, o, b, hi, m, one)
-        m2, s2, ok = _tile(x, o, b, m, s, mx, ks, e, th, one, zero)
+        m2, s2, ok = _tile(x, o, b, m, s, e, th, one, zero)
         if not ok:
             m2, s2 = _fold(x, o, b, b + NT, m, s, one, zero)
         m, s = m2, s2
@@ -256,11 +295,9 @@ def _block(x, o, lo, hi, m, s, th, one, zero, rev, excl):  # type: ignore[no-unt
     at ``lo``).  Both scan each tile in scratch and copy it out, reversed or
     shifted by one.
     """
-    mx = np.empty(NC, x.dtype)
-    ks = np.empty(NC, x.dtype)
-    e = np.empty(NT, x.dtype)
+    e = np.empty(C, x.dtype)
     if not rev and not excl:
-        return _forward(x, o, lo, hi, m, s, th, one, zero, mx, ks, e)
+        return _forward(x, o, lo, hi, m, s, th, one, zero, e)
     xs = np.empty(NT, x.dtype)
     os_ = np.empty(NT, x.dtype)
     N = x.shape[0]
@@ -276,7 +313,7 @@ def _block(x, o, lo, hi, m, s, th, one, zero, rev, excl):  # type: ignore[no-unt
             for i in range(np.uintp(n)):
                 xs[i] = x[ub + i]
         before = _value(m, s)
-        m, s = _forward(xs, os_, 0, n, m, s, th, one, zero, mx, ks, e)
+        m, s = _forward(xs, os_, 0, n, m, s, th, one, zero, e)
         if excl:  # os_[i - 1] to position i, the carry to the first
             if rev:
                 o[top] = before
@@ -319,7 +356,7 @@ def _reduce(x, lo, hi, one, zero):  # type: ignore[no-untyped-def]
             m2, s2 = _as(np.nan if _nans(x, b, b + NT) > 0 else np.inf, one), one
         else:
             m2 = _max(x, b, b + NT, ninf)
-            s2 = zero if m2 == ninf else _sumexp(x, b, b + NT, m2, zero)
+            s2 = zero if m2 == ninf else _sumexp(x, b, b + NT, m2, one, zero)
         m, s = _join(m, s, m2, s2, one, zero)
     m2, s2 = _fold(x, None, lo + nt * NT, hi, ninf, zero, one, zero)
     return _join(m, s, m2, s2, one, zero)

@@ -175,7 +175,8 @@ def _avx2() -> bool:
 @pytest.mark.skipif(not _avx2(), reason="the host has no AVX2")
 @pytest.mark.parametrize("dtype", [F32, F64])
 def test_the_tile_runs_on_vectors(dtype):
-    """exp (vroundp*), log (vdivp*) and the chunk maximum (vmaxp*) on ymm registers."""
+    """exp (its 2^k: vpsll*), log (vdivp*), the prefix sums (vaddp* on shuffled
+    vectors) and the chunk maximum (vmaxp*) on ymm registers."""
     sfx = "s" if dtype == F32 else "d"
     fresh = {  # compiled here, off the disk cache, so that their machine code can be read
         f.__name__: numba.njit(nogil=True, fastmath=opts)(f.py_func)
@@ -184,14 +185,37 @@ def test_the_tile_runs_on_vectors(dtype):
     x = np.random.default_rng(6).normal(size=L.NT).astype(dtype)
     o = np.empty_like(x)
     k = L._consts(np.dtype(dtype))
-    mx, ks, e = np.empty(L.NC, dtype), np.empty(L.NC, dtype), np.empty(L.NT, dtype)
-    _, _, ok = fresh["_tile"](x, o, 0, dtype(-np.inf), k[2], mx, ks, e, *k)
+    e = np.empty(L.C, dtype)
+    _, _, ok = fresh["_tile"](x, o, 0, dtype(-np.inf), k[2], e, *k)
     assert ok
     check(o, x)
     fresh["_max"](x, 0, L.NT, dtype(-np.inf))
     tile = fresh["_tile"].inspect_asm(fresh["_tile"].signatures[0])
     mx_asm = fresh["_max"].inspect_asm(fresh["_max"].signatures[0])
-    for asm, op in ((tile, f"vroundp{sfx}"), (tile, f"vdivp{sfx}"), (mx_asm, f"vmaxp{sfx}")):
+    shl = "vpslld" if dtype == F32 else "vpsllq"
+    for asm, op in (
+        (tile, shl),
+        (tile, f"vdivp{sfx}"),
+        (tile, f"vaddp{sfx}"),
+        (mx_asm, f"vmaxp{sfx}"),
+    ):
         vector = [ln for ln in asm.splitlines() if re.search(op, ln) and "%ymm" in ln]
         assert vector, f"no {op} on ymm registers"
-    assert not re.search(r"\$(log1?p?f?)\b", tile), "a libm log is left in the tile"
+    assert not re.search(r"\$(expf?|log1?p?f?)\b", tile), "a libm exp or log is left in the tile"
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_the_chunk_prefix_sums(dtype):
+    """_scan_chunk: the carry plus the running sums of e[:C], in place; returns the last."""
+    rng = np.random.default_rng(7)
+    base = rng.uniform(0, 1, L.C + 1)
+    e = base.astype(dtype)[1:]  # not aligned to the vector width
+    want = 0.25 + np.cumsum(base[1:].astype(dtype).astype(np.float64))
+
+    @numba.njit
+    def scan(e, k):
+        return L._scan_chunk(e, k)
+
+    got = scan(e, dtype(0.25))
+    np.testing.assert_allclose(e, want, rtol=TOL[dtype])
+    assert got == e[-1]
