@@ -39,7 +39,7 @@ import numpy as np
 from .. import _jit, threads
 from .._memory import scan_result_empty, settle_allocator
 from ..arrays import frozen
-from . import _cpu_ftz
+from . import _cpu_ftz, _cpu_vector
 from ._cpu_lanes import lane_lines, lanes_for
 from ._cpu_tile import reduce_then_scan_source, tile_source
 
@@ -150,6 +150,18 @@ def tree_for(monoid: MonoidLike, itemsize: int, keep: Sequence[int] = (), kind: 
     return partial or (uses_tree(monoid.arity, itemsize) and dear)
 
 
+def vector_op(monoid: MonoidLike, dtype: np.dtype, keep: Sequence[int] = ()) -> str:
+    """``"max"`` or ``"min"`` where the in-block scan is the vector form of
+    ``_cpu_vector.py`` (the built-in float :data:`~propopt.maximum` and
+    :data:`~propopt.minimum`), else ``""``."""
+    from .monoid import _max, _min
+
+    if dtype.kind != "f" or len(keep) not in (0, monoid.arity):
+        return ""
+    fn = getattr(monoid.scalar, "py_func", monoid.scalar)
+    return "max" if fn is _max else "min" if fn is _min else ""
+
+
 def tile_elements(arity: int, itemsize: int, tree: bool | None = None) -> int:
     """Elements of one in-block tile: a power of two near ``TILE_BYTES`` for the tree,
     ``LANE`` per lane for the lanes (``tree``: by :func:`uses_tree` when None)."""
@@ -252,10 +264,13 @@ def _source(
     flush: Sequence[int] = (),
     keep: Sequence[int] = (),
     tree: bool | None = None,
+    vector: str = "",
 ) -> str:
     """Python source of the CPU kernels for arity ``k``, ``dtype`` and one direction.
 
     ``tree``: the in-block tree (else the lanes); by :func:`uses_tree` when None.
+    ``vector``: ``"max"`` or ``"min"`` for the vector form of ``_cpu_vector.py``
+    (:func:`vector_op`), which takes the place of both.
 
     The unrolled lane loop of ``_block`` is written for the one (``rev``,
     ``excl``) variant the module serves: the four variants in one function
@@ -264,7 +279,7 @@ def _source(
     """
     if tree is None:
         tree = uses_tree(k, dtype.itemsize) or 0 < len(keep) < k
-    nt = tile_elements(k, dtype.itemsize, tree)
+    nt = _cpu_vector.width(dtype.itemsize) if vector else tile_elements(k, dtype.itemsize, tree)
     X, O, E, C = _v("x", k), _v("o", k), _v("e", k), _v("c", k)
     A = [f"x{i}[u]" for i in range(k)]
     out: list[str] = [header]
@@ -273,6 +288,8 @@ def _source(
     w("import numba")
     w("from numba import prange")
     w("from propopt.associativity._cpu_prefetch import prefetch_read, prefetch_write")
+    if vector:
+        out.extend(_cpu_vector.header_lines(vector, rev, excl))
     w(f"DT = np.{dtype.name}")
     w(f"CACHE = {cache}")
     w(f"TILE = {nt}")
@@ -333,6 +350,8 @@ def _source(
             f"{_j(C)}, fresh)"
         )
         w("            fresh = False")
+    elif vector:
+        _cpu_vector.vector_lines(vector, rev, excl, w)
     else:
         lane_lines(k, rev, excl, w, prefetch=dtype.itemsize <= PREFETCH_ITEMSIZE)
     w("    for l in range(lo + nt * TILE, hi):")
@@ -537,9 +556,10 @@ def kernels(
     dt = key[0]
     spliced = _jit.splice(monoid.scalar, "_py_combine")
     tag = f"cpu_{monoid.name}_{dt.name}".replace("-", "_")
-    tree = tree_for(monoid, dt.itemsize, keep, dt.kind)
+    vector = vector_op(monoid, dt, keep)
+    tree = not vector and tree_for(monoid, dt.itemsize, keep, dt.kind)
     src = _source(monoid.arity, dt, spliced.source, spliced.namespace is None, key[1], key[2],
-                  tuple(monoid.flush), keep, tree)  # fmt: skip
+                  tuple(monoid.flush), keep, tree, vector)  # fmt: skip
     mod = _jit.load_spliced(spliced, src, tag)
     if spliced.stable:  # nothing it reads can be rebound: keep it with the monoid
         cache[key] = mod
@@ -552,16 +572,17 @@ def inspectable(monoid: MonoidLike, dtype: np.dtype, rev: bool = False, excl: bo
 
     For reading their machine code (``mod._block.inspect_asm(...)`` after a
     call): numba does not inspect code it loaded from its cache.  ``tree``:
-    the in-block form (by :func:`tree_for` when None).
+    the in-block form (by :func:`vector_op` and :func:`tree_for` when None).
     """
     import types
 
     dt = np.dtype(dtype)
     spliced = _jit.splice(monoid.scalar, "_py_combine")
+    vector = vector_op(monoid, dt) if tree is None else ""
     if tree is None:
-        tree = tree_for(monoid, dt.itemsize, kind=dt.kind)
+        tree = not vector and tree_for(monoid, dt.itemsize, kind=dt.kind)
     src = _source(monoid.arity, dt, spliced.source, False, bool(rev), bool(excl),
-                  tuple(monoid.flush), (), tree)  # fmt: skip
+                  tuple(monoid.flush), (), tree, vector)  # fmt: skip
     ns: dict[str, Any] = dict(spliced.namespace or {})
     exec(compile(src, f"<propopt cpu kernels {monoid.name}>", "exec"), ns)
     return types.SimpleNamespace(**ns)
