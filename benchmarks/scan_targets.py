@@ -10,6 +10,16 @@ calls, two rounds):
   and ``b``, and against the sequential loop ``h = a h + b`` on one thread.
 
 It prints the CPU (``lscpu`` model, llvmlite's host CPU name) with the ratios.
+
+``--table`` times instead, at 2^22 (``--log2n``), each round interleaved:
+
+* for each decay distribution (U(0, 1), U(0.5, 1), U(0.9, 1), U(0.999, 1),
+  ones, N(0, 1), the constants 0.9 and 0.99; ``b`` in U(0, 1)): the
+  recurrence on two threads and on one against the sequential loop, against
+  a copy of ``a`` and ``b``, and ``propopt.recurrence`` (``h`` only) against
+  that copy;
+* each built-in monoid, float32 and float64, against a copy of its inputs
+  (``matmul2x2`` at a quarter of the length, four arrays).
 """
 
 from __future__ import annotations
@@ -40,14 +50,79 @@ def _median_ms(fn: Callable[[], object], calls: int = 15) -> float:
     return 1e3 * median_seconds(fn, repeats=calls)
 
 
+DECAYS: dict[str, Callable[[np.random.Generator, int], np.ndarray]] = {
+    "U(0,1)": lambda g, n: g.uniform(0.0, 1.0, n),
+    "U(0.5,1)": lambda g, n: g.uniform(0.5, 1.0, n),
+    "U(0.9,1)": lambda g, n: g.uniform(0.9, 1.0, n),
+    "U(0.999,1)": lambda g, n: g.uniform(0.999, 1.0, n),
+    "ones": lambda g, n: np.ones(n),
+    "N(0,1)": lambda g, n: g.standard_normal(n),
+    "0.9": lambda g, n: np.full(n, 0.9),
+    "0.99": lambda g, n: np.full(n, 0.99),
+}
+
+
+def _copies(*xs: np.ndarray) -> Callable[[], object]:
+    return lambda: [np.copy(x) for x in xs]
+
+
+def _decay_row(a: np.ndarray, b: np.ndarray) -> dict[str, float]:
+    def lr() -> object:
+        return pp.associative_scan(pp.linear_recurrence, (a, b))
+
+    t = {
+        "copy": _median_ms(_copies(a, b)),
+        "loop": _median_ms(lambda: sequential_recurrence(a, b)),
+        "scan": _median_ms(lr),
+        "h": _median_ms(lambda: pp.recurrence(a, b)),
+    }
+    with pp.set_num_threads(1):
+        t["one"] = _median_ms(lr)
+    return t
+
+
+def _builtin_ratio(m: pp.Monoid, xs: list[np.ndarray]) -> float:
+    leaves = xs if m.arity > 1 else xs[0]
+    return _median_ms(lambda: pp.associative_scan(m, leaves)) / _median_ms(_copies(*xs))
+
+
+def table(n: int, rounds: int) -> None:
+    """The recurrence per decay distribution and each built-in against its floors."""
+    rng = np.random.default_rng(0)
+    b = rng.random(n, dtype=np.float32)
+    for r in range(rounds):
+        print(f"round {r + 1}: decay: scan/loop, scan/copy, 1 thread/loop, h only/copy")
+        for name, draw in DECAYS.items():
+            t = _decay_row(draw(rng, n).astype(np.float32), b)
+            print(
+                f"  {name}: {t['scan'] / t['loop']:.2f} {t['scan'] / t['copy']:.2f} "
+                f"{t['one'] / t['loop']:.2f} {t['h'] / t['copy']:.2f}  "
+                + ", ".join(f"{k} {v:.2f} ms" for k, v in t.items())
+            )
+        line = []
+        for dt in (np.float32, np.float64):
+            for m in (pp.add, pp.mul, pp.maximum, pp.minimum, pp.logaddexp,
+                      pp.linear_recurrence, pp.matmul2x2):  # fmt: skip
+                size = n // 4 if m.arity == 4 else n
+                xs = [rng.uniform(0.5, 1.0, size).astype(dt) for _ in range(m.arity)]
+                line.append(f"{m.name} {np.dtype(dt).name} {_builtin_ratio(m, xs):.2f}")
+        print("  built-ins / copy: " + ", ".join(line))
+
+
 def main() -> None:
     import llvmlite.binding as llvm
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--log2n", type=int, default=24)
+    ap.add_argument("--log2n", type=int, default=None, help="24, or 22 with --table")
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--table", action="store_true", help="the per-decay and per-monoid table")
     args = ap.parse_args()
+    args.log2n = args.log2n or (22 if args.table else 24)
     n = 1 << args.log2n
+    if args.table:
+        print(f"{cpu_model()}; llvmlite host CPU {llvm.get_host_cpu_name()}; n = 2^{args.log2n}")
+        table(n, args.rounds)
+        return
     rng = np.random.default_rng(0)
     x = rng.random(n, dtype=np.float32)
     a = rng.uniform(0.9, 1.0, n).astype(np.float32)
