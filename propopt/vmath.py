@@ -34,8 +34,9 @@ read from the bits of ``u = fl(1 + x)`` (integer adds and a mask: the bits
 of ``sqrt(1/2)`` subtracted, the exponent field taken as ``e``, and ``e``
 read as a float from the bits of ``2^23 + e + 127``, or ``2^52 + e +
 1023``: no select, and no integer conversion, which AVX2 lacks for 64-bit
-integers), ``log(m) = 2 atanh(s)`` with ``s = (m - 1) / (m + 1)`` (``|s| <= 0.172``) as an odd series (degree 11 in
-float32, 21 in float64), plus ``(x - (u - 1)) / u`` for the rounding of ``u``.
+integers), ``log(m) = 2 atanh(s)`` with ``s = (m - 1) / (m + 1)``
+(``|s| <= 0.172``) as an odd series (degree 11 in float32, 21 in float64),
+plus ``(x - (u - 1)) / u`` for the rounding of ``u``.
 ``|x|`` below ``2^-25`` (``2^-54``) returns ``x``, so ``-0``, ``+0`` and
 subnormals pass exactly; ``x = -1`` gives ``-inf``, ``x < -1`` NaN, ``+inf``
 ``inf``, NaN NaN.  At most 2.5 ulp (float32) and 2.5 ulp (float64).
@@ -68,7 +69,7 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic, overload
 
-__all__ = ["fexp", "flog", "flog1p", "flog_normal", "fsoftplus"]
+__all__ = ["fexp", "fexp_flush", "flog", "flog1p", "flog_normal", "fsoftplus"]
 
 _LOG2E = np.float32(1.4426950408889634)
 _LN2_HI = np.float32(0.693359375)  # exact in 9 bits: k * _LN2_HI is exact
@@ -89,6 +90,13 @@ _F_C = tuple(
     )
 )
 _ONE = np.float32(1.0)
+_C2, _C3, _C4, _C5, _C6 = _F_C[2:]
+# the floor-and-clamp form's (k = floor(x log2(e) + 1/2), clamped to [-127, 128]),
+# which the Mamba case study's _lanes.py repeats on LLVM vectors
+_HALF = np.float32(0.5)
+_KMIN = np.float32(-127.0)
+_KMAX = np.float32(128.0)  # 2^128 has the bits of +inf
+_BIAS = np.int32(127)
 _SHIFTER = np.float32(1.5 * 2**23 + 127)  # round(x) + 127 in the low bits of x + _SHIFTER
 _XMIN = np.float32(-87.33654)  # log of the smallest normal float32
 _XMAX = np.float32(88.5)  # from 88.3763, k = 128: 2^k has the bits of +inf
@@ -229,18 +237,17 @@ def _exp_shifted_impl(x, shift, log2e, ln2hi, ln2lo, c):  # type: ignore[no-unty
 @overload(fexp, jit_options={"fastmath": {"contract"}})
 def _fexp_impl(x, one=1.0):  # type: ignore[no-untyped-def]
     if isinstance(x, types.Float) and x.bitwidth == 32:
-        k = (_SHIFTER, _LOG2E, _LN2_HI, _LN2_LO, _XMIN, _XMAX) + _F_C
+        k = (_SHIFTER, _LOG2E, _LN2_HI, _LN2_LO, _XMIN, _XMAX, _INF) + _F_C
         one_ = _ONE
 
         def impl32(x, one=one_):  # type: ignore[no-untyped-def]
             ks = _scaled(k, np.float32(one))
-            p, t = _exp_shifted(x, ks[0], ks[1], ks[2], ks[3], ks[6:])
-            xmin, xmax = ks[4], ks[5]
+            p, t = _exp_shifted(x, ks[0], ks[1], ks[2], ks[3], ks[7:])
             # 2^k from the bits of t: (k + 127) << 23, the rest shifted out.
             # A NaN x gives a NaN p; out of range the selects below decide.
             res = p * _bits_to_f32(_f32_bits(t) << _SHIFT)
-            res = _ZERO if x < xmin else res  # also exp(-inf) = 0
-            return _INF if x > xmax else res
+            res = _ZERO if x < ks[4] else res  # also exp(-inf) = 0
+            return ks[6] if x > ks[5] else res
 
         return impl32
     if isinstance(x, types.Float) and x.bitwidth == 64:
@@ -267,6 +274,48 @@ def _fexp_impl(x, one=1.0):  # type: ignore[no-untyped-def]
         return math.exp(x)
 
     return impl_other
+
+
+def fexp_flush(x: float, one: float = 1.0) -> float:
+    """``exp(x)`` with results below the smallest normal flushed to 0; in numba
+    code, vectorizable.  float32: :func:`fexp` (which flushes them too).
+    float64: one scale factor instead of two, no clamps and no integer
+    conversion (the float32 method, degree 13), a third cheaper in a loop
+    than :func:`fexp`; ``inf`` above ``x = 709.43`` (``k`` reaches 1024 at
+    709.436; ``exp`` itself overflows at 709.78).
+    ``one``: as :func:`fexp`'s."""
+    r = math.exp(x) if not x > _D_XMAX_N else math.inf
+    return r if r >= 2.2250738585072014e-308 else 0.0
+
+
+_D_SHIFTER = 1.5 * 2.0**52 + 1023  # round(x) + 1023 in the low bits of x + _D_SHIFTER
+_D_XMIN_N = -708.3964185322641  # log of the smallest normal float64
+_D_XMAX_N = 709.43  # from 709.436, k = 1024: 2^k has the bits of +inf
+
+
+@overload(fexp_flush, jit_options={"fastmath": {"contract"}})
+def _fexp_flush_impl(x, one=1.0):  # type: ignore[no-untyped-def]
+    if isinstance(x, types.Float) and x.bitwidth == 32:
+
+        def impl32(x, one=_ONE):  # type: ignore[no-untyped-def]
+            return fexp(x, one)
+
+        return impl32
+    if isinstance(x, types.Float) and x.bitwidth == 64:
+        k = (_D_SHIFTER, _D_LOG2E, _D_LN2_HI, _D_LN2_LO, _D_XMIN_N, _D_XMAX_N, np.inf) + _D_C
+
+        def impl64(x, one=1.0):  # type: ignore[no-untyped-def]
+            ks = _scaled(k, np.float64(one))
+            t = x * ks[1] + ks[0]
+            kf = t - ks[0]
+            r = (x - kf * ks[2]) - kf * ks[3]
+            p = _poly(r, ks[7:])  # Estrin's scheme
+            res = p * _bits_to_f64(_f64_bits(t) << 52)
+            res = 0.0 if x < ks[4] else res  # also exp(-inf) = 0; NaN passes
+            return ks[6] if x > ks[5] else res
+
+        return impl64
+    return None
 
 
 def flog1p(x: float) -> float:
@@ -385,25 +434,35 @@ def _log_builder(x, plus_one: bool | None):  # type: ignore[no-untyped-def]
     bits_of = _f32_bits if f32 else _f64_bits
     of_bits = _bits_to_f32 if f32 else _bits_to_f64
     kc = (one, two, magic_f, ln2hi, ln2lo) + q
+    ikc = (it(onebits - off), himask, onebits, magic)
+    sqrth, pow_mant = ft(math.sqrt(0.5)), ft(2.0**mant)
 
     @numba.njit(inline="always", fastmath={"contract"}, error_model="numpy")
-    def log_parts(u, e0, k):  # type: ignore[no-untyped-def]
+    def int_consts(one):  # type: ignore[no-untyped-def]
+        # ikc from the bits of a run-time 1, which LLVM cannot fold
+        ob = bits_of(one)
+        low = it(ob & -ob)  # the exponent's lowest bit
+        return (it(ob - bits_of(sqrth * one)), it(-low), ob, ut(bits_of(pow_mant * one)))
+
+    @numba.njit(inline="always", fastmath={"contract"}, error_model="numpy")
+    def log_parts(u, e0, k, ik):  # type: ignore[no-untyped-def]
         # k: the constants kc (scaled by a run-time 1 or not; see fexp's ``one``).
         # u = 2^e * m, m in [sqrt(1/2), sqrt(2)); returns (e - e0, log(m)).  Integer
         # subtractions, masks and a shift only: no compare, no select, and no
         # integer-to-float conversion (AVX2 has none for 64-bit integers): e is
         # read as a float from the bits 2^mant + (e + bias).
+        # ik: onebits - off, himask, onebits, magic (from a run-time 1 or not)
         b = bits_of(u)
-        tb = b - off + onebits  # (e + bias) << mant, plus m's fraction below
-        m = of_bits(b - (tb & himask) + onebits)
-        ef = of_bits((ut(tb) >> shift) | magic) - (k[2] + e0)
+        tb = b + ik[0]  # (e + bias) << mant, plus m's fraction below
+        m = of_bits(b - (tb & ik[1]) + ik[2])
+        ef = of_bits((ut(tb) >> shift) | ik[3]) - (k[2] + e0)
         s = (m - k[0]) / (m + k[0])
         return ef, (k[1] * s) * _odd_series(s * s, k[5:])
 
     def impl1p(x):  # type: ignore[no-untyped-def]
         u = one + x
         # u = 1 + x rounded: log1p(x) = log(u) + (x - (u - 1)) / u to first order
-        ef, lm = log_parts(u, zero, kc)
+        ef, lm = log_parts(u, zero, kc, ikc)
         r = ef * ln2hi + (lm + ((x - (u - one)) / u + ef * ln2lo))
         r = x if abs(x) < small else r
         r = inf if x == inf else r
@@ -413,7 +472,7 @@ def _log_builder(x, plus_one: bool | None):  # type: ignore[no-untyped-def]
 
     def impl(x):  # type: ignore[no-untyped-def]
         sub = x < tiny
-        ef, lm = log_parts(x * up if sub else x, upk if sub else zero, kc)
+        ef, lm = log_parts(x * up if sub else x, upk if sub else zero, kc, ikc)
         r = ef * ln2hi + (lm + ef * ln2lo)
         r = inf if x == inf else r
         r = -inf if x == zero else r
@@ -422,7 +481,7 @@ def _log_builder(x, plus_one: bool | None):  # type: ignore[no-untyped-def]
 
     def impl_normal(x, one=one):  # type: ignore[no-untyped-def]
         k = _scaled(kc, ft(one))
-        ef, lm = log_parts(x, zero, k)
+        ef, lm = log_parts(x, zero, k, int_consts(ft(one)))
         return ef * k[3] + (lm + ef * k[4])
 
     if plus_one is None:

@@ -6,7 +6,7 @@ import numba
 import numpy as np
 import pytest
 
-from propopt.vmath import fexp, flog, flog1p, flog_normal, fsoftplus
+from propopt.vmath import fexp, fexp_flush, flog, flog1p, flog_normal, fsoftplus
 
 mpmath = pytest.importorskip("mpmath")
 mpmath.mp.prec = 120
@@ -18,6 +18,12 @@ F32, F64 = np.float32, np.float64
 def _exp(x, o):
     for i in range(x.shape[0]):
         o[i] = fexp(x[i])
+
+
+@numba.njit(fastmath={"contract"})
+def _exp_flush(x, o):
+    for i in range(x.shape[0]):
+        o[i] = fexp_flush(x[i])
 
 
 @numba.njit(fastmath={"contract"})
@@ -92,6 +98,22 @@ def test_fexp_edges():
     got = run(_exp, np.array([-708.5, -744.4, -745.2, 709.78, 709.79], F64))
     assert 0 < got[0] < np.finfo(F64).tiny and got[1] == 5e-324 and got[2] == 0
     assert np.isfinite(got[3]) and got[3] > 1.7e308 and np.isinf(got[4])
+
+
+def test_fexp_flush():
+    """float32: fexp itself; float64: 2 ulp over the normal results, 0 below, inf above 709.43."""
+    rng = np.random.default_rng(10)
+    x = np.concatenate([rng.uniform(-87.33, 88.37, 2000), [np.nan, np.inf, -np.inf, -90.0]])
+    x = x.astype(F32)
+    np.testing.assert_array_equal(run(_exp_flush, x), run(_exp, x))
+    x = np.concatenate([rng.uniform(-708.39, 709.43, 3000), rng.uniform(-1, 1, 1000)])
+    err = ulps(run(_exp_flush, x), mp(mpmath.exp, x), F64)
+    assert err.max() <= 2.0, f"{err.max():.2f} ulp at x = {x[err.argmax()]!r}"
+    specials = [np.nan, np.inf, -np.inf, 0.0, -0.0, -708.4, -745.2, 709.44, 1e300]
+    want = [np.nan, np.inf, 0.0, 1.0, 1.0, 0.0, 0.0, np.inf, np.inf]
+    np.testing.assert_array_equal(run(_exp_flush, np.array(specials)), want)
+    got = run(_exp_flush, np.array([-708.39, 709.43]))
+    assert got[0] >= np.finfo(F64).tiny and np.isfinite(got[1]) and got[1] > 1e308
 
 
 @pytest.mark.parametrize(("dtype", "bound"), [(F32, 2.5), (F64, 2.5)])
@@ -191,9 +213,10 @@ def _avx2() -> bool:
 @pytest.mark.skipif(not _avx2(), reason="the host has no AVX2")
 @pytest.mark.parametrize(
     ("fn", "dtype"),
-    [(f, d) for f in (_exp, _log1p, _log, _log_normal) for d in (F32, F64)] + [(_softplus, F32)],
+    [(f, d) for f in (_exp, _log1p, _log, _log_normal) for d in (F32, F64)]
+    + [(_softplus, F32), (_exp_flush, F64)],
     ids=[f"{f}-{d}" for f in ("fexp", "flog1p", "flog", "flog_normal") for d in ("f32", "f64")]
-    + ["fsoftplus-f32"],
+    + ["fsoftplus-f32", "fexp_flush-f64"],
 )
 def test_a_loop_over_them_runs_on_vectors(fn, dtype):
     x = np.linspace(0.1, 5, 1000).astype(dtype)

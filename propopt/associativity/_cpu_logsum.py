@@ -8,13 +8,13 @@ each done in turn (``C`` elements of scratch ``e``, in L1):
 
 * ``M_c``, the running maximum at the end of chunk ``c`` (a vector maximum),
   and the carry rescaled to it, ``K <- K exp(M_{c-1} - M_c)``;
-* ``e_j = exp(x_j - M_c)`` (vectorized: :func:`propopt.vmath.fexp`);
+* ``e_j = exp(x_j - M_c)`` (vectorized: :func:`propopt.vmath.fexp_flush`);
 * ``e_j <- K + e_0 + ... + e_j``, by vectors of one register: each scanned
   in its register by shifted adds, then given the running carry
   (:func:`_scan_chunk`); ``K`` becomes the last;
 * ``out_j = M_c + log(e_j)`` (vectorized: :func:`propopt.vmath.flog_normal`).
 
-``fexp`` and ``flog_normal`` get the dtype's 1 as a run-time argument, so
+``fexp_flush`` and ``flog_normal`` get the dtype's 1 as a run-time argument, so
 that their constants stay in registers in these loops (see ``fexp``).
 
 A tile falls back to the plain sequential fold of the scalar combine when it
@@ -57,7 +57,7 @@ from .monoid import _logaddexp
 
 #: Elements of one tile and of one chunk inside it.
 NT = 2048
-C = 128
+C = 256
 NC = NT // C
 
 #: Bytes of input of one thread's block per super-block (fits the 512 KiB L2).
@@ -149,7 +149,7 @@ def _sumexp(x, lo, hi, m, one, zero):  # type: ignore[no-untyped-def]
     s = zero
     b = np.uintp(lo)
     for i in range(np.uintp(hi - lo)):
-        s += vmath.fexp(x[b + i] - m, one)
+        s += vmath.fexp_flush(x[b + i] - m, one)
     return s
 
 
@@ -252,10 +252,10 @@ def _tile(x, o, b, cm, cs, e, th, one, zero):  # type: ignore[no-untyped-def]
         mc = _max(x, xb, xb + cc, m)
         if mc > ninf:
             # the carry to the new maximum (from -inf: k is 0, or NaN where a NaN was met)
-            k = k * vmath.fexp(m - mc)
+            k = k * vmath.fexp_flush(m - mc)
         r = mc if mc > ninf else zero
         for j in range(cc):
-            e[j] = vmath.fexp(x[xb + j] - r, one)
+            e[j] = vmath.fexp_flush(x[xb + j] - r, one)
         k = _scan_chunk(e, k)  # e: the carry plus the prefix sums
         if mc > ninf:
             # the prefixes grow along the chunk: its first is the least
