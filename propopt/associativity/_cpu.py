@@ -6,8 +6,8 @@ then scan each piece again starting from its carry.  The pieces are
 
 * *tiles* inside one thread (a plain ``h = a*h + b`` loop is bound by the
   4-cycle latency of one FMA): for elements of at most 4 bytes and arity at
-  most 2 whose combine is dear (it calls a function), compares (``max``) or
-  whose scan leaves outputs out (:func:`tree_for`), a tile of at most 2048 elements is scanned
+  most 2 whose combine is dear (it calls a function) or compares (``max``)
+  (:func:`tree_for`), a tile of at most 2048 elements is scanned
   as a tree whose levels are counted loops that vectorize to the SIMD width
   (``_cpu_tile.py``); otherwise it is cut into ``L`` contiguous lanes
   scanned in one interleaved loop, ``L`` independent chains in flight
@@ -40,7 +40,7 @@ from .. import _jit, threads
 from .._memory import scan_result_empty, settle_allocator
 from ..arrays import frozen
 from . import _cpu_ftz, _cpu_vector
-from ._cpu_lanes import lane_lines, lanes_for
+from ._cpu_lanes import lane_lines, lane_total_lines, lanes_for
 from ._cpu_tile import reduce_then_scan_source, tile_source
 
 
@@ -143,11 +143,12 @@ def calls(monoid: MonoidLike) -> bool:
 
 def tree_for(monoid: MonoidLike, itemsize: int, keep: Sequence[int] = (), kind: str = "f") -> bool:
     """Whether the scan of ``monoid`` writing the components ``keep`` (all when empty)
-    runs the tree: a dear combine (:func:`calls`), a float combine that compares
-    (:func:`selects`), or some outputs left out.  ``kind``: the dtype's kind."""
-    partial = 0 < len(keep) < monoid.arity
+    runs the tree: a dear combine (:func:`calls`) or a float combine that compares
+    (:func:`selects`).  ``kind``: the dtype's kind.  A scan that leaves outputs out runs
+    the lanes too, the others kept a tile at a time (``_cpu_lanes.lane_lines``)."""
+    del keep
     dear = calls(monoid) or (kind in "fc" and selects(monoid))
-    return partial or (uses_tree(monoid.arity, itemsize) and dear)
+    return uses_tree(monoid.arity, itemsize) and dear
 
 
 def vector_op(monoid: MonoidLike, dtype: np.dtype, keep: Sequence[int] = ()) -> str:
@@ -278,7 +279,7 @@ def _source(
     that runs (``rev`` and ``excl`` remain arguments of the other loops).
     """
     if tree is None:
-        tree = uses_tree(k, dtype.itemsize) or 0 < len(keep) < k
+        tree = uses_tree(k, dtype.itemsize)
     nt = _cpu_vector.width(dtype.itemsize) if vector else tile_elements(k, dtype.itemsize, tree)
     X, O, E, C = _v("x", k), _v("o", k), _v("e", k), _v("c", k)
     A = [f"x{i}[u]" for i in range(k)]
@@ -353,7 +354,7 @@ def _source(
     elif vector:
         _cpu_vector.vector_lines(vector, rev, excl, w)
     else:
-        lane_lines(k, rev, excl, w, prefetch=dtype.itemsize <= PREFETCH_ITEMSIZE)
+        lane_lines(k, rev, excl, w, prefetch=dtype.itemsize <= PREFETCH_ITEMSIZE, keep=kept)
     w("    for l in range(lo + nt * TILE, hi):")
     w("        u = np.uintp(N - 1 - l if rev else l)")
     w("        if excl:")
@@ -406,7 +407,8 @@ def _source(
     T_ = [f"tot{i}" for i in range(k)]
     K_ = [f"car{i}" for i in range(k)]
     if partial:  # outputs left out: no _fix, blocks reduced then scanned
-        out.extend(reduce_then_scan_source(k, nt, rev, kept))
+        total = None if tree else lane_total_lines(k, rev, tile_elements(k, dtype.itemsize, True))
+        out.extend(reduce_then_scan_source(k, nt, rev, kept, total))
         return _with_flush_bit("\n".join(out) + "\n", hw)
     w("@numba.njit(parallel=True, nogil=True, cache=CACHE)")
     w(f"def scan_1d({_j(X)}, {_j(O)}, rev, excl, T, BK, B0, {_j(E)}, {_j(I_)}, fresh):")

@@ -177,7 +177,9 @@ def total_source(k: int, rev: bool, nt: int, base: int = 16) -> list[str]:
     return tile_source(k, rev, False, nt, (), base, total_only=True)
 
 
-def reduce_then_scan_source(k: int, nt: int, rev: bool, kept: Sequence[int]) -> list[str]:
+def reduce_then_scan_source(
+    k: int, nt: int, rev: bool, kept: Sequence[int], total: Sequence[str] | None = None
+) -> list[str]:
     """Lines of ``_reduce`` and of ``scan_1d`` for scans that write only components ``kept``.
 
     The usual ``scan_1d`` scans each thread's block from the identity and
@@ -187,6 +189,8 @@ def reduce_then_scan_source(k: int, nt: int, rev: bool, kept: Sequence[int]) -> 
     reading the input and writing nothing) and scan them from their carries
     in the next parallel region, while the block is still in the L2/L3
     cache; thread 0 scans its block from the running carry at once.
+    ``total``: the lines of ``_tile_total`` where the tiles are not this
+    module's trees (the lanes' ``_cpu_lanes.lane_total_lines``).
     """
     X = [f"x{i}" for i in range(k)]
     O_ = [f"o{i}" for i in range(k)]
@@ -197,7 +201,7 @@ def reduce_then_scan_source(k: int, nt: int, rev: bool, kept: Sequence[int]) -> 
     XU = [f"x{i}[u]" for i in range(k)]
     j_ = ", ".join
     del kept  # the kept components are baked into _block
-    lines = total_source(k, rev, nt)
+    lines = list(total) if total is not None else total_source(k, rev, nt)
     w = lines.append
     w("@numba.njit(nogil=True, cache=CACHE, fastmath=FM)")
     w(f"def _reduce({j_(X)}, lo, hi, N, rev, {j_(E)}):")

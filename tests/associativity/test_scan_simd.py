@@ -122,16 +122,16 @@ def test_the_block_kernel_combines_whole_vectors(m, dtype, op):
     np.testing.assert_allclose(outs[-1], reference(m, elems)[-1], rtol=RTOL[dtype.type])
 
 
-def test_the_tree_serves_dear_combines_and_scans_that_leave_outputs_out():
-    """Plain arithmetic keeps the lanes; a combine that calls a function or compares, and
-    h alone, the tree."""
+def test_the_tree_serves_dear_combines():
+    """Plain arithmetic keeps the lanes, with h alone too (A kept a tile at a time); a
+    combine that calls a function or compares, the tree."""
     for m in (pp.add, pp.mul, pp.linear_recurrence, pp.matmul2x2):
         assert not _cpu.tree_for(m, 4), m.name
     for m in (pp.logaddexp, pp.maximum, pp.minimum):
         assert _cpu.tree_for(m, 4), m.name
         assert not _cpu.tree_for(m, 8), m.name
     assert not _cpu.tree_for(pp.maximum, 4, kind="i")  # int32: no NaN to test, the lanes
-    assert _cpu.tree_for(pp.linear_recurrence, 4, keep=(1,))  # propopt.recurrence
+    assert not _cpu.tree_for(pp.linear_recurrence, 4, keep=(1,))  # propopt.recurrence
     assert not _cpu.tree_for(pp.logaddexp, 8)  # 8-byte elements: the lanes
     import math
 
