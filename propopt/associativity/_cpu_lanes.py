@@ -160,11 +160,12 @@ def lane_total_lines(k: int, rev: bool, nt: int) -> list[str]:
     ``TILE // nt`` trees of ``nt`` elements the tile holds, then its last
     ``TILE % nt`` elements in order.  ``_cpu_tile.reduce_then_scan_source``
     calls it for the scans that leave outputs out.  The lanes reduced in
-    one interleaved loop were slower, bound by one scalar combine per
-    element: CPU time per element on one thread of the 2-core AMD EPYC
-    (``znver2``), float32 linear recurrence at 2^22 1.20 ns against 0.63
-    for the trees (a copy of ``a`` and ``b``: 0.91), float64 1.62 against
-    1.14 (copy 1.79).
+    one interleaved loop, storing nothing, measured the same with the
+    processor's flush bit (CPU time per element on one thread of the 2-core
+    AMD EPYC, ``znver2``, float32 linear recurrence: 0.55 ns against 0.56 at
+    2^22, 0.41 against 0.42 at 2^16; float64 1.01 against 1.02 and 0.63
+    both) and slower while the flush to zero ran in code (float32 at 2^22
+    1.20 ns against 0.63), bound by one scalar combine per element.
     """
     j_ = ", ".join
     X = [f"x{i}" for i in range(k)]
