@@ -28,6 +28,9 @@ AMD EPYC (``znver2``, AVX2), in cache: 0.44 ns an element with ``one``
 Taylor series, whose first omitted term is below 5e-18 of the sum) and
 ``2^k`` applied as two factors, so that the result is right down to the
 smallest subnormal and up to the overflow at ``x = 709.78``.  At most 2 ulp.
+:func:`fexp_flush` flushes results below the smallest normal to 0, as the
+float32 ``fexp`` does, and in float64 takes the float32 method (one scale
+factor, no clamp, no conversion): 2 ulp, a third cheaper in a loop.
 
 :func:`flog1p`: ``1 + x = 2^e * m`` with ``m`` in ``[sqrt(1/2), sqrt(2))``
 read from the bits of ``u = fl(1 + x)`` (integer adds and a mask: the bits
@@ -35,19 +38,23 @@ of ``sqrt(1/2)`` subtracted, the exponent field taken as ``e``, and ``e``
 read as a float from the bits of ``2^23 + e + 127``, or ``2^52 + e +
 1023``: no select, and no integer conversion, which AVX2 lacks for 64-bit
 integers), ``log(m) = 2 atanh(s)`` with ``s = (m - 1) / (m + 1)``
-(``|s| <= 0.172``) as an odd series (degree 11 in float32, 21 in float64),
+(``|s| <= 0.172``) as an odd series (degree 9 in float32, whose first
+omitted term is below 2e-9 of the sum; degree 21 in float64),
 plus ``(x - (u - 1)) / u`` for the rounding of ``u``.
 ``|x|`` below ``2^-25`` (``2^-54``) returns ``x``, so ``-0``, ``+0`` and
 subnormals pass exactly; ``x = -1`` gives ``-inf``, ``x < -1`` NaN, ``+inf``
-``inf``, NaN NaN.  At most 2.5 ulp (float32) and 2.5 ulp (float64).
+``inf``, NaN NaN.  At most 2.5 ulp (float32) and 2.5 ulp (float64) on the
+test's samples; 2.86 ulp in float32 over 200 000 uniform in [-0.9, 3]
+against float64 (as before the shorter series and the bit-trick reduction).
 
 :func:`flog`: the same with ``u = x`` and no rounding term; a subnormal
 ``x`` is scaled by ``2^24`` (``2^53``) first.  ``+-0`` gives ``-inf``,
 ``x < 0`` NaN, ``+inf`` ``inf``.  At most 2.5 ulp (float32) and 2 ulp (float64),
-subnormal arguments included.  :func:`flog_normal` is the same without the
-edge cases, for positive normal finite arguments only (a third cheaper in
-a loop).  float64 ``fexp``'s exponent passes through int32: AVX2 converts
-int32 vectors, not int64 ones.
+subnormal arguments included, on the test's samples; 2.71 ulp in float32
+over 200 000 uniform in [0.5, 2] against float64 (as before).
+:func:`flog_normal` is the same without the edge cases, for positive normal
+finite arguments only (a third cheaper in a loop).  float64 ``fexp``'s
+exponent passes through int32: AVX2 converts int32 vectors, not int64 ones.
 
 :func:`fsoftplus`, float32: ``max(x, 0) + log1p(exp(-|x|))``, or ``x`` above
 20 (mamba_ssm's threshold); at most 3.2 ulp wherever the result is a normal
@@ -394,8 +401,8 @@ def _odd_series_impl(s2, q):  # type: ignore[no-untyped-def]
 
 
 def _log_series(bits: int) -> tuple[float, ...]:
-    """1/3, 1/5, ... for the odd series of ``2 atanh(s)``: 5 terms (float32) or 10."""
-    return tuple(1.0 / (2 * i + 1) for i in range(1, 6 if bits == 32 else 11))
+    """1/3, 1/5, ... for the odd series of ``2 atanh(s)``: 4 terms (float32) or 10."""
+    return tuple(1.0 / (2 * i + 1) for i in range(1, 5 if bits == 32 else 11))
 
 
 def flog(x: float) -> float:
