@@ -249,12 +249,14 @@ def _fexp_impl(x, one=1.0):  # type: ignore[no-untyped-def]
 
         def impl32(x, one=one_):  # type: ignore[no-untyped-def]
             ks = _scaled(k, np.float32(one))
-            p, t = _exp_shifted(x, ks[0], ks[1], ks[2], ks[3], ks[7:])
+            # above 88.5, x as 88.5 (one vminps; NaN fails the test and stays):
+            # k = 128 there, and 2^k has the bits of +inf
+            xc = ks[5] if x > ks[5] else x
+            p, t = _exp_shifted(xc, ks[0], ks[1], ks[2], ks[3], ks[7:])
             # 2^k from the bits of t: (k + 127) << 23, the rest shifted out.
-            # A NaN x gives a NaN p; out of range the selects below decide.
+            # A NaN x gives a NaN p; below _XMIN the select gives 0.
             res = p * _bits_to_f32(_f32_bits(t) << _SHIFT)
-            res = _ZERO if x < ks[4] else res  # also exp(-inf) = 0
-            return ks[6] if x > ks[5] else res
+            return _ZERO if x < ks[4] else res  # also exp(-inf) = 0
 
         return impl32
     if isinstance(x, types.Float) and x.bitwidth == 64:
