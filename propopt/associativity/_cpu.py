@@ -155,12 +155,12 @@ def vector_op(monoid: MonoidLike, dtype: np.dtype, keep: Sequence[int] = ()) -> 
     """``"max"`` or ``"min"`` where the in-block scan is the vector form of
     ``_cpu_vector.py`` (the built-in float :data:`~propopt.maximum` and
     :data:`~propopt.minimum`), else ``""``."""
-    from .monoid import _max, _min
-
     if dtype.kind != "f" or len(keep) not in (0, monoid.arity):
         return ""
     fn = getattr(monoid.scalar, "py_func", monoid.scalar)
-    return "max" if fn is _max else "min" if fn is _min else ""
+    if getattr(fn, "__module__", None) != f"{__package__}.monoid":  # (monoid.py imports this one)
+        return ""
+    return {"_max": "max", "_min": "min"}.get(getattr(fn, "__qualname__", ""), "")
 
 
 def tile_elements(arity: int, itemsize: int, tree: bool | None = None) -> int:
