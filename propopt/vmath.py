@@ -289,8 +289,8 @@ def fexp_flush(x: float, one: float = 1.0) -> float:
     """``exp(x)`` with results below the smallest normal flushed to 0; in numba
     code, vectorizable.  float32: :func:`fexp` (which flushes them too).
     float64: one scale factor instead of two, no clamps and no integer
-    conversion (the float32 method, degree 13), a third cheaper in a loop
-    than :func:`fexp`; ``inf`` from ``x = 709.4361`` (``k`` reaches 1024;
+    conversion (the float32 method; a fitted polynomial of degree 11), a
+    third cheaper in a loop than :func:`fexp`; ``inf`` from ``x = 709.4361`` (``k`` reaches 1024;
     ``exp`` itself overflows at 709.78).
     ``one``: as :func:`fexp`'s."""
     r = math.exp(x) if not x >= 709.4361393 else math.inf
@@ -300,6 +300,23 @@ def fexp_flush(x: float, one: float = 1.0) -> float:
 _D_SHIFTER = 1.5 * 2.0**52 + 1023  # round(x) + 1023 in the low bits of x + _D_SHIFTER
 _D_XMIN_N = -708.3964185322641  # log of the smallest normal float64
 _D_XMAX_N = 709.5  # k = 1024 from 709.4361: 2^k has the bits of +inf
+# exp(r) on |r| <= ln(2)/2: degree 11 interpolated at 12 Chebyshev nodes in
+# 200-bit arithmetic (mpmath), relative error 1.6e-17 with these float64
+# coefficients (the Taylor series needs degree 13)
+_D_C_FLUSH = (
+    1.0,
+    1.0,
+    0.5000000000000019,
+    0.1666666666666668,
+    0.04166666666648795,
+    0.008333333333319589,
+    0.0013888888952352863,
+    0.00019841269890076403,
+    2.4801485441561313e-05,
+    2.755724088722987e-06,
+    2.763265472252779e-07,
+    2.5110049204818658e-08,
+)
 
 
 @overload(fexp_flush, jit_options={"fastmath": {"contract"}})
@@ -311,7 +328,7 @@ def _fexp_flush_impl(x, one=1.0):  # type: ignore[no-untyped-def]
 
         return impl32
     if isinstance(x, types.Float) and x.bitwidth == 64:
-        k = (_D_SHIFTER, _D_LOG2E, _D_LN2_HI, _D_LN2_LO, _D_XMIN_N, _D_XMAX_N) + _D_C
+        k = (_D_SHIFTER, _D_LOG2E, _D_LN2_HI, _D_LN2_LO, _D_XMIN_N, _D_XMAX_N) + _D_C_FLUSH
 
         def impl64(x, one=1.0):  # type: ignore[no-untyped-def]
             ks = _scaled(k, np.float64(one))
