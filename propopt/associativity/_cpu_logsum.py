@@ -18,13 +18,13 @@ each done in turn (``C`` elements of scratch ``e``, in L1):
 that their constants stay in registers in these loops (see ``fexp``).
 
 Cost, in cache on one thread of a 2-core AMD EPYC (``znver2``, AVX2),
-quietest of 15 runs on the shared machine: a float32 tile 1.36 ns an
-element, of which ``exp`` 0.44, ``log`` 0.43, the prefix sums 0.28 and the
-rest (maxima, carries, the passes' loads and stores) 0.23; float64 3.45
-(``exp`` 1.31, ``log`` 1.43, prefix sums 0.27, the rest 0.34).  Before
+quietest of 15 runs on the shared machine: a float32 tile 1.32 ns an
+element, of which ``exp`` 0.43, ``log`` 0.40, the prefix sums 0.28 and the
+rest (maxima, carries, the passes' loads and stores) 0.23; float64 3.08
+(``exp`` 1.25, ``log`` 1.17, prefix sums 0.35, the rest 0.31).  Before
 (constants reloaded in each iteration, ``floor`` and clamps in ``exp``, a
-compare and select in ``log``, 16 interleaved scalar prefix chains): 1.89
-and 5.05.
+compare and select in ``log``, longer series, 16 interleaved scalar prefix
+chains): 1.89 and 5.05.
 
 A tile falls back to the plain sequential fold of the scalar combine when it
 holds a NaN or ``+inf`` (found in its totals, not by a pass of its own), or
@@ -74,8 +74,8 @@ BLOCK_BYTES = 256 * 1024
 
 #: Thread 0 scans ``1 + LEAD_SHARE[itemsize]`` times the elements of each
 #: other thread, which also reduce theirs: in cache on one thread of a 2-core
-#: AMD EPYC (``znver2``), float32, a block scanned 1.34 ns an element and
-#: reduced 0.63 (float64 3.53 and 1.36), so that thread 0 takes about 1.45
+#: AMD EPYC (``znver2``), float32, a block scanned 1.30 ns an element and
+#: reduced 0.61 (float64 3.11 and 1.22), so that thread 0 takes about 1.45
 #: (1.4) times as many.
 LEAD_SHARE = {4: 0.45, 8: 0.4}
 
