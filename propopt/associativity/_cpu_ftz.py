@@ -22,7 +22,7 @@ flush itself.
 
 :func:`ftz_enter` sets the bit on the calling thread and returns the
 register as it was; :func:`ftz_leave` puts it back.  The generated kernels
-(``_cpu.py``) call them at the entry and exit of each per-thread function,
+(``_cpu_source.py``) call them at the entry and exit of each per-thread function,
 so that the bit is never left set in the user's threads.  Other machines
 keep the flush in code (:data:`HARDWARE`).
 """

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import propopt as pp
-from propopt.associativity import _cpu, _cpu_ftz
+from propopt.associativity import _cpu, _cpu_ftz, _cpu_source
 
 from .test_flush import _affine64, assert_flushed, decays
 
@@ -52,20 +52,20 @@ def test_the_bit_is_put_back_in_every_thread(threads):
 
 def test_only_monoids_that_flush_every_component_use_the_bit():
     f32 = np.dtype(np.float32)
-    assert _cpu.hardware_flush(2, f32, (0, 1))
-    assert not _cpu.hardware_flush(2, f32, ())  # add-like: nothing to flush
-    assert not _cpu.hardware_flush(3, f32, (1, 2))  # a segmented form's flag is left alone
-    assert not _cpu.hardware_flush(1, np.dtype(np.complex64), (0,))  # products of parts
-    assert not _cpu.hardware_flush(1, np.dtype(np.int32), (0,))
+    assert _cpu_source.hardware_flush(2, f32, (0, 1))
+    assert not _cpu_source.hardware_flush(2, f32, ())  # add-like: nothing to flush
+    assert not _cpu_source.hardware_flush(3, f32, (1, 2))  # a segmented form's flag is left alone
+    assert not _cpu_source.hardware_flush(1, np.dtype(np.complex64), (0,))  # products of parts
+    assert not _cpu_source.hardware_flush(1, np.dtype(np.int32), (0,))
 
 
 def _code_form(monkeypatch, dtype):
     monkeypatch.setattr(_cpu_ftz, "HARDWARE", False)
-    _cpu._source.cache_clear()
+    _cpu_source._source.cache_clear()
     try:
         return _cpu.inspectable(pp.linear_recurrence, np.dtype(dtype))
     finally:
-        _cpu._source.cache_clear()
+        _cpu_source._source.cache_clear()
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

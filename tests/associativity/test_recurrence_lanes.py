@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import propopt as pp
-from propopt.associativity import _cpu
+from propopt.associativity import _cpu, _cpu_forms
 
 LR = pp.linear_recurrence
 RTOL = {np.float32: 1e-3, np.float64: 1e-10}
@@ -62,7 +62,8 @@ def _case(dtype, reverse, n, special):
     b = rng.normal(size=n)
     if special:
         tile, block = _sizes(dtype)
-        at = [0, _cpu.LANE - 1, _cpu.LANE, tile, tile + 2 * _cpu.LANE + 1, block, block + 1]
+        lane = _cpu_forms.LANE
+        at = [0, lane - 1, lane, tile, tile + 2 * lane + 1, block, block + 1]
         at += rng.integers(0, n // 2, 50).tolist()
         a[[i for i in at if i < n]] = 0.0
         a[n - n // 4] = np.inf
@@ -103,7 +104,7 @@ def test_h_alone_matches_the_float64_loop(dtype, reverse, exclusive, threads):
 def test_short_rows_and_part_tiles(dtype, reverse, exclusive):
     """Lengths about one lane and one tile, and rows side by side."""
     tile, _ = _sizes(dtype)
-    for n in (1, 2, _cpu.LANE + 1, tile - 1, tile, tile + 1, 2 * tile + _cpu.LANE + 3):
+    for n in (1, 2, _cpu_forms.LANE + 1, tile - 1, tile, tile + 1, 2 * tile + _cpu_forms.LANE + 3):
         a, b = _case(dtype, reverse, n, False)
         with pp.set_num_threads(1):
             A, h = _cpu.scan(LR, [a, b], 0, reverse, exclusive, keep=(1,))

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ... import _jit, _kinds
-from .._cpu import _j, _v, flush_source
+from .._cpu_source import _j, _v, flush_source
 
 if TYPE_CHECKING:
     from ..monoid import Monoid
