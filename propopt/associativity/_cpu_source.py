@@ -75,7 +75,12 @@ FLUSH_BIT_FUNCTIONS = ("_block", "_fix", "_reduce", "_cols")
 
 def _with_flush_bit(src: str, hw: bool) -> str:
     """``src`` with each of ``FLUSH_BIT_FUNCTIONS`` renamed ``<name>_k`` and called by
-    a ``<name>`` that sets the flush bit around it and puts the register back (``hw``)."""
+    a ``<name>`` that sets the flush bit around it and puts the register back (``hw``).
+
+    A combine that raises leaves ``<name>_k`` early: the register is put back
+    before the exception leaves the thread (numba cannot re-raise it, so the
+    kernel runs again without the bit and raises it afresh; where that run
+    passes, the error says the combine raised with the bit set)."""
     if not hw:
         return src
     body = src
@@ -91,8 +96,15 @@ def _with_flush_bit(src: str, hw: bool) -> str:
             "@numba.njit(nogil=True, cache=CACHE)",
             f"def {name}({params}):",
             "    m = ftz_enter()",
-            f"    r = {name}_k({params})",
+            "    ok = True",
+            "    try:",
+            f"        r = {name}_k({params})",
+            "    except Exception:",
+            "        ok = False",
             "    ftz_leave(m)",
+            "    if not ok:",
+            f"        {name}_k({params})",
+            "        raise ArithmeticError('the combine raised with the flush-to-zero bit set')",
             "    return r",
             "",
         ]
