@@ -455,7 +455,14 @@ def scan(
         elif p >= 2 * T or n <= 2 * bk:
             _scan_rows(x2, o2, *k, rev, excl)
         else:
-            b0 = bk + int(bk * LEAD_SHARE[x.itemsize]) // NT * NT
+            from . import _cpu_logsum_threads as lt
+
+            fwd = not rev and not excl
+            share = (lt.LEAD_SHARE if fwd else LEAD_SHARE)[x.itemsize]
+            b0 = bk + int(bk * share) // NT * NT
             for r in range(p):
-                _scan_1d(x2[r], o2[r], T, bk, b0, *k, rev, excl)
+                if fwd:
+                    lt.scan_1d(x2[r], o2[r], T, bk, b0, *k)
+                else:
+                    _scan_1d(x2[r], o2[r], T, bk, b0, *k, rev, excl)
     return out

@@ -1,6 +1,7 @@
 """logaddexp's own CPU scan (_cpu_logsum.py): against a float64 fold, the special
 values, the fallbacks, the threads, and SIMD in its loops."""
 
+import math
 import re
 
 import numba
@@ -219,3 +220,71 @@ def test_the_chunk_prefix_sums(dtype):
     got = scan(e, dtype(0.25))
     np.testing.assert_allclose(e, want, rtol=TOL[dtype])
     assert got == e[-1]
+
+
+def seq_math(x):
+    """The running log-sum-exp in float64 by math.exp and math.log1p, one element at a time."""
+    out = np.empty(len(x))
+    c = -math.inf
+    for i, v in enumerate(np.asarray(x, np.float64).tolist()):
+        if math.isnan(c) or math.isnan(v):
+            c = math.nan
+        elif c == math.inf or v == math.inf:
+            c = math.inf
+        elif c == -math.inf:
+            c = v
+        elif v != -math.inf:
+            c = max(c, v) + math.log1p(math.exp(-abs(c - v)))
+        out[i] = c
+    return out
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_two_threads_defer_the_log_and_fall_back(dtype):
+    """The forward scan on two threads (thread 1's log deferred to the next region),
+    with a NaN, a +inf, a run of -inf and a steep rise inside thread 1's first block,
+    each of which makes that block fall back to the reduce and the plain scan."""
+    from propopt.associativity import _cpu_logsum_threads as LT
+
+    bk = L.BLOCK_BYTES // np.dtype(dtype).itemsize
+    b0 = bk + int(bk * LT.LEAD_SHARE[np.dtype(dtype).itemsize]) // L.NT * L.NT
+    n = 4 * (b0 + bk) + 123  # four super-blocks and a part of one
+    x = np.random.default_rng(8).normal(0, 3, n)
+    at = b0 + bk // 3  # inside thread 1's block of the first super-block
+    nan, inf, ninf, rise = (x.copy() for _ in range(4))
+    nan[at] = np.nan
+    inf[at] = np.inf
+    ninf[at - 100 : b0 + bk + 50] = -np.inf  # past the end of the block: a -inf carry too
+    ninf[: 2 * L.NT] = -np.inf
+    rise[at : at + 300] = np.arange(300) * 300.0 - 1e4  # each prefix far below the next
+    k = L._consts(np.dtype(dtype))
+    mcs = np.empty(bk // L.C, dtype)
+    for name, v, falls_back in (
+        ("normal", x, False),
+        ("nan", nan, True),
+        ("+inf", inf, True),
+        ("-inf", ninf, False),
+        ("rise", rise, True),
+    ):
+        v = v.astype(dtype)
+        o = np.empty_like(v)
+        deferred = LT._pass1(v, o, b0, b0 + bk, mcs, *k)[2]
+        assert deferred is not falls_back, name
+        with pp.set_num_threads(2):
+            two = pp.associative_scan(pp.logaddexp, v)
+        with pp.set_num_threads(1):
+            one = pp.associative_scan(pp.logaddexp, v)
+        want = seq_math(v)
+        tol = TOL[dtype]
+        for got in (two, one):
+            np.testing.assert_allclose(got, want, rtol=tol, atol=tol, err_msg=name)
+        np.testing.assert_allclose(two, one, rtol=tol, atol=tol, err_msg=name)
+    # a whole block of -inf (its chunks' maxima -inf) after a finite carry, and after none
+    for before in (1.0, -np.inf):
+        v = np.full(n, -np.inf, dtype)
+        v[b0 - 5] = before
+        v[b0 + bk + 7 :] = x[b0 + bk + 7 :]
+        assert LT._pass1(v, np.empty_like(v), b0, b0 + bk, mcs, *k)[2]
+        o = np.empty_like(v)
+        LT.scan_1d(v, o, 2, bk, b0, *k)
+        np.testing.assert_allclose(o, seq_math(v), rtol=TOL[dtype], atol=TOL[dtype])
