@@ -50,7 +50,7 @@ import numpy as np
 from numba import prange
 
 from .. import vmath
-from ._cpu_logsum import FM, NC, NT, C, _as, _block, _join, _max, _reduce, _scan_chunk
+from ._cpu_logsum_tile import FM, NC, NT, C, _as, _block, _join, _max, _reduce, _scan_chunk
 
 #: Thread 0 scans ``1 + LEAD_SHARE[itemsize]`` times the elements of each other
 #: thread (both do about a tile's work per element here).

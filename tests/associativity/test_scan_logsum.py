@@ -1,4 +1,4 @@
-"""logaddexp's own CPU scan (_cpu_logsum.py): against a float64 fold, the special
+"""logaddexp's own CPU scan (_cpu_logsum*.py): against a float64 fold, the special
 values, the fallbacks, the threads, and SIMD in its loops."""
 
 import math
@@ -10,7 +10,7 @@ import pytest
 
 import propopt as pp
 from propopt import threads
-from propopt.associativity import _cpu_logsum as L
+from propopt.associativity import _cpu_logsum as L, _cpu_logsum_threads as LT, _cpu_logsum_tile as K
 
 F32, F64 = np.float32, np.float64
 TOL = {F32: 2e-5, F64: 1e-12}
@@ -181,7 +181,7 @@ def test_the_tile_runs_on_vectors(dtype):
     sfx = "s" if dtype == F32 else "d"
     fresh = {  # compiled here, off the disk cache, so that their machine code can be read
         f.__name__: numba.njit(nogil=True, fastmath=opts)(f.py_func)
-        for f, opts in ((L._tile, L.FM), (L._max, {"contract", "nnan", "nsz"}))
+        for f, opts in ((K._tile, K.FM), (K._max, {"contract", "nnan", "nsz"}))
     }
     x = np.random.default_rng(6).normal(size=L.NT).astype(dtype)
     o = np.empty_like(x)
@@ -215,7 +215,7 @@ def test_the_chunk_prefix_sums(dtype):
 
     @numba.njit
     def scan(e, k):
-        return L._scan_chunk(e, k)
+        return K._scan_chunk(e, k)
 
     got = scan(e, dtype(0.25))
     np.testing.assert_allclose(e, want, rtol=TOL[dtype])
@@ -244,8 +244,6 @@ def test_two_threads_defer_the_log_and_fall_back(dtype):
     """The forward scan on two threads (thread 1's log deferred to the next region),
     with a NaN, a +inf, a run of -inf and a steep rise inside thread 1's first block,
     each of which makes that block fall back to the reduce and the plain scan."""
-    from propopt.associativity import _cpu_logsum_threads as LT
-
     bk = L.BLOCK_BYTES // np.dtype(dtype).itemsize
     b0 = bk + int(bk * LT.LEAD_SHARE[np.dtype(dtype).itemsize]) // L.NT * L.NT
     n = 4 * (b0 + bk) + 123  # four super-blocks and a part of one
