@@ -53,8 +53,10 @@ from .. import vmath
 from ._cpu_logsum_tile import FM, NC, NT, C, _as, _block, _join, _max, _reduce, _scan_chunk
 
 #: Thread 0 scans ``1 + LEAD_SHARE[itemsize]`` times the elements of each other
-#: thread (both do about a tile's work per element here).
-LEAD_SHARE = {4: 0.0, 8: 0.0}
+#: thread: in cache on one thread of a 2-core AMD EPYC (``znver2``), a block
+#: scanned 1.36 ns an element against pass 1 and pass 2 together 1.49 (pass 1
+#: 0.84; float64 3.13 against 3.40), about 1.1 times as much.
+LEAD_SHARE = {4: 0.1, 8: 0.1}
 
 
 @numba.njit(nogil=True, cache=True, fastmath=FM)
