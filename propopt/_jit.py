@@ -116,6 +116,12 @@ def load_module(
     return module
 
 
+#: The decorator of the functions a combine calls, in the CPU kernels: a division by
+#: zero gives inf or NaN, as NumPy's, instead of raising (numba passes on no
+#: exception from a thread of its pool; the combine itself compiles the same way).
+KERNEL_HELPER = "numba.njit(cache=False, error_model='numpy')"
+
+
 def splice(py: Any, alias: str, helper: str = "numba.njit(cache=False)") -> Spliced:
     """A user's function ``py`` as generated source defining ``alias`` (see ``_splice.py``).
 

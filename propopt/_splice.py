@@ -32,6 +32,7 @@ import functools
 import hashlib
 import marshal
 import math
+import re
 import sys
 import types
 from dataclasses import dataclass, field
@@ -254,6 +255,8 @@ def _callee_or_value(w: _Writer, value: Any, what: str) -> str:
         keep = {k: opts[k] for k in ("fastmath", "error_model") if k in opts}
         helper = w.helper
         if keep and helper.startswith("numba.njit("):
+            for k in keep:  # the helper's own option replaces the default one
+                helper = re.sub(rf", {k}=[^,)]*", "", helper)
             helper = helper[:-1] + "".join(f", {k}={v!r}" for k, v in keep.items()) + ")"
         jitted = f"{inner}_jit"
         if not any(ln.startswith(f"{jitted} = ") for ln in w.lines):

@@ -38,7 +38,7 @@ import numpy as np
 from .. import _jit, threads
 from .._memory import scan_result_empty, settle_allocator
 from ..arrays import frozen
-from ._cpu_forms import MonoidLike, tile_elements, tree_for, vector_op
+from ._cpu_forms import MonoidLike, may_raise, tile_elements, tree_for, vector_op
 from ._cpu_source import _source
 
 #: Bytes of input each thread scans per super-block; blocks 1.. are fixed up
@@ -94,7 +94,7 @@ def kernels(
     if key in cache:
         return cache[key]
     dt = key[0]
-    spliced = _jit.splice(monoid.scalar, "_py_combine")
+    spliced = _jit.splice(monoid.scalar, "_py_combine", _jit.KERNEL_HELPER)
     tag = f"cpu_{monoid.name}_{dt.name}".replace("-", "_")
     vector = vector_op(monoid, dt, keep)
     tree = not vector and tree_for(monoid, dt.itemsize, keep, dt.kind)
@@ -117,7 +117,7 @@ def inspectable(monoid: MonoidLike, dtype: np.dtype, rev: bool = False, excl: bo
     import types
 
     dt = np.dtype(dtype)
-    spliced = _jit.splice(monoid.scalar, "_py_combine")
+    spliced = _jit.splice(monoid.scalar, "_py_combine", _jit.KERNEL_HELPER)
     vector = vector_op(monoid, dt) if tree is None else ""
     if tree is None:
         tree = not vector and tree_for(monoid, dt.itemsize, kind=dt.kind)
@@ -221,7 +221,7 @@ def _scan(
                        np.int64(n), rev, excl, *ident, *ident, True)  # fmt: skip
             return _results(shape, kept, os_, out)
         inits = _inits(ident, init, p, dtype)
-        if p * n <= 2 * bk:
+        if p * n <= 2 * bk or how.serial:
             _rows_here(mod, x2, o2, rev, excl, ident, inits, fresh)
         else:
             with threads.sized() as T:
@@ -239,6 +239,9 @@ def _scan(
     else:
         if len(kept) < monoid.arity or init is not None:
             raise ValueError(f"keep={keep} and init= need the last axis, got axis={axis}")
+        if how.serial:
+            _cols_here(mod, xs, os_, rev, excl, ident)
+            return _results(shape, kept, os_, out)
         with threads.sized() as T:
             tasks = p * -(-q // COL_BLOCK)
             if tasks >= 2 * T or n < 64 * T or T == 1:
@@ -260,6 +263,7 @@ class _Setup(NamedTuple):
     ident: tuple[Any, ...]  # the identity as scalars of the dtype
     block: int  # elements per thread per super-block (:func:`block_elements`)
     tile: int  # elements of one in-block tile (:func:`tile_elements`)
+    serial: bool  # the combine may raise: the calling thread only (:func:`may_raise`)
 
 
 def _setup(monoid: MonoidLike, dtype: np.dtype, rev: bool, excl: bool,
@@ -273,8 +277,9 @@ def _setup(monoid: MonoidLike, dtype: np.dtype, rev: bool, excl: bool,
         return cast(_Setup, got)
     mod = kernels(monoid, dtype, rev, excl, keep)
     tree = tree_for(monoid, dtype.itemsize, keep or tuple(range(monoid.arity)), dtype.kind)
-    setup = _Setup(mod, identity(monoid, dtype), block_elements(monoid.arity, dtype.itemsize, tree),
-                   tile_elements(monoid.arity, dtype.itemsize, tree))  # fmt: skip
+    k, size = monoid.arity, dtype.itemsize
+    setup = _Setup(mod, identity(monoid, dtype), block_elements(k, size, tree),
+                   tile_elements(k, size, tree), may_raise(monoid))  # fmt: skip
     full = () if len(keep) == monoid.arity else tuple(keep)
     if cache.get((np.dtype(dtype), rev, excl, full)) is mod:  # the kernels are kept
         cache[key] = setup
@@ -333,6 +338,16 @@ def _rows_here(
         )
 
 
+def _cols_here(mod: Any, xs: list[np.ndarray], os_: list[np.ndarray], rev: bool, excl: bool,
+               ident: tuple[Any, ...]) -> None:  # fmt: skip
+    """Each (N, Q) row of the column scan on the calling thread."""
+    p, n, q = xs[0].shape
+    for r in range(p):
+        carries = [np.full(q, e, xs[0].dtype) for e in ident]
+        mod._cols(*(x[r] for x in xs), *(o[r] for o in os_), 0, n, n, 0, q, rev, excl, True,
+                  True, *carries)  # fmt: skip
+
+
 def elementwise(monoid: MonoidLike, a: Sequence[Any], b: Sequence[Any]) -> list[Any]:
     """Apply the scalar combine elementwise to NumPy arrays (with broadcasting)."""
     arrays = np.broadcast_arrays(*[np.asarray(v) for v in (*a, *b)])
@@ -341,5 +356,6 @@ def elementwise(monoid: MonoidLike, a: Sequence[Any], b: Sequence[Any]) -> list[
     flat = [frozen(np.ascontiguousarray(v, dtype=dtype).reshape(-1)) for v in arrays]
     outs = [np.empty(flat[0].shape, dtype) for _ in range(monoid.arity)]
     with _jit.user_code(f"combine {monoid.name!r}", FIX, runs=True):
-        kernels(monoid, dtype).elementwise(*flat, *outs)
+        mod = kernels(monoid, dtype)
+        (mod.elementwise_here if may_raise(monoid) else mod.elementwise)(*flat, *outs)
     return [o.reshape(shape) for o in outs]

@@ -10,6 +10,7 @@ the combine does (:func:`tree_for`, :func:`vector_op`).
 from __future__ import annotations
 
 import dis
+import types
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -84,6 +85,53 @@ def calls(monoid: MonoidLike) -> bool:
     fn = getattr(monoid.scalar, "py_func", monoid.scalar)
     code = getattr(fn, "__code__", None)
     return code is None or bool(code.co_names)
+
+
+def may_raise(monoid: MonoidLike) -> bool:
+    """Whether the combine, or a function it calls, holds a ``raise`` (or an ``assert``).
+
+    numba passes on no exception raised in a thread of its pool (the scan
+    returned, wrong from that block on), so such a combine is scanned on the
+    calling thread.  A division by zero does not raise in the kernels
+    (``_jit.KERNEL_HELPER``).  Helpers are found among the globals and
+    closure cells the combine reads, a few calls deep; one that cannot be
+    read (no Python code) counts as raising.
+    """
+    fn = getattr(monoid.scalar, "py_func", monoid.scalar)
+    return _raises(fn, 0, set())
+
+
+def _raises(fn: Any, depth: int, seen: set[int]) -> bool:
+    code = getattr(fn, "__code__", None)
+    if code is None or depth > 4:
+        return True
+    if id(code) in seen:
+        return False
+    seen.add(id(code))
+    if any(i.opname in ("RAISE_VARARGS", "RERAISE") for i in dis.get_instructions(code)):
+        return True
+    glb = getattr(fn, "__globals__", {})
+    read = [glb[n] for n in code.co_names if n in glb]
+    read += [c.cell_contents for c in getattr(fn, "__closure__", None) or () if _full(c)]
+    for value in read:
+        inner = getattr(value, "py_func", value)
+        if isinstance(inner, types.ModuleType) or not callable(inner):
+            continue  # a module (its functions are numba's or compiled), a constant
+        if isinstance(inner, type) or str(getattr(inner, "__module__", "")).startswith(
+            ("propopt.", "numpy", "math", "cmath", "builtins")
+        ):
+            continue  # a type (np.float32), a function of propopt, NumPy or math
+        if _raises(inner, depth + 1, seen):
+            return True
+    return False
+
+
+def _full(cell: Any) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018
+    except ValueError:  # an empty cell
+        return False
+    return True
 
 
 def tree_for(monoid: MonoidLike, itemsize: int, keep: Sequence[int] = (), kind: str = "f") -> bool:

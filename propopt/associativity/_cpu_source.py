@@ -111,6 +111,15 @@ def _with_flush_bit(src: str, hw: bool) -> str:
     return body + "\n".join(lines) + "\n"
 
 
+def _finish(out: list[str], hw: bool) -> str:
+    """The module's source from its lines (``out[0]``: the spliced combine), every kernel
+    compiled with ``error_model='numpy'``: the combine is inlined into them, and so takes
+    their error model (a division by zero gives inf or NaN, as in NumPy; see
+    ``_jit.KERNEL_HELPER``)."""
+    body = "\n".join(out[1:]).replace("numba.njit(", "numba.njit(error_model='numpy', ")
+    return _with_flush_bit(out[0] + "\n" + body + "\n", hw)
+
+
 @functools.lru_cache(maxsize=256)
 def _source(
     k: int,
@@ -266,7 +275,7 @@ def _source(
     if partial:  # outputs left out: no _fix, blocks reduced then scanned
         total = None if tree else lane_total_lines(k, rev, tile_elements(k, dtype.itemsize, True))
         out.extend(reduce_then_scan_source(k, nt, rev, kept, total))
-        return _with_flush_bit("\n".join(out) + "\n", hw)
+        return _finish(out, hw)
     w("@numba.njit(parallel=True, nogil=True, cache=CACHE)")
     w(f"def scan_1d({_j(X)}, {_j(O)}, rev, excl, T, BK, B0, {_j(E)}, {_j(I_)}, fresh):")
     w("    # thread 0 scans B0 elements per super-block, threads 1.. BK each")
@@ -380,11 +389,13 @@ def _source(
     )
     w("")
     # elementwise combine of two batches (the array form of a scalar combine)
+    # (elementwise_here on the calling thread, for a combine that may raise)
     B = _v("b", k)
-    w("@numba.njit(parallel=True, nogil=True, cache=CACHE)")
-    w(f"def elementwise({_j(X)}, {_j(B)}, {_j(O)}):")
-    w("    for q in prange(x0.shape[0]):")
-    w("        u = np.uintp(q)")
-    w(f"        {_j(_v('r', k))}, = combs({_j(A + [f'b{i}[u]' for i in range(k)])})")
-    w("        " + "; ".join(f"o{i}[u] = r{i}" for i in range(k)))
-    return _with_flush_bit("\n".join(out) + "\n", hw)
+    for name, par, loop in (("elementwise", True, "prange"), ("elementwise_here", False, "range")):
+        w(f"@numba.njit(parallel={par}, nogil=True, cache=CACHE)")
+        w(f"def {name}({_j(X)}, {_j(B)}, {_j(O)}):")
+        w(f"    for q in {loop}(x0.shape[0]):")
+        w("        u = np.uintp(q)")
+        w(f"        {_j(_v('r', k))}, = combs({_j(A + [f'b{i}[u]' for i in range(k)])})")
+        w("        " + "; ".join(f"o{i}[u] = r{i}" for i in range(k)))
+    return _finish(out, hw)

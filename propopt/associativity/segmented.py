@@ -166,11 +166,11 @@ def _scalar_combine(inner: Monoid) -> Callable[..., Any]:
     A = [f"a{i}" for i in range(k)]
     B = [f"b{i}" for i in range(k)]
     R = ["r"] if k == 1 else [f"r[{i}]" for i in range(k)]
-    spliced = _jit.splice(inner.scalar, "_inner")
+    spliced = _jit.splice(inner.scalar, "_inner", _jit.KERNEL_HELPER)
     lines = [
         spliced.source,
         "import numba",
-        "_ic = numba.njit(cache=False)(_inner)",
+        f"_ic = {_jit.KERNEL_HELPER}(_inner)",
         "",
         f"def segmented_combine(f, {', '.join(A)}, g, {', '.join(B)}):",
         "    # (f, a) * (g, b) = (f | g, b if g else a . b); a . b is computed everywhere",
