@@ -65,9 +65,26 @@ def _centre_of_mass(w, xyz, c0, start, stop, out):  # pragma: no cover - numba
         cz += wj * xyz[j, c0 + 2]
     if M == 0.0:
         return M, cx, cy, cz
-    cx /= M
-    cy /= M
-    cz /= M
+    if M < 2.0**-900:
+        # products of subnormal weights lose digits (5e-324 * 1.5 is 1e-323):
+        # the mean again with the weights scaled by 2^1000, which is exact
+        cx = 0.0
+        cy = 0.0
+        cz = 0.0
+        s = 0.0
+        for j in range(start, stop):
+            wj = w[j] * 2.0**1000
+            s += wj
+            cx += wj * xyz[j, c0]
+            cy += wj * xyz[j, c0 + 1]
+            cz += wj * xyz[j, c0 + 2]
+        cx /= s
+        cy /= s
+        cz /= s
+    else:
+        cx /= M
+        cy /= M
+        cz /= M
     out[0] = M
     out[1] = cx
     out[2] = cy

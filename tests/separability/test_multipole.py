@@ -319,3 +319,14 @@ def test_masses_keyword_still_works_with_a_deprecation_warning():
     assert np.array_equal(got.row, want.row)
     with pytest.raises(TypeError, match=r"got both masses= and mass=: pass mass= only"):
         moments(x, masses=m, mass=m)
+
+
+def test_a_subnormal_mass_keeps_its_centre():
+    # 5e-324 * 1.5 rounds to 1e-323: the weighted mean of subnormal weights is taken
+    # with the weights scaled up, exactly
+    one = moments(np.array([[0.0, -2.5, 1.5]]), np.array([5e-324]))
+    assert one.center.tolist() == [0.0, -2.5, 1.5]
+    empty = moments(np.zeros((0, 3)), np.zeros(0))
+    assert ((empty + empty) + one).center.tolist() == [0.0, -2.5, 1.5]
+    two = moments(np.array([[0.0, 0.0, 1.0], [0.0, 0.0, 3.0]]), np.array([1e-320, 3e-320]))
+    np.testing.assert_allclose(two.center, [0.0, 0.0, 2.5], rtol=1e-3)  # 3e-320 has 3 digits
