@@ -356,6 +356,6 @@ def elementwise(monoid: MonoidLike, a: Sequence[Any], b: Sequence[Any]) -> list[
     flat = [frozen(np.ascontiguousarray(v, dtype=dtype).reshape(-1)) for v in arrays]
     outs = [np.empty(flat[0].shape, dtype) for _ in range(monoid.arity)]
     with _jit.user_code(f"combine {monoid.name!r}", FIX, runs=True):
-        mod = kernels(monoid, dtype)
-        (mod.elementwise_here if may_raise(monoid) else mod.elementwise)(*flat, *outs)
+        how = _setup(monoid, dtype, False, False, ())
+        (how.mod.elementwise_here if how.serial else how.mod.elementwise)(*flat, *outs)
     return [o.reshape(shape) for o in outs]

@@ -108,7 +108,7 @@ def _raises(fn: Any, depth: int, seen: set[int]) -> bool:
     if id(code) in seen:
         return False
     seen.add(id(code))
-    if any(i.opname in ("RAISE_VARARGS", "RERAISE") for i in dis.get_instructions(code)):
+    if _has_raise(code):
         return True
     glb = getattr(fn, "__globals__", {})
     read = [glb[n] for n in code.co_names if n in glb]
@@ -124,6 +124,16 @@ def _raises(fn: Any, depth: int, seen: set[int]) -> bool:
         if _raises(inner, depth + 1, seen):
             return True
     return False
+
+
+_RAISES = frozenset(dis.opmap[n] for n in ("RAISE_VARARGS", "RERAISE"))
+
+
+def _has_raise(code: types.CodeType) -> bool:
+    """Whether ``code``, or code nested in it, holds a raise opcode (a scan of its bytes)."""
+    if not _RAISES.isdisjoint(code.co_code[0::2]):
+        return True
+    return any(isinstance(c, types.CodeType) and _has_raise(c) for c in code.co_consts)
 
 
 def _full(cell: Any) -> bool:
