@@ -53,7 +53,7 @@ def ptxas_report(ptx: str, ptxas: str) -> str:
 
 def main() -> None:
     import propopt as pp
-    from propopt.associativity._cpu import combine_import
+    from propopt import _jit
     from propopt.associativity.scan import _cuda
 
     ptxas = sys.argv[1] if len(sys.argv) > 1 else "ptxas"
@@ -70,12 +70,12 @@ def main() -> None:
     for monoid, nbty in cases:
         dtype = np.dtype(str(nbty))
         tpb, items = _cuda._shape(monoid.arity, dtype.itemsize)
-        imp = combine_import(monoid.scalar)
+        spliced = _jit.splice(monoid.scalar, "_py_combine", "cuda.jit(device=True)")
         k = monoid.arity
         arr = nbty[:, :, ::1]
-        ns: dict = {"_py_combine": monoid.scalar}
-        src = _cuda._source(k, dtype, tpb, items, imp or "", sim=False)
-        exec(compile(src, f"<{monoid.name}>", "exec"), ns)
+        ns: dict = dict(spliced.namespace or {})
+        src = _cuda._source(k, dtype, tpb, items, spliced.source, False, monoid.flush)
+        exec(compile("from numba import cuda\n" + src, f"<{monoid.name}>", "exec"), ns)
         real = float32 if nbty is complex64 else (float64 if nbty is complex128 else nbty)
         flat = real[::1]
         sigs = {
