@@ -14,18 +14,7 @@ import pytest
 import propopt as pp
 from propopt.associativity import _cpu_ftz
 
-
-@numba.njit(parallel=True, cache=False)
-def _tiny_products(n):  # pragma: no cover - numba
-    out = np.empty(n, np.float32)
-    for i in numba.prange(n):
-        out[i] = np.float32(1e-20) * np.float32(1e-19 + i * 1e-30)
-    return out
-
-
-def _subnormal_here() -> bool:
-    x = np.array([1e-20], np.float32)
-    return bool((x * np.float32(1e-19))[0] != 0)
+from .test_flush_bit import _subnormal_here, _tiny_products
 
 
 def _parallel(a, b):  # resistors in parallel: associative; 0 * 0 / (0 + 0) is NaN
