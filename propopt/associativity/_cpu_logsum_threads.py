@@ -50,7 +50,7 @@ import numpy as np
 from numba import prange
 
 from .. import vmath
-from ._cpu_logsum_tile import FM, NC, NT, C, _as, _block, _join, _max, _reduce, _scan_chunk
+from ._cpu_logsum_tile import FM, NC, NT, C, _as, _block, _join, _least, _max, _reduce, _scan_chunk, _value
 
 #: Thread 0 scans ``1 + LEAD_SHARE[itemsize]`` times the elements of each other
 #: thread: in cache on one thread of a 2-core AMD EPYC (``znver2``), a block
@@ -85,7 +85,7 @@ def _tile_unlogged(x, o, b, cm, cs, mcs, q, th, one, zero):  # type: ignore[no-u
             o[xb + j] = vmath.fexp_flush(x[xb + j] - r, one)
         k = _scan_chunk(o[xb : xb + cc], k)
         if mc > ninf:
-            ok = ok and o[xb] >= th  # the chunk's least prefix
+            ok = ok and o[xb + _least(x, xb, m)] >= th  # the chunk's least prefix
         mcs[q + c] = mc
         m = mc
     return m, k, ok and k < np.inf and m < np.inf
@@ -126,6 +126,12 @@ def _pass2(x, o, lo, hi, mk, sk, mcs, deferred, th, one, zero):  # type: ignore[
         xb = ub + c * cc
         for j in range(cc):
             o[xb + j] = mp + vmath.flog_normal(o[xb + j] * f + g, one)
+        if mc > ninf and (c == 0 or not (mcs[c - 1] > ninf)):
+            # the block's first chunk above -inf: its prefixes of -inf alone are
+            # the carry's value (pass 1 left them 0)
+            v = _value(mk, sk)
+            for j in range(_least(x, xb, ninf)):
+                o[xb + j] = v
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)

@@ -286,3 +286,62 @@ def test_two_threads_defer_the_log_and_fall_back(dtype):
         o = np.empty_like(v)
         LT.scan_1d(v, o, 2, bk, b0, *k)
         np.testing.assert_allclose(o, seq_math(v), rtol=TOL[dtype], atol=TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_prefixes_of_minus_inf_alone_do_not_fall_back(dtype):
+    """Before the first element above -inf, the prefixes are 0 exactly (exp(-inf)),
+    not terms that exp flushed: a block or tile that starts with -inf, or is mostly
+    -inf, is scanned rather than redone by the fold, and those outputs are the
+    carry's value (-inf from the identity)."""
+    bk = L.BLOCK_BYTES // np.dtype(dtype).itemsize
+    b0 = bk + int(bk * LT.LEAD_SHARE[np.dtype(dtype).itemsize]) // L.NT * L.NT
+    n = 3 * (b0 + bk) + 77
+    rng = np.random.default_rng(11)
+    x = rng.normal(0, 3, n)
+    lead = x.copy()
+    lead[b0 : b0 + 300] = -np.inf  # thread 1's first block starts with -inf, a finite carry
+    lead_all = x.copy()
+    lead_all[: b0 + 300] = -np.inf  # and with the carry -inf too
+    sparse = np.where(rng.random(n) < 0.01, x, -np.inf)  # 1% finite
+    k = L._consts(np.dtype(dtype))
+    mcs = np.empty(bk // L.C, dtype)
+    e = np.empty(L.C, dtype)
+    for name, v in (("lead", lead), ("lead_all", lead_all), ("sparse", sparse)):
+        v = v.astype(dtype)
+        assert LT._pass1(v, np.empty_like(v), b0, b0 + bk, mcs, *k)[2], name
+        t = K._tile(v, np.empty_like(v), b0, dtype(-np.inf), dtype(0), e, *k)
+        assert t[2], name  # the tile from the identity is kept
+        want = seq_math(v)
+        for T in (2, 1):
+            with pp.set_num_threads(T):
+                got = pp.associative_scan(pp.logaddexp, v)
+            np.testing.assert_allclose(got, want, rtol=TOL[dtype], atol=TOL[dtype], err_msg=name)
+            assert np.array_equal(np.isneginf(got), np.isneginf(want)), name
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_a_last_part_tile_is_scanned_padded(dtype):
+    """A last part tile of at least PAD_MIN elements is scanned padded with -inf to
+    whole chunks (a shorter one folded); a NaN or +inf in it, or a prefix far below
+    its chunk's maximum, sends it to the fold.  Rows of 1000 are such tiles."""
+    rng = np.random.default_rng(21)
+    k = L._consts(np.dtype(dtype))
+    for n in (K.PAD_MIN - 1, K.PAD_MIN, L.C + 1, L.NT - 1, L.NT + 3 * L.C + 7):
+        x = rng.normal(0, 3, n)
+        at = n - 5
+        cases = {"normal": x, "-inf first": np.where(np.arange(n) < at, -np.inf, x)}
+        for name, val in (("nan", np.nan), ("+inf", np.inf), ("far below", -300.0)):
+            v = x.copy()
+            v[at] = val
+            v[at + 1] = 80.0 if name == "far below" else v[at + 1]
+            cases[name] = v
+        for name, v in cases.items():
+            v = v.astype(dtype)
+            o = np.full_like(v, 7.0)
+            K._block(v, o, 0, n, dtype(-np.inf), k[2], *k, False, False)
+            want = seq_math(v)
+            np.testing.assert_allclose(o, want, rtol=TOL[dtype], atol=TOL[dtype], err_msg=f"{n} {name}")
+            assert np.array_equal(np.isneginf(o), np.isneginf(want)), (n, name)
+    rows = rng.normal(0, 3, (7, 1000)).astype(dtype)
+    check(pp.associative_scan(pp.logaddexp, rows, axis=1), rows)
