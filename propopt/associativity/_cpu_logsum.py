@@ -30,7 +30,13 @@ A tile falls back to the plain sequential fold of the scalar combine when it
 holds a NaN or ``+inf`` (found in its totals, not by a pass of its own), or
 when some ``e_j`` is below ``2^-60`` (float32; ``2^-900``
 float64), where the terms that ``exp`` flushed to zero could matter (a
-prefix far below its chunk's maximum).  From a NaN or ``+inf`` carry the
+prefix far below its chunk's maximum).  Prefixes of ``-inf`` alone (before
+the first element above ``-inf``, from the identity) are exactly 0, not
+flushed: the test starts after them and their outputs are ``-inf`` (the
+carry's value on threads 1..), so mostly ``-inf`` data is scanned, not
+folded.  A last part tile of at least ``PAD_MIN`` elements (a short row, the
+end of a long one) is scanned padded with ``-inf`` to whole chunks; a shorter
+one is folded.  From a NaN or ``+inf`` carry the
 rest is written as the fold gives it (NaN; ``+inf`` up to the first NaN).
 So NaN, ``+inf`` and the identity ``-inf`` give what the fold gives.  The
 rounding differs from the fold's and between thread counts (the carries

@@ -55,15 +55,15 @@ from ._cpu_logsum_tile import FM, NC, NT, C, _as, _block, _join, _least, _max, _
 #: Thread 0 scans ``1 + LEAD_SHARE[itemsize]`` times the elements of each other
 #: thread: in cache on one thread of a 2-core AMD EPYC (``znver2``), a block
 #: scanned 1.36 ns an element against pass 1 and pass 2 together 1.49 (pass 1
-#: 0.84; float64 3.13 against 3.40), about 1.1 times as much.  But where
-#: thread 1's blocks fall back (a +inf or NaN, prefixes below ``th``) it does
-#: ``_reduce`` and the scan again while thread 0 may only write a saturated
-#: carry: float32 at 2^22, two threads, quiet, 3 rounds, half the elements
-#: +inf took 3.84-4.04 ms at 0.1, 3.43-3.69 at 0.35 (3.45-3.50 before the
-#: deferred log), N(0, 1) 3.92-4.03 at 0.1 and 4.17-4.26 at 0.35 (6.1
-#: before).  0.35 keeps every input at least as fast as before; float64 is
-#: given the same share, untuned.
-LEAD_SHARE = {4: 0.35, 8: 0.35}
+#: 0.84; float64 3.13 against 3.40), about 1.1 times as much.  Where thread
+#: 1's blocks fall back (+inf or NaN, prefixes below ``th``) it reduces and
+#: scans again; since the reduce stops at the first +inf and the saturated
+#: fold fills whole tiles, that costs little.  Measured at 2^22, two threads,
+#: quiet, float32 at 0.1, 0.15, 0.2, 0.25 and 0.35: U(0.5, 1) 4.00, 3.93,
+#: 4.01, 4.09 and 4.21 ms; half +inf 2.05, 2.04, 1.97, 2.02 and 2.22;
+#: 1e30 N(0, 1) (every tile falls back) 5.35, 5.42, 5.28, 5.17 and 5.00.
+#: float64 at 0.1, 0.2 and 0.35: U(0.5, 1) 13.1, 13.6 and 13.8 ms.
+LEAD_SHARE = {4: 0.15, 8: 0.1}
 
 
 @numba.njit(nogil=True, cache=True, fastmath=FM)
