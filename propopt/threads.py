@@ -45,6 +45,7 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import numba
+from llvmlite import ir
 from numba.extending import intrinsic
 
 #: Shortest window (seconds) over which other processes' CPU use is
@@ -494,6 +495,68 @@ def take(typingctx, counter):  # type: ignore[no-untyped-def]  # pragma: no cove
         return builder.atomic_rmw("add", ary.data, one, "seq_cst")
 
     return numba.types.int64(counter), codegen
+
+
+def _int64_slot(context, builder, sig, args):  # type: ignore[no-untyped-def]
+    """A pointer to ``flags[i]`` of an int64 array ``flags`` (numba codegen)."""
+    ary = context.make_array(sig.args[0])(context, builder, args[0])
+    return builder.gep(ary.data, [args[1]])
+
+
+@intrinsic
+def publish(typingctx, flags, i):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
+    """In numba code: ``flags[i] = 1`` as an atomic store with release order, so that
+    a thread that sees it (:func:`wait_for`) sees every write made before it."""
+    if not (isinstance(flags, numba.types.Array) and flags.dtype == numba.types.int64):
+        return None
+
+    def codegen(context, builder, sig, args):  # type: ignore[no-untyped-def]
+        ptr = _int64_slot(context, builder, sig, args)
+        builder.store_atomic(context.get_constant(numba.types.int64, 1), ptr, "release", 8)
+        return context.get_dummy_value()
+
+    return numba.types.void(flags, numba.types.intp), codegen
+
+
+@intrinsic
+def _published(typingctx, flags, i):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
+    """``flags[i]`` read as an atomic load with acquire order."""
+    if not (isinstance(flags, numba.types.Array) and flags.dtype == numba.types.int64):
+        return None
+
+    def codegen(context, builder, sig, args):  # type: ignore[no-untyped-def]
+        ptr = _int64_slot(context, builder, sig, args)
+        return builder.load_atomic(ptr, "acquire", 8)
+
+    return numba.types.int64(flags, numba.types.intp), codegen
+
+
+@intrinsic
+def _spin_pause(typingctx):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
+    """A spin-wait hint: ``pause`` on x86-64, nothing elsewhere."""
+
+    def codegen(context, builder, sig, args):  # type: ignore[no-untyped-def]
+        import platform
+
+        if platform.machine().lower() in ("x86_64", "amd64"):
+            fnty = ir.FunctionType(ir.VoidType(), [])
+            fn = builder.module.declare_intrinsic("llvm.x86.sse2.pause", fnty=fnty)
+            builder.call(fn, [])
+        return context.get_dummy_value()
+
+    return numba.types.void(), codegen
+
+
+@numba.njit(inline="always")
+def wait_for(flags, i):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
+    """In numba code: spin until ``flags[i]`` is published (:func:`publish`).
+
+    For kernels whose threads take ordered work items (:func:`take`) that
+    depend only on items taken before them: the thread that took item ``i``
+    is running it, so the wait ends, and on one thread no wait happens.
+    """
+    while _published(flags, i) == 0:
+        _spin_pause()
 
 
 _workers: Any = None  # a ThreadPoolExecutor, made on first use

@@ -1,21 +1,23 @@
 """logaddexp's forward inclusive scan of one row on several threads, the log deferred.
 
-The row is walked in super-blocks, as in ``_cpu_logsum._scan_1d``: thread 0
-scans ``B0`` elements of each from the running carry; each other thread
-owns ``BK`` elements, which it scans in two parallel regions:
+The row is walked in super-blocks, as in ``_cpu_logsum._scan_1d``: part 0
+of each (``B0`` elements) is scanned from the running carry; each other part
+(``BK`` elements) in two passes:
 
-* pass 1 (:func:`_pass1`), carry unknown: its block scanned from the
+* pass 1 (:func:`_pass1`), carry unknown: the part scanned from the
   identity by ``_cpu_logsum._tile``'s chunks without the ``log``: ``o[j]``
   gets the unlogged prefix ``K_c + e_0 + ... + e_j`` relative to the
-  chunk's running maximum ``M_c``, kept in a small per-thread array; the
-  block's state ``(M, S)`` joins the carries' chain;
-* pass 2 (:func:`_pass2`), in the next region, block still in L2, carry
+  chunk's running maximum ``M_c``, kept in a small array; the part's state
+  ``(M, S)`` joins the carries' chain;
+* pass 2 (:func:`_pass2`), a super-block later, the part still in cache, carry
   ``(Mk, Sk)`` known: per chunk ``M' = max(Mk, M_c)``, ``f = exp(M_c - M')``,
   ``g = Sk exp(Mk - M')``, then per element ``o[j] = M' + log(o[j] f + g)``
   (one multiply-add and :func:`propopt.vmath.flog_normal`).
 
-So every thread does about one tile's work per element (the ``exp`` pass, the
-prefix sums and the ``log`` pass) instead of a reduce and a scan.
+So every element costs about one tile's work (the ``exp`` pass, the prefix
+sums and the ``log`` pass) instead of a reduce and a scan.  The parts are
+work items that the threads take in order, in one parallel region
+(:func:`scan_1d`).
 
 Fallbacks keep ``_cpu_logsum``'s semantics: a block holding a NaN or ``+inf``,
 a tile whose first prefix in some chunk is below ``th`` (see below), or a
@@ -49,21 +51,31 @@ import numba
 import numpy as np
 from numba import prange
 
-from .. import vmath
-from ._cpu_logsum_tile import FM, NC, NT, C, _as, _block, _join, _least, _max, _reduce, _scan_chunk, _value
+from .. import threads, vmath
+from ._cpu_logsum_tile import (
+    FM,
+    NC,
+    NT,
+    C,
+    _as,
+    _block,
+    _join,
+    _least,
+    _max,
+    _reduce,
+    _scan_chunk,
+    _value,
+)
 
-#: Thread 0 scans ``1 + LEAD_SHARE[itemsize]`` times the elements of each other
-#: thread: in cache on one thread of a 2-core AMD EPYC (``znver2``), a block
-#: scanned 1.36 ns an element against pass 1 and pass 2 together 1.49 (pass 1
-#: 0.84; float64 3.13 against 3.40), about 1.1 times as much.  Where thread
-#: 1's blocks fall back (+inf or NaN, prefixes below ``th``) it reduces and
-#: scans again; since the reduce stops at the first +inf and the saturated
-#: fold fills whole tiles, that costs little.  Measured at 2^22, two threads,
-#: quiet, float32 at 0.1, 0.15, 0.2, 0.25 and 0.35: U(0.5, 1) 4.00, 3.93,
-#: 4.01, 4.09 and 4.21 ms; half +inf 2.05, 2.04, 1.97, 2.02 and 2.22;
-#: 1e30 N(0, 1) (every tile falls back) 5.35, 5.42, 5.28, 5.17 and 5.00.
-#: float64 at 0.1, 0.2 and 0.35: U(0.5, 1) 13.1, 13.6 and 13.8 ms.
-LEAD_SHARE = {4: 0.15, 8: 0.1}
+#: Part 0 of a super-block holds ``1 + LEAD_SHARE[itemsize]`` times the
+#: elements of each other part: in cache on one thread of a 2-core AMD EPYC
+#: (``znver2``), part 0 costs 1.36 ns an element against pass 1 and pass 2
+#: together 1.49 (pass 1 0.84; float64 3.13 against 3.40).  Measured at 2^22,
+#: two threads, one region, quiet, float32 at 0, 0.1, 0.2 and 0.3: U(0.5, 1)
+#: 3.69, 3.68, 3.73 and 3.85 ms; N(0, 1) 3.63, 3.65, 3.74 and 3.79; 1e30 N(0, 1)
+#: (every tile falls back) 4.60, 4.50, 4.48 and 4.50.  float64 at 0, 0.1 and
+#: 0.2: U(0.5, 1) 12.3, 12.1 and 12.6 ms.
+LEAD_SHARE = {4: 0.1, 8: 0.1}
 
 
 @numba.njit(nogil=True, cache=True, fastmath=FM)
@@ -134,43 +146,79 @@ def _pass2(x, o, lo, hi, mk, sk, mcs, deferred, th, one, zero):  # type: ignore[
                 o[xb + j] = v
 
 
+@numba.njit(nogil=True, cache=True, fastmath=FM)
+def _carry(am, as_, pm, ps, b, t, one, zero):  # type: ignore[no-untyped-def]
+    """The state before part ``t`` of super-block ``b``: the state after its part 0
+    joined with the states of its parts 1..t-1."""
+    m, s = am[b], as_[b]
+    for u in range(1, t):
+        m, s = _join(m, s, pm[b, u], ps[b, u], one, zero)
+    return m, s
+
+
 @numba.njit(parallel=True, nogil=True, cache=True)
 def scan_1d(x, o, T, BK, B0, th, one, zero):  # type: ignore[no-untyped-def]
-    """The forward inclusive scan of one row on ``T`` threads: thread 0 scans ``B0``
-    elements of each super-block, threads 1.. ``BK`` each in two passes, the second
-    in the next region."""
+    """The forward inclusive scan of one row on ``T`` threads in one parallel region.
+
+    Super-block ``b`` has part 0 (``B0`` elements, scanned from the carry) and
+    parts ``t`` = 1..T-1 (``BK`` each, pass 1 and, once the carry is known,
+    pass 2).  The threads take work items in this order, each for step
+    ``b`` = 0..nsb: pass 1 of the parts of ``b``, pass 2 of the parts of
+    ``b - 1``, part 0 of ``b``.  An item depends only on items before it
+    (part 0 of ``b`` on part 0 and the passes 1 of ``b - 1``; pass 2 of part
+    ``t`` of ``b - 1`` on part 0 and passes 1 of parts < t of ``b - 1``), so a
+    thread that must wait waits for a running one, and one thread alone never
+    waits.  A wait spins: the regions per super-block that this replaces each
+    cost about 16 us (waking the pool's threads) on a 2-core AMD EPYC.
+    """
     N = x.shape[0]
-    ninf = _as(-np.inf, zero)
-    tm = np.empty(T, x.dtype)
-    ts = np.empty(T, x.dtype)
-    km = np.empty(T, x.dtype)
-    ksum = np.empty(T, x.dtype)
-    dfr = np.zeros(T, np.bool_)
-    mcs = np.empty((T, BK // C), x.dtype)
-    m, s = ninf, zero
-    SB = B0 + (T - 1) * BK
+    P = T - 1
+    SB = B0 + P * BK
     nsb = (N + SB - 1) // SB
-    for b in range(nsb + 1):
-        s0 = b * SB
-        for t in prange(T):
-            if b > 0 and t > 0:
-                plo = min(s0 - SB + B0 + (t - 1) * BK, N)
-                _pass2(x, o, plo, min(plo + BK, N), km[t], ksum[t], mcs[t], dfr[t], th, one, zero)
-            lo = min(s0 + (0 if t == 0 else B0 + (t - 1) * BK), N)
-            hi = min(lo + (B0 if t == 0 else BK), N)
-            if b < nsb:
-                if t == 0:
-                    m0, s0_ = _block(x, o, lo, hi, m, s, th, one, zero, False, False)
-                    tm[t] = m0
-                    ts[t] = s0_
-                else:
-                    m1, s1, d1 = _pass1(x, o, lo, hi, mcs[t], th, one, zero)
-                    tm[t] = m1
-                    ts[t] = s1
-                    dfr[t] = d1
-        if b < nsb:
-            m, s = tm[0], ts[0]
-            for t in range(1, T):
-                km[t] = m
-                ksum[t] = s
-                m, s = _join(m, s, tm[t], ts[t], one, zero)
+    per = 2 * P + 1  # items per step
+    nitems = (nsb + 1) * per
+    counter = np.zeros(1, np.int64)
+    done = np.zeros(nitems, np.int64)
+    am = np.empty(nsb, x.dtype)  # the state after part 0 of each super-block
+    as_ = np.empty(nsb, x.dtype)
+    pm = np.empty((nsb, T), x.dtype)  # pass 1's states of parts 1..
+    ps = np.empty((nsb, T), x.dtype)
+    dfr = np.zeros((nsb, T), np.bool_)
+    mcs = np.empty((nsb, T, BK // C), x.dtype)
+    ninf = _as(-np.inf, zero)
+    for _ in prange(T):
+        while True:
+            i = threads.take(counter)
+            if i >= nitems:
+                break
+            b, r = i // per, i % per
+            if r < P:  # pass 1 of part t of b
+                t = r + 1
+                if b < nsb:
+                    lo = min(b * SB + B0 + (t - 1) * BK, N)
+                    m1, s1, d1 = _pass1(x, o, lo, min(lo + BK, N), mcs[b, t], th, one, zero)
+                    pm[b, t] = m1
+                    ps[b, t] = s1
+                    dfr[b, t] = d1
+            elif r < 2 * P:  # pass 2 of part t of b - 1
+                t = r - P + 1
+                c = b - 1
+                if c >= 0:
+                    threads.wait_for(done, c * per + 2 * P)
+                    for u in range(1, t):
+                        threads.wait_for(done, c * per + u - 1)
+                    mk, sk = _carry(am, as_, pm, ps, c, t, one, zero)
+                    lo = min(c * SB + B0 + (t - 1) * BK, N)
+                    _pass2(x, o, lo, min(lo + BK, N), mk, sk, mcs[c, t], dfr[c, t], th, one, zero)
+            elif b < nsb:  # part 0 of b
+                m, s = ninf, zero
+                if b > 0:
+                    threads.wait_for(done, (b - 1) * per + 2 * P)
+                    for u in range(1, T):
+                        threads.wait_for(done, (b - 1) * per + u - 1)
+                    m, s = _carry(am, as_, pm, ps, b - 1, T, one, zero)
+                lo = min(b * SB, N)
+                m0, s0 = _block(x, o, lo, min(lo + B0, N), m, s, th, one, zero, False, False)
+                am[b] = m0
+                as_[b] = s0
+            threads.publish(done, i)

@@ -341,7 +341,28 @@ def test_a_last_part_tile_is_scanned_padded(dtype):
             o = np.full_like(v, 7.0)
             K._block(v, o, 0, n, dtype(-np.inf), k[2], *k, False, False)
             want = seq_math(v)
-            np.testing.assert_allclose(o, want, rtol=TOL[dtype], atol=TOL[dtype], err_msg=f"{n} {name}")
+            tol = TOL[dtype]
+            np.testing.assert_allclose(o, want, rtol=tol, atol=tol, err_msg=f"{n} {name}")
             assert np.array_equal(np.isneginf(o), np.isneginf(want)), (n, name)
     rows = rng.normal(0, 3, (7, 1000)).astype(dtype)
     check(pp.associative_scan(pp.logaddexp, rows, axis=1), rows)
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_one_region_takes_ordered_items_on_any_thread_count(dtype):
+    """The forward scan's threads take ordered items and wait only for earlier ones:
+    any T, more or fewer than numba's threads, gives the fold's result (no item is
+    lost, none deadlocks), as does a row with a fallback in some part."""
+    bk = L.BLOCK_BYTES // np.dtype(dtype).itemsize
+    k = L._consts(np.dtype(dtype))
+    rng = np.random.default_rng(31)
+    x = rng.normal(0, 3, 7 * bk + 555)
+    x[3 * bk + 17] = 1e4  # a steep rise: that part's tiles fall back
+    x[5 * bk + 3 : 5 * bk + 900] = -np.inf
+    x = x.astype(dtype)
+    want = seq_math(x)
+    for T in (1, 2, 3, 5):
+        for b0 in (bk, bk + bk // 4):
+            o = np.full_like(x, np.nan)
+            LT.scan_1d(x, o, T, bk, b0, *k)
+            np.testing.assert_allclose(o, want, rtol=TOL[dtype], atol=TOL[dtype], err_msg=f"T={T}")
