@@ -70,7 +70,7 @@ import numpy as np
 from numba import prange
 
 from .. import threads
-from .._memory import mapped_empty, settle_allocator
+from .._memory import scan_result_empty, settle_allocator
 from . import _cpu_logsum_threads as lt
 from ._cpu_logsum_tile import (
     FM as FM,
@@ -174,7 +174,7 @@ def scan(
     if out is None:
         if x.nbytes >= 1 << 17:
             settle_allocator()
-        out = mapped_empty(shape, x.dtype)
+        out = scan_result_empty(shape, x.dtype)
     o2 = out.reshape(p, n)
     k = _consts(x.dtype)
     rev, excl = bool(reverse), bool(exclusive)
