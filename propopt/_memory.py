@@ -92,9 +92,6 @@ def scan_result_empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     2^24 43.8 against 41.9 ms; at 2^21 and 2^22 (results the allocator
     reuses) the two were within 0.1 ms.  Advising 4 KiB pages
     (``MADV_NOHUGEPAGE``) at 2^24 kept the order: 48.6 against 44.7 ms.
-    ``logaddexp``'s scan at 2^22 float64 (32 MiB), two threads, quiet, 3 rounds:
-    2.00-2.11x ``np.copy`` against 2.22-2.38x faulted in first (the forward
-    scan), 2.51-2.53x against 2.90-2.92x (reverse and exclusive).
     """
     if np.dtype(dtype).itemsize * math.prod(shape) >= FRESH_MAP_BYTES:
         return np.empty(shape, dtype)
