@@ -200,3 +200,53 @@ class ScanLinearRecurrence(Benchmark):
 
 def _sequential(a, b):
     return sequential_recurrence(a, b)
+
+
+class ScanLogaddexp(Benchmark):
+    """The running log-sum-exp (``logaddexp``): one row against a copy and
+    ``torch.logcumsumexp``, and for short ``n`` 256 rows against it."""
+
+    params = [1000, 2**20]
+    param_names = ["n"]
+
+    def setup(self, n):
+        g = np.random.default_rng(0)
+        self.x = g.normal(size=n).astype(np.float32)
+        self.rows = g.normal(size=(256, n)).astype(np.float32) if n <= 4096 else None
+        pp.associative_scan(pp.logaddexp, self.x)  # compile
+        try:
+            import torch
+        except ImportError:
+            self.torch = None
+        else:
+            self.torch = torch
+            self.tx = torch.from_numpy(self.x)
+            self.trows = None if self.rows is None else torch.from_numpy(self.rows)
+
+    def time_np_copy(self, n):
+        np.copy(self.x)
+
+    def time_propopt_cpu(self, n):
+        pp.associative_scan(pp.logaddexp, self.x)
+
+    def time_propopt_rows(self, n):
+        if self.rows is None:
+            raise NotImplementedError("rows only for short n")
+        pp.associative_scan(pp.logaddexp, self.rows, axis=1)
+
+    def time_torch_logcumsumexp(self, n):
+        if self.torch is None:
+            raise NotImplementedError("torch is not installed")
+        self.torch.logcumsumexp(self.tx, dim=0)
+
+    def time_torch_rows(self, n):
+        if self.torch is None or self.rows is None:
+            raise NotImplementedError("torch is not installed, or n is long")
+        self.torch.logcumsumexp(self.trows, dim=1)
+
+    def track_time_over_copy(self, n):
+        return 1.0 / ratio(
+            lambda: np.copy(self.x), lambda: pp.associative_scan(pp.logaddexp, self.x)
+        )
+
+    track_time_over_copy.unit = "x copy"
