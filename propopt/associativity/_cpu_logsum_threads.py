@@ -166,9 +166,9 @@ def scan_1d(x, o, T, BK, B0, th, one, zero):  # type: ignore[no-untyped-def]
     ``b`` = 0..nsb: pass 1 of the parts of ``b``, pass 2 of the parts of
     ``b - 1``, part 0 of ``b``.  An item depends only on items before it
     (part 0 of ``b`` on part 0 and the passes 1 of ``b - 1``; pass 2 of part
-    ``t`` of ``b - 1`` on part 0 and passes 1 of parts < t of ``b - 1``), so a
-    thread that must wait waits for a running one, and one thread alone never
-    waits.  A wait spins: the regions per super-block that this replaces each
+    ``t`` of ``b - 1`` on part 0 and the passes 1 of parts 1..t of ``b - 1``,
+    its own included), so a thread that must wait waits for a running one, and
+    one thread alone never waits.  A wait spins: the regions per super-block that this replaces each
     cost about 16 us (waking the pool's threads) on a 2-core AMD EPYC.
     """
     N = x.shape[0]
@@ -205,7 +205,7 @@ def scan_1d(x, o, T, BK, B0, th, one, zero):  # type: ignore[no-untyped-def]
                 c = b - 1
                 if c >= 0:
                     threads.wait_for(done, c * per + 2 * P)
-                    for u in range(1, t):
+                    for u in range(1, t + 1):  # its own pass 1 too
                         threads.wait_for(done, c * per + u - 1)
                     mk, sk = _carry(am, as_, pm, ps, c, t, one, zero)
                     lo = min(c * SB + B0 + (t - 1) * BK, N)
