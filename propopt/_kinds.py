@@ -146,9 +146,12 @@ HALF_NAMES = ("float16", "bfloat16")
 
 def half_name(dtype: Any) -> str | None:
     """``'float16'`` or ``'bfloat16'`` for a NumPy, ml_dtypes or torch half dtype, else None."""
-    if isinstance(dtype, np.dtype) and dtype.itemsize != 2:
-        return None  # (str() of a NumPy dtype costs microseconds on every scan)
-    name = str(dtype).replace("torch.", "")
+    if isinstance(dtype, np.dtype):
+        if dtype.itemsize != 2:
+            return None  # (str() of a NumPy dtype costs microseconds on every scan)
+        name = dtype.name  # 'float16' in either byte order ('>f2' from str())
+    else:
+        name = str(dtype).replace("torch.", "")
     if name in ("half", "float16"):
         return "float16"
     return name if name in HALF_NAMES else None

@@ -170,6 +170,21 @@ def test_half_dask_equals_in_memory():
     np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
 
 
+def test_half_big_endian_is_widened_too():
+    """A big-endian float16 array is half precision too (its str() is '>f2'): dask scans
+    it in float32 and rounds once, as NumPy's path does, not once per combine."""
+    da = pytest.importorskip("dask.array")
+    v = np.array([1, 1, 1, 1.75, 1.75, 1.859375, 1.5])
+    x = v.astype(np.dtype(">f2"))
+    want = np.cumprod(v).astype(np.float16)  # exact in float64, rounded once
+    for chunks in (1, 3, 7):
+        got = pp.associative_scan(pp.mul, da.from_array(x, chunks=chunks), method="tiled")
+        got = got.compute()
+        assert got.dtype == x.dtype
+        assert np.array_equal(got.astype(np.float64), want.astype(np.float64)), (chunks, got)
+    assert np.array_equal(pp.associative_scan(pp.mul, x).astype(np.float64), want)
+
+
 def test_half_cuda_device_arrays():
     # numba's simulator unless NUMBA_ENABLE_CUDASIM=0 (tests/conftest.py); small
     # tiles so that 40 elements span several tiles and the carry scan

@@ -44,7 +44,7 @@ CHILD = textwrap.dedent(
             if m is pp.logaddexp:  # its own scan: the tile of _cpu_logsum.py
                 kernel = numba.njit(nogil=True, fastmath=L.FM)(L._tile.py_func)
                 consts = [numba.typeof(v) for v in L._consts(dt)]
-                sig = (arr, arr, i64, s, s, arr, *consts)
+                sig = (arr, arr, i64, s, s, arr, *consts, i64)  # the last: chunks
             else:
                 kernel = _cpu.inspectable(m, dt)._block
                 sig = (*[arr] * (2 * m.arity), i64, i64, i64, b, b, *[s] * (2 * m.arity), b)
