@@ -165,12 +165,13 @@ class _Peers:
         if now - self.when < PEERS_TTL_S:
             return self.count
         me = threading.get_native_id()
-        running = _running_threads(me)
-        if running:
-            pool = self.pools.get(me)
-            if pool is None:
-                pool = self.pools[me] = _pool_threads()
-            running -= pool
+        pool = self.pools.get(me)
+        if pool is None:
+            # at the calling thread's first sizing, whether or not a thread runs now:
+            # the probe's kernel then loads at a moment a caller can predict (a
+            # warm-up), not inside whichever call first meets a running thread
+            pool = self.pools[me] = _pool_threads()
+        running = _running_threads(me) - pool
         if running:
             # a thread seen running once may be finishing the work its
             # caller just waited for; one that still runs a moment later
